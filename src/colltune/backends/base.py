@@ -1,0 +1,112 @@
+"""The backend interface: run one launch of the native benchmark somewhere.
+
+A backend is small: it knows how to start ``colltune-bench`` on ``nodes`` x
+``ppn`` processes with extra launcher arguments/environment (from the algorithm
+provider), enforce a timeout, and hand back the JSON records it printed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..providers.base import LaunchMods, Provider
+
+
+@dataclass
+class Launch:
+    nodes: int
+    ppn: int
+    bench_args: list[str]
+    mods: LaunchMods = field(default_factory=LaunchMods)
+    timeout: float = 300.0
+
+
+@dataclass
+class LaunchResult:
+    command: list[str]
+    exit_code: int | None
+    timed_out: bool
+    wall_s: float
+    header: dict[str, Any] | None
+    records: list[dict[str, Any]]
+    done: bool                      # the bench printed its closing record
+    output_tail: str
+
+    @property
+    def clean(self) -> bool:
+        return self.done and not self.timed_out and self.exit_code in (0, 3)
+
+
+def read_records(path: str) -> tuple[dict | None, list[dict], bool]:
+    """Parse the bench's JSON lines; a torn last line (crash mid-write) is ignored."""
+    header, records, done = None, [], False
+    if not os.path.exists(path):
+        return header, records, done
+    with open(path) as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            kind = rec.get("type")
+            if kind == "header":
+                header = rec
+            elif kind == "measurement":
+                records.append(rec)
+            elif kind == "done":
+                done = True
+    return header, records, done
+
+
+def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
+                json_path: str) -> LaunchResult:
+    """Run a launcher command in its own process group; kill the group on timeout."""
+    start = time.monotonic()
+    log_path = os.path.join(cwd, "launch.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    with open(log_path, errors="replace") as fh:
+        tail = fh.read()[-4000:]
+    header, records, done = read_records(json_path)
+    return LaunchResult(cmd, None if timed_out else proc.returncode, timed_out,
+                        time.monotonic() - start, header, records, done, tail)
+
+
+class Backend:
+    name = "?"
+    description = ""
+
+    def prepare(self) -> None:
+        """Check/install what this backend needs; raise BackendError naming what is missing."""
+        raise NotImplementedError
+
+    def provider(self) -> Provider:
+        raise NotImplementedError
+
+    def provenance(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def max_ppn(self) -> int:
+        raise NotImplementedError
+
+    def max_nodes(self) -> int:
+        raise NotImplementedError
+
+    def run(self, launch: Launch, workdir: str) -> LaunchResult:
+        raise NotImplementedError

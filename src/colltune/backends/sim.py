@@ -1,0 +1,77 @@
+"""Simulated cluster: SimGrid SMPI (the embedded default backend)."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .. import native
+from ..errors import BackendError
+from . import BACKENDS
+from .base import Backend, Launch, LaunchResult, run_process
+
+# SimGrid's informational chatter is noise in our logs; errors stay visible.
+QUIET_LOGS = ["--log=xbt_cfg.thres:warning", "--log=smpi_config.thres:error"]
+
+
+@BACKENDS.register("sim")
+class SimBackend(Backend):
+    name = "sim"
+    description = "simulated cluster on SimGrid SMPI (deterministic timings)"
+
+    def __init__(self, settings, platform: str | None = None):
+        self.settings = settings
+        self.platform_name = platform or settings.platform
+        self.impl = None
+        self.bench = None
+        self.platform = None
+        self._provider = None
+
+    def prepare(self) -> None:
+        from .. import mpi, platforms
+        try:
+            self.impl = mpi.find("smpi")
+        except mpi.MPINotFound as exc:
+            raise BackendError(str(exc)) from None
+        try:
+            self.platform = platforms.load(self.platform_name)
+        except platforms.PlatformError as exc:
+            raise BackendError(str(exc)) from None
+        self.bench = native.build(self.impl, "bench", self.settings.cache_dir)
+
+    def provider(self):
+        if self._provider is None:
+            from ..providers.smpi import SMPIProvider
+            self._provider = SMPIProvider(self.impl.launcher, str(self.bench))
+        return self._provider
+
+    def max_ppn(self) -> int:
+        return self.platform.cores_per_node
+
+    def max_nodes(self) -> int:
+        return self.platform.nodes
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "platform": self.platform.name,
+            "platform_sha256": self.platform.provenance.get("sha256"),
+            "mpi_library": "SimGrid SMPI",
+            "mpi_version": self.impl.version,
+            "smpi_config": self.platform.smpi_config,
+        }
+
+    def run(self, launch: Launch, workdir: str) -> LaunchResult:
+        os.makedirs(workdir, exist_ok=True)
+        hostfile = self.platform.write_hostfile(launch.nodes, launch.ppn,
+                                                os.path.join(workdir, "hostfile"))
+        json_path = os.path.join(workdir, "records.jsonl")
+        if os.path.exists(json_path):
+            os.remove(json_path)
+        cmd = [self.impl.launcher, "-np", str(launch.nodes * launch.ppn),
+               "-platform", self.platform.xml_path, "-hostfile", hostfile,
+               *self.platform.smpirun_cfg_args(), *QUIET_LOGS, *launch.mods.launcher_args,
+               str(self.bench), *launch.bench_args, "--shared-buffers", "--json", json_path]
+        env = self.impl.run_env()
+        env.update(launch.mods.env)
+        return run_process(cmd, env, launch.timeout, workdir, json_path)
+

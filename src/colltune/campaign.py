@@ -1,0 +1,196 @@
+"""Run benchmark plans through a backend into the results store.
+
+Guarantees: a point already in the store is not measured again (resume); one
+failing launch (abort, hang, wrong data) is recorded and the campaign goes on —
+after a crash the remaining points of that launch are relaunched, so one bad
+message size does not hide the others; results of a launch are written as soon
+as it ends, so killing the campaign loses at most the launches in flight.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__
+from .backends.base import Backend, Launch, LaunchResult
+from .plan import BenchSpec, check_bytes_per_rank
+from .progress import Progress
+from .store import CRASHED, ERROR, OK, TIMEOUT, WRONG, Store
+
+_RECORD_FIELDS = ("participants", "msg_size", "bytes", "count", "dtype", "root", "delay_us",
+                  "delayed_rank", "tcalc_us", "warmup", "reps", "late_starts", "ttc_median_s",
+                  "ttc_mean_s", "ttc_min_s", "ttc_max_s", "ttc_stddev_s", "rse_median",
+                  "rank_max_mean_s", "rank_mean_mean_s", "pure_median_s", "overlap_pct",
+                  "valid", "check_error")
+
+
+@dataclass
+class Job:
+    spec: BenchSpec
+    check: str
+    keys: dict[tuple, str]                  # point identity -> store key
+
+
+@dataclass
+class CampaignSummary:
+    launches: int = 0
+    skipped_points: int = 0
+    measured: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def add(self, status: str) -> None:
+        self.measured[status] = self.measured.get(status, 0) + 1
+
+
+def _ident(point: dict[str, Any]) -> tuple:
+    return (int(point["participants"]), int(point["msg_size"]),
+            point.get("delay_us"), point.get("tcalc_us"))
+
+
+class Campaign:
+    def __init__(self, name: str, backend: Backend, store: Store, settings,
+                 show_progress: bool = True, retry_failed: bool = False):
+        self.name, self.backend, self.store, self.settings = name, backend, store, settings
+        self.show_progress, self.retry_failed = show_progress, retry_failed
+        self.context = {k: v for k, v in backend.provenance().items() if k != "smpi_config"}
+        self.context["bench"] = {k: settings.values[k]
+                                 for k in ("warmup", "min_reps", "max_reps", "rse")}
+
+    # -- planning -------------------------------------------------------
+    def jobs(self, specs: list[BenchSpec], summary: CampaignSummary) -> list[Job]:
+        budget = self.settings.check_memory_mb * 2 ** 20
+        jobs = []
+        for spec in specs:
+            keys = {_ident(p): spec.key_of(p, self.context) for p in spec.points()}
+            done = self.store.done_keys(keys.values())
+            if self.retry_failed:
+                failed = done - self.store.done_keys_with_status(done, OK)
+                self.store.forget(failed)
+                done -= failed
+            summary.skipped_points += len(done)
+            todo_sizes = sorted({i[1] for i, k in keys.items() if k not in done})
+            if not todo_sizes:
+                continue
+            if self.settings.check == "none":
+                groups = [("none", todo_sizes)]
+            else:
+                fits = [m for m in todo_sizes if spec.nprocs * check_bytes_per_rank(
+                    spec.collective, m, spec.nprocs) <= budget]
+                rest = [m for m in todo_sizes if m not in fits]
+                groups = [(self.settings.check, fits), ("none", rest)]
+            for check, sizes in groups:
+                if sizes:
+                    sub = spec.with_sizes(sizes)
+                    jobs.append(Job(sub, check, {_ident(p): keys[_ident(p)] for p in sub.points()
+                                                  if keys[_ident(p)] not in done}))
+        return jobs
+
+    # -- execution ------------------------------------------------------
+    def run(self, specs: list[BenchSpec]) -> CampaignSummary:
+        summary = CampaignSummary()
+        start = time.monotonic()
+        jobs = self.jobs(specs, summary)
+        progress = Progress(len(jobs), enabled=self.show_progress)
+        workroot = tempfile.mkdtemp(prefix="colltune-")
+        try:
+            with ThreadPoolExecutor(max_workers=self.settings.jobs) as pool:
+                futures = {pool.submit(self._execute, job, os.path.join(workroot, str(i))): job
+                           for i, job in enumerate(jobs)}
+                for fut in as_completed(futures):
+                    job = futures[fut]
+                    for result, points in fut.result():
+                        self._write(job, result, points)
+                        summary.launches += 1
+                        for p in points:
+                            summary.add(p["status"])
+                    progress.step(f"{job.spec.collective} {job.spec.algorithm.label} "
+                                  f"{job.spec.nodes}x{job.spec.ppn}", summary.measured)
+        finally:
+            progress.close()
+            shutil.rmtree(workroot, ignore_errors=True)
+        summary.wall_s = time.monotonic() - start
+        return summary
+
+    def _execute(self, job: Job, workdir: str) -> list[tuple[LaunchResult, list[dict]]]:
+        """Run a job; after a crash or hang, relaunch what was not reached."""
+        out = []
+        spec = job.spec
+        while True:
+            launch = Launch(spec.nodes, spec.ppn, spec.bench_args(self.settings, job.check),
+                            self.backend.provider().force(spec.algorithm), self.settings.timeout)
+            result = self.backend.run(launch, workdir)
+            points, unreached = self._classify(spec, job, result)
+            out.append((result, points))
+            if not unreached:
+                return out
+            spec = spec.with_sizes(sorted({i[1] for i in unreached}))
+
+    def _classify(self, spec: BenchSpec, job: Job, result: LaunchResult):
+        got = {_ident(r): r for r in result.records}
+        expected = [_ident(p) for p in spec.points()]
+        points, unreached = [], []
+        culprit_found = False
+        for ident in expected:
+            rec = got.get(ident)
+            if rec is not None:
+                p = {k: rec.get(k) for k in _RECORD_FIELDS}
+                p["labels_json"] = json.dumps(rec["labels"]) if rec.get("labels") else None
+                if rec.get("valid") is False:
+                    p["status"] = WRONG
+                elif rec.get("ttc_median_s") is None and job.check != "only":
+                    p["status"], p["check_error"] = ERROR, "no time reported"
+                else:
+                    p["status"] = OK
+            elif result.clean:
+                p = {"participants": ident[0], "msg_size": ident[1], "delay_us": ident[2],
+                     "tcalc_us": ident[3], "status": ERROR,
+                     "check_error": "bench finished without measuring this point"}
+            elif not culprit_found:
+                culprit_found = True
+                p = {"participants": ident[0], "msg_size": ident[1], "delay_us": ident[2],
+                     "tcalc_us": ident[3], "status": TIMEOUT if result.timed_out else CRASHED,
+                     "check_error": _failure_text(result)}
+            else:
+                unreached.append(ident)
+                continue
+            p["key"] = job.keys.get(ident)
+            points.append(p)
+        if not culprit_found and not result.clean and not unreached and points:
+            # Crashed after its last point (e.g. in MPI_Finalize): keep the data, say so.
+            for p in points:
+                if p["status"] == OK:
+                    p["check_error"] = "launch ended abnormally after this point: " + _failure_text(result)[:200]
+        return points, unreached
+
+    def _write(self, job: Job, result: LaunchResult, points: list[dict]) -> None:
+        spec, hdr = job.spec, result.header or {}
+        status = "ok" if result.clean else ("timeout" if result.timed_out else "crashed")
+        prov = self.backend.provenance()
+        run = {
+            "campaign": self.name, "started": time.time() - result.wall_s, "finished": time.time(),
+            "status": status, "backend": prov["backend"], "platform": prov.get("platform"),
+            "platform_sha256": prov.get("platform_sha256"), "provider": spec.algorithm.provider,
+            "mpi_library": prov.get("mpi_library"), "mpi_version": prov.get("mpi_version"),
+            "library_version": hdr.get("mpi_library"), "collective": spec.collective,
+            "algorithm": spec.algorithm.label, "algorithm_kind": spec.algorithm.kind,
+            "nodes": spec.nodes, "ppn": spec.ppn, "nprocs": spec.nprocs, "scenario": spec.scenario,
+            "settings_json": json.dumps({"check": job.check, **self.context["bench"],
+                                         "smpi_config": prov.get("smpi_config")}),
+            "colltune_version": __version__, "exit_code": result.exit_code,
+            "error": None if result.clean else _failure_text(result),
+            "wall_s": result.wall_s, "command": " ".join(result.command),
+        }
+        self.store.add_run(run, [p for p in points if p.get("key")])
+
+
+def _failure_text(result: LaunchResult) -> str:
+    why = (f"timed out after {result.wall_s:.0f} s" if result.timed_out
+           else f"exit code {result.exit_code}")
+    lines = [ln for ln in result.output_tail.strip().splitlines() if ln.strip()][-6:]
+    return why + (": " + " | ".join(lines) if lines else "")

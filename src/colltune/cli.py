@@ -1,0 +1,128 @@
+"""colltune command line: info, bench, tune, report, results, demo."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .errors import ColltuneError
+from .plan import SCENARIOS
+from .sizes import parse_list
+
+GLOBAL_KEYS = ("store", "output_dir", "backend", "platform", "jobs", "timeout", "warmup",
+               "min_reps", "max_reps", "rse", "check", "check_memory_mb", "cache_dir")
+
+
+def _add_globals(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("settings (CLI > COLLTUNE_* environment > config file)")
+    g.add_argument("--config", help="TOML config file (default: colltune.toml or $COLLTUNE_CONFIG)")
+    g.add_argument("--store", help="SQLite results database")
+    g.add_argument("--output-dir", dest="output_dir", help="where tables and reports go")
+    g.add_argument("--backend", help="where benchmarks run (see `colltune info`)")
+    g.add_argument("--platform", help="simulated platform: bundled name or XML path")
+    g.add_argument("--jobs", type=int, help="launches run concurrently")
+    g.add_argument("--timeout", type=float, help="seconds before a launch counts as hung")
+    g.add_argument("--warmup", type=int)
+    g.add_argument("--min-reps", dest="min_reps", type=int)
+    g.add_argument("--max-reps", dest="max_reps", type=int)
+    g.add_argument("--rse", type=float, help="target relative standard error of the median")
+    g.add_argument("--check", choices=["none", "first", "only"], help="verify result data")
+    g.add_argument("--check-memory-mb", dest="check_memory_mb", type=float)
+    g.add_argument("--cache-dir", dest="cache_dir")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _layouts(args) -> list[tuple[int, int]]:
+    if getattr(args, "layouts", None):
+        out = []
+        for item in args.layouts.split(","):
+            try:
+                n, p = item.lower().split("x")
+                out.append((int(n), int(p)))
+            except ValueError:
+                raise ColltuneError(f"bad layout {item!r}: expected NODESxPPN, e.g. 4x12") from None
+        return out
+    nodes = parse_list(args.nodes, "node count", 1)
+    ppns = parse_list(args.ppn, "processes per node", 1)
+    return [(n, p) for n in nodes for p in ppns]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="colltune", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"colltune {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("info", help="backends, MPI libraries found, algorithms per collective")
+    p.add_argument("--json", action="store_true")
+    _add_globals(p)
+
+    for name, helptext in (("bench", "run scenario benchmarks"), ("tune", "run a tuning campaign")):
+        p = sub.add_parser(name, help=helptext)
+        _add_globals(p)
+        p.add_argument("--layouts", help="NODESxPPN list, e.g. 2x4,8x4 (instead of --nodes/--ppn)")
+        p.add_argument("--nodes", default="2", help="node counts, e.g. 2,3,8 or 2..16")
+        p.add_argument("--ppn", default="4", help="processes per node")
+        p.add_argument("--sizes", default="8..1M", help="bytes per rank: 8..4M,1000,3000")
+        p.add_argument("--campaign", help="results campaign name (resumes if it exists)")
+        p.add_argument("--retry-failed", action="store_true", help="re-measure recorded failures")
+        p.add_argument("--root", type=int, default=0)
+        if name == "bench":
+            p.add_argument("--coll", "--collective", dest="collective", required=True)
+            p.add_argument("--algorithms", default="default",
+                           help="comma list of algorithm/selector names, or 'all'")
+            p.add_argument("--scenario", choices=SCENARIOS, default="plain")
+            p.add_argument("--procs", help="participant counts (sub-communicators), e.g. 2-17")
+            p.add_argument("--delays-us", default="1..1024", help="delayed scenario: delays")
+            p.add_argument("--delayed-rank", choices=["first", "last"], default="last")
+            p.add_argument("--tcalc-us", default="1..1024", help="overlap scenario: compute times")
+            p.add_argument("--dtype", choices=["char", "int", "float", "double"])
+        else:
+            p.add_argument("--strategy", default="exhaustive")
+            p.add_argument("--collectives", default="bcast,allreduce")
+            p.add_argument("--algorithms", help="restrict candidates (comma list)")
+            p.add_argument("--baselines", help="library default selectors to compare with "
+                                                "(default: the provider's, e.g. ompi,mpich)")
+            p.add_argument("--table", help="decision table path (default: OUTPUT_DIR/<campaign>.table.json)")
+
+    p = sub.add_parser("report", help="render the HTML report of a campaign")
+    _add_globals(p)
+    p.add_argument("--campaign", help="campaign name (default: the latest)")
+    p.add_argument("--baselines", default="ompi,mpich")
+    p.add_argument("-o", "--output", help="HTML path (default: OUTPUT_DIR/<campaign>.html)")
+
+    p = sub.add_parser("results", help="list or export stored results")
+    _add_globals(p)
+    rs = p.add_subparsers(dest="results_command", required=True)
+    rs.add_parser("list", help="campaigns in the store")
+    ex = rs.add_parser("export", help="export measurements")
+    ex.add_argument("--format", choices=["csv", "jsonl"], required=True)
+    ex.add_argument("--campaign")
+    ex.add_argument("-o", "--output", default="-")
+
+    p = sub.add_parser("demo", help="exhaustive tuning of bcast and allreduce on the small "
+                                    "simulated cluster, with report and summary")
+    _add_globals(p)
+    return ap
+
+
+def _cli_values(args) -> dict:
+    return {k: getattr(args, k, None) for k in GLOBAL_KEYS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from . import commands
+    try:
+        handler = getattr(commands, "cmd_" + args.command)
+        return int(handler(args, _cli_values(args)) or 0)
+    except ColltuneError as exc:
+        print(f"colltune: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("colltune: interrupted; finished launches are in the store, re-run to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Implementations of the CLI commands (argument parsing lives in cli.py)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from .campaign import Campaign
+from .cli import _layouts
+from .compare import compare_to_baselines, format_summary, summarize
+from .errors import ColltuneError
+from .plan import BenchSpec
+from .results import Results
+from .session import Session, new_campaign_name
+from .sizes import parse_list
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def cmd_info(args, cli) -> int:
+    from . import mpi
+    from .backends import BACKENDS
+    from .providers.base import COLLECTIVES
+    session = Session(cli, args.config)
+    info: dict = {"backends": [], "mpi": [], "providers": {}}
+    for name, cls in BACKENDS.items():
+        info["backends"].append({"name": name, "description": cls.description})
+    for impl in mpi.discover():
+        info["mpi"].append({"name": impl.name, "version": impl.version, "describe": impl.describe()})
+    try:
+        provider = session.backend().provider()
+        info["providers"][provider.name] = {
+            c: {"algorithms": [a.name for a in provider.algorithms(c)],
+                "selectors": [s.name for s in provider.selectors(c)]}
+            for c in provider.collectives()}
+    except ColltuneError as exc:
+        info["providers_error"] = str(exc)
+    if args.json:
+        json.dump(info, sys.stdout, indent=1)
+        print()
+        return 0
+    print("Backends:")
+    for b in info["backends"]:
+        print(f"  {b['name']:<8} {b['description']}")
+    print("MPI implementations found:")
+    for m in info["mpi"] or [{"describe": "(none)"}]:
+        print(f"  {m['describe']}")
+    if "providers_error" in info:
+        print(f"Algorithm providers: unavailable: {info['providers_error']}")
+    for pname, colls in info["providers"].items():
+        print(f"Algorithm provider {pname}:")
+        for c in COLLECTIVES:
+            if c in colls:
+                print(f"  {c:<21} {len(colls[c]['algorithms']):>3} algorithms: "
+                      f"{', '.join(colls[c]['algorithms'])}")
+                print(f"  {'':<21} selectors: {', '.join(colls[c]['selectors'])}")
+    return 0
+
+
+def cmd_bench(args, cli) -> int:
+    session = Session(cli, args.config)
+    backend = session.backend()
+    provider = backend.provider()
+    names = _split(args.algorithms)
+    if names == ["all"]:
+        algs = provider.algorithms(args.collective)
+    else:
+        algs = [provider.lookup(args.collective, n) for n in names]
+    sizes = tuple(parse_list(args.sizes, "message size"))
+    procs = tuple(parse_list(args.procs, "participant count", 1)) if args.procs else None
+    specs = []
+    for nodes, ppn in _layouts(args):
+        if procs and max(procs) > nodes * ppn:
+            raise ColltuneError(f"--procs {max(procs)} exceeds {nodes}x{ppn} = {nodes * ppn} ranks")
+        for alg in algs:
+            specs.append(BenchSpec(
+                args.collective, alg, nodes, ppn, sizes, procs, args.scenario,
+                tuple(parse_list(args.delays_us, "delay")) if args.scenario == "delayed" else (),
+                args.delayed_rank if args.scenario == "delayed" else None,
+                tuple(parse_list(args.tcalc_us, "tcalc")) if args.scenario == "overlap" else (),
+                args.root, args.dtype))
+    name = args.campaign or new_campaign_name("bench")
+    with session.store as store:
+        summary = Campaign(name, backend, store, session.settings, not args.quiet,
+                           args.retry_failed).run(specs)
+        res = Results.from_store(store, name).filter(collective=args.collective,
+                                                     scenario=args.scenario)
+    from .tables import classic
+    print(classic(res.points))
+    print(f"campaign {name}: {summary.launches} launches, measured {summary.measured}, "
+          f"{summary.skipped_points} points already in {session.settings.store}")
+    return 0 if not res.failures().shape[0] else 1
+
+
+def run_tuning(session: Session, args, collectives, layouts, sizes, name, strategy="exhaustive",
+               baselines=None, algorithms=None):
+    from .tuners import TUNERS, TuningSpace
+    backend = session.backend()
+    provider = backend.provider()
+    for c in collectives:
+        if c not in provider.collectives():
+            raise ColltuneError(f"{provider.name} provides no algorithms for {c!r}; "
+                                f"it has {', '.join(provider.collectives())}")
+    for n, p in layouts:
+        if n > backend.max_nodes() or p > backend.max_ppn():
+            raise ColltuneError(f"layout {n}x{p} does not fit platform "
+                                f"{backend.max_nodes()} nodes x {backend.max_ppn()} cores")
+    baselines = baselines or list(provider.default_baselines)
+    space = TuningSpace(tuple(collectives), tuple(layouts), tuple(sizes),
+                        tuple(algorithms) if algorithms else None, getattr(args, "root", 0))
+    tuner = TUNERS.get(strategy)(provider, space, baselines)
+    with session.store as store:
+        summary = Campaign(name, backend, store, session.settings, not args.quiet,
+                           getattr(args, "retry_failed", False)).run(tuner.plan())
+        results = Results.from_store(store, name)
+    table = tuner.decide(results, {**backend.provenance(), "campaign": name,
+                                   "baselines": baselines})
+    return table, results, summary, baselines
+
+
+def cmd_tune(args, cli) -> int:
+    session = Session(cli, args.config)
+    name = args.campaign or new_campaign_name(f"tune-{args.strategy}")
+    table, results, summary, baselines = run_tuning(
+        session, args, _split(args.collectives), _layouts(args),
+        parse_list(args.sizes, "message size"), name, args.strategy,
+        _split(args.baselines) or None, _split(args.algorithms) or None)
+    path = table.save(args.table or session.output_path(f"{name}.table.json"))
+    _print_outcome(name, summary, results, baselines, path, None)
+    return 0
+
+
+def _print_outcome(name, summary, results, baselines, table_path, report_path) -> None:
+    fails = results.failures()
+    print(f"\ncampaign {name}: {summary.launches} launches in {summary.wall_s:.0f} s, "
+          f"points {summary.measured}, {summary.skipped_points} reused from the store")
+    if len(fails):
+        kinds = fails.groupby("status").size().to_dict()
+        print(f"failed points (excluded from 'best'): {kinds}")
+    print(f"decision table: {table_path}")
+    if report_path:
+        print(f"HTML report:    {report_path}")
+    print("\nBest algorithm vs the library default selectors (time ratio selector/best):")
+    print(format_summary(summarize(compare_to_baselines(results, baselines), baselines)))
+
+
+def cmd_report(args, cli) -> int:
+    from .report import render
+    session = Session(cli, args.config)
+    with session.store as store:
+        name = args.campaign or (store.campaigns() or [None])[-1]
+        if name is None:
+            raise ColltuneError(f"no campaign in {session.settings.store}")
+        results = Results.from_store(store, name)
+    if not len(results):
+        raise ColltuneError(f"campaign {name!r} not found in {session.settings.store}")
+    out = render(results, _split(args.baselines), args.output or session.output_path(f"{name}.html"),
+                 title=name)
+    print(out)
+    return 0
+
+
+def cmd_results(args, cli) -> int:
+    session = Session(cli, args.config)
+    with session.store as store:
+        if args.results_command == "list":
+            for c in store.campaigns():
+                print(c)
+            return 0
+        results = Results.from_store(store, args.campaign)
+    out = sys.stdout if args.output == "-" else open(args.output, "w", newline="")
+    try:
+        if args.format == "csv":
+            results.to_csv(out)
+        else:
+            results.to_jsonl(out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+# The embedded default job: small enough for < 10 minutes on 2 cores.
+DEMO = {"collectives": ["bcast", "allreduce"], "layouts": [(2, 4), (4, 4), (8, 4)],
+        "sizes": "8..1M,1000,100000", "campaign": "demo"}
+
+
+def cmd_demo(args, cli) -> int:
+    from .report import render
+    session = Session(cli, args.config)
+    print(f"colltune demo: exhaustive tuning of {', '.join(DEMO['collectives'])} on the "
+          f"'{session.settings.platform}' simulated cluster (SimGrid SMPI), layouts "
+          f"{', '.join(f'{n}x{p}' for n, p in DEMO['layouts'])}, sizes {DEMO['sizes']} bytes per rank")
+    table, results, summary, baselines = run_tuning(
+        session, args, DEMO["collectives"], DEMO["layouts"], parse_list(DEMO["sizes"]),
+        DEMO["campaign"])
+    path = table.save(session.output_path(f"{DEMO['campaign']}.table.json"))
+    report = render(results, baselines, session.output_path(f"{DEMO['campaign']}.html"),
+                    title="colltune demo")
+    _print_outcome(DEMO["campaign"], summary, results, baselines, path, report)
+    return 0

@@ -1,0 +1,123 @@
+"""Settings with one precedence rule: CLI > environment > config file > defaults.
+
+Every default lives in DEFAULTS; nothing else in the code invents one. The file
+is TOML (``colltune.toml`` in the working directory, or the path in
+``COLLTUNE_CONFIG``); environment variables are ``COLLTUNE_<KEY>`` in upper case.
+The merged result is validated against schemas/config.schema.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Mapping
+
+import jsonschema
+
+from .errors import ConfigError
+
+DEFAULTS: dict[str, Any] = {
+    "store": "results/colltune.sqlite",
+    "output_dir": "results",
+    "backend": "sim",
+    "platform": "small",
+    "jobs": 2,
+    "timeout": 300.0,
+    "warmup": 1,
+    "min_reps": 5,
+    "max_reps": 200,
+    "rse": 0.02,
+    "check": "first",
+    "check_memory_mb": 2048.0,
+    "cache_dir": ".colltune-cache",
+}
+
+ENV_PREFIX = "COLLTUNE_"
+CONFIG_FILE_ENV = "COLLTUNE_CONFIG"
+DEFAULT_CONFIG_FILE = "colltune.toml"
+
+
+def _schema() -> dict:
+    text = resources.files("colltune").joinpath("schemas/config.schema.json").read_text()
+    return json.loads(text)
+
+
+@dataclass(frozen=True)
+class Settings:
+    values: dict[str, Any]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.values[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def source_of(self, key: str) -> str:
+        return self.sources.get(key, "default")
+
+
+def _coerce(key: str, raw: str, where: str) -> Any:
+    """Environment values are strings: convert by the type of the default."""
+    kind = type(DEFAULTS[key])
+    try:
+        if kind is int:
+            return int(raw)
+        if kind is float:
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{where}: {key} must be a {kind.__name__}, got {raw!r}") from None
+    return raw
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    section = data.get("colltune", data)
+    unknown = sorted(set(section) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(DEFAULTS))}")
+    return dict(section)
+
+
+def load(cli: Mapping[str, Any] | None = None,
+         environ: Mapping[str, str] | None = None,
+         config_file: str | None = None) -> Settings:
+    environ = os.environ if environ is None else environ
+    values = dict(DEFAULTS)
+    sources = {k: "default" for k in DEFAULTS}
+
+    path = config_file or environ.get(CONFIG_FILE_ENV)
+    if path is None and os.path.exists(DEFAULT_CONFIG_FILE):
+        path = DEFAULT_CONFIG_FILE
+    if path is not None:
+        if not os.path.exists(path):
+            raise ConfigError(f"config file {path} does not exist")
+        for k, v in _read_file(path).items():
+            values[k], sources[k] = v, f"file {path}"
+
+    for key in DEFAULTS:
+        env_key = ENV_PREFIX + key.upper()
+        if env_key in environ:
+            values[key] = _coerce(key, environ[env_key], f"environment {env_key}")
+            sources[key] = f"environment {env_key}"
+
+    for key, v in (cli or {}).items():
+        if v is not None and key in DEFAULTS:
+            values[key], sources[key] = v, "command line"
+
+    for key in ("timeout", "rse", "check_memory_mb"):
+        if isinstance(values[key], int):
+            values[key] = float(values[key])
+    try:
+        jsonschema.validate(values, _schema())
+    except jsonschema.ValidationError as exc:
+        key = exc.path[0] if exc.path else "?"
+        raise ConfigError(f"setting {key} from {sources.get(key, '?')}: {exc.message}") from None
+    return Settings(values, sources)

@@ -1,0 +1,143 @@
+"""The decision table: (collective, nodes, ppn, message size) -> (algorithm, params).
+
+Every tuner writes one, every exporter reads one. On disk it is versioned JSON
+(schemas/decision-table.schema.json). Within an entry, rules are sorted by
+``min_size``; a rule applies from its ``min_size`` up to the next rule's. Sizes
+are bytes per rank (the benchmarks' unit); exporters convert to each library's key.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from . import __version__
+from .errors import InputError
+
+FORMAT, VERSION = "colltune.decision-table", 1
+
+
+@dataclass(frozen=True)
+class Rule:
+    min_size: int
+    algorithm: str
+    provider: str
+    params: dict = field(default_factory=dict)
+    expected_s: float | None = None
+    measured_sizes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Entry:
+    collective: str
+    nodes: int
+    ppn: int
+    rules: tuple[Rule, ...]
+
+    def rule_for(self, size: int) -> Rule:
+        chosen = self.rules[0]
+        for r in self.rules:
+            if r.min_size <= size:
+                chosen = r
+        return chosen
+
+
+@dataclass(frozen=True)
+class DecisionTable:
+    tuner: str
+    provenance: dict
+    entries: tuple[Entry, ...]
+    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    colltune_version: str = __version__
+
+    def collectives(self) -> list[str]:
+        return sorted({e.collective for e in self.entries})
+
+    def lookup(self, collective: str, nodes: int, ppn: int, size: int) -> Rule:
+        """Exact layout if tuned, else the nearest tuned layout (log distance)."""
+        cands = [e for e in self.entries if e.collective == collective]
+        if not cands:
+            raise KeyError(f"decision table has no entry for {collective}")
+        best = min(cands, key=lambda e: (abs(math.log(e.nodes / nodes)) + abs(math.log(e.ppn / ppn)),
+                                         e.nodes, e.ppn))
+        return best.rule_for(size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "version": VERSION, "created": self.created,
+            "colltune_version": self.colltune_version, "tuner": self.tuner,
+            "size_unit": "bytes-per-rank", "provenance": self.provenance,
+            "entries": [{"collective": e.collective, "nodes": e.nodes, "ppn": e.ppn,
+                         "rules": [{**asdict(r), "measured_sizes": list(r.measured_sizes)}
+                                   for r in e.rules]} for e in self.entries],
+        }
+
+    def save(self, path: str) -> str:
+        with open(path, "w") as fh:
+            json.dump(self.to_dict(), fh, indent=1, default=float)
+            fh.write("\n")
+        return path
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "<dict>") -> "DecisionTable":
+        schema = json.loads(resources.files("colltune").joinpath(
+            "schemas/decision-table.schema.json").read_text())
+        try:
+            jsonschema.validate(data, schema)
+        except jsonschema.ValidationError as exc:
+            path = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+            raise InputError(f"{where}: not a valid decision table at {path}: {exc.message}") from None
+        entries = []
+        for i, e in enumerate(data["entries"]):
+            sizes = [r["min_size"] for r in e["rules"]]
+            if sizes != sorted(set(sizes)) or sizes[0] != 0:
+                raise InputError(f"{where}: entries/{i}/rules: min_size must start at 0 and "
+                                 f"increase strictly, got {sizes}")
+            rules = tuple(Rule(r["min_size"], r["algorithm"], r["provider"], r.get("params", {}),
+                               r.get("expected_s"), tuple(r.get("measured_sizes", ())))
+                          for r in e["rules"])
+            entries.append(Entry(e["collective"], e["nodes"], e["ppn"], rules))
+        return cls(data["tuner"], data["provenance"], tuple(entries), data.get("created", ""),
+                   data.get("colltune_version", "?"))
+
+    @classmethod
+    def load(cls, path: str) -> "DecisionTable":
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        except OSError as exc:
+            raise InputError(f"cannot read decision table {path}: {exc.strerror}") from None
+        return cls.from_dict(data, path)
+
+
+def boundary(lo: int, hi: int) -> int:
+    """Break point between two measured sizes whose best algorithms differ: the
+    geometric midpoint (sizes are sampled on a log scale), at least lo + 1."""
+    if lo <= 0:
+        return max(1, hi // 2) if hi > 1 else hi
+    return max(lo + 1, int(math.ceil(math.sqrt(lo * hi))))
+
+
+def rules_from_points(points: list[tuple[int, str, str, dict, float | None]]) -> tuple[Rule, ...]:
+    """Turn measured (size, algorithm, provider, params, time) winners into rules,
+    merging neighbours with the same choice."""
+    points = sorted(points)
+    rules: list[Rule] = []
+    prev_size = None
+    for size, alg, prov, params, t in points:
+        if rules and rules[-1].algorithm == alg and rules[-1].params == params:
+            last = rules[-1]
+            rules[-1] = Rule(last.min_size, alg, prov, params, last.expected_s,
+                             last.measured_sizes + (size,))
+        else:
+            start = 0 if not rules else boundary(prev_size, size)
+            rules.append(Rule(start, alg, prov, params, t, (size,)))
+        prev_size = size
+    return tuple(rules)

@@ -1,0 +1,92 @@
+"""Benchmark plans: what one launch of the native bench measures.
+
+A ``BenchSpec`` is one launch's worth of work (one algorithm, one nodes x ppn
+layout, a list of sizes and scenario values). ``points()`` expands it into the
+points it measures, in the order the bench measures them, each with the key the
+store uses to skip work already done.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .providers.base import Algorithm
+from .store import point_key
+
+SCENARIOS = ("plain", "delayed", "overlap")
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    collective: str
+    algorithm: Algorithm
+    nodes: int
+    ppn: int
+    sizes: tuple[int, ...]
+    procs: tuple[int, ...] | None = None      # participant counts; None = every rank
+    scenario: str = "plain"
+    delays_us: tuple[float, ...] = ()
+    delayed_rank: str | None = None
+    tcalc_us: tuple[float, ...] = ()
+    root: int = 0
+    dtype: str | None = None
+
+    @property
+    def nprocs(self) -> int:
+        return self.nodes * self.ppn
+
+    def scenario_values(self) -> list[dict[str, Any]]:
+        if self.scenario == "delayed":
+            return [{"delay_us": float(d), "delayed_rank": self.delayed_rank, "tcalc_us": None}
+                    for d in self.delays_us]
+        if self.scenario == "overlap":
+            return [{"delay_us": None, "delayed_rank": None, "tcalc_us": float(t)}
+                    for t in self.tcalc_us]
+        return [{"delay_us": None, "delayed_rank": None, "tcalc_us": None}]
+
+    def points(self) -> list[dict[str, Any]]:
+        """Points in bench order: participants, then size, then scenario value."""
+        out = []
+        for p in (self.procs or (self.nprocs,)):
+            for m in self.sizes:
+                for sv in self.scenario_values():
+                    out.append({"participants": p, "msg_size": m, **sv})
+        return out
+
+    def with_sizes(self, sizes: list[int]) -> "BenchSpec":
+        return replace(self, sizes=tuple(sizes))
+
+    def bench_args(self, settings, check: str) -> list[str]:
+        args = ["--coll", self.collective, "--scenario", self.scenario,
+                "--sizes", ",".join(map(str, self.sizes)), "--root", str(self.root),
+                "--warmup", str(settings.warmup), "--min-reps", str(settings.min_reps),
+                "--max-reps", str(settings.max_reps), "--rse", str(settings.rse),
+                "--check", check]
+        if self.procs:
+            args += ["--procs", ",".join(map(str, self.procs))]
+        if self.dtype:
+            args += ["--dtype", self.dtype]
+        if self.scenario == "delayed":
+            args += ["--delays-us", ",".join(f"{d:g}" for d in self.delays_us),
+                     "--delayed-rank", self.delayed_rank or "last"]
+        if self.scenario == "overlap":
+            args += ["--tcalc-us", ",".join(f"{t:g}" for t in self.tcalc_us)]
+        return args
+
+    def key_of(self, point: dict[str, Any], context: dict[str, Any]) -> str:
+        return point_key(collective=self.collective, algorithm=self.algorithm.label,
+                         provider=self.algorithm.provider, nodes=self.nodes, ppn=self.ppn,
+                         scenario=self.scenario, root=self.root, dtype=self.dtype,
+                         **point, **context)
+
+
+def check_bytes_per_rank(collective: str, msg_size: int, nprocs: int) -> int:
+    """Real-buffer bytes one rank needs to check a point (send + receive)."""
+    many = {"allgather", "gather", "scatter", "alltoall", "reduce_scatter_block"}
+    if collective == "barrier":
+        return 0
+    if collective == "alltoall":
+        return 2 * nprocs * msg_size
+    if collective in many:
+        return (nprocs + 1) * msg_size
+    return 2 * msg_size

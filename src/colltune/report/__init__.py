@@ -1,0 +1,89 @@
+"""Self-contained HTML report of a campaign (plots embedded as PNG)."""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import json
+
+import pandas as pd
+
+from .. import __version__
+from ..compare import compare_to_baselines, summarize
+from ..results import Results
+from . import plots
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px;color:#222}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-top:1em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}th{background:#f3f3f3}
+td.l,th.l{text-align:left}.note{color:#555;font-size:.9em}img{max-width:100%}"""
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _table(df: pd.DataFrame, left: set[str] = frozenset(), floatfmt: str = "{:.3f}") -> str:
+    head = "".join(f'<th class="{"l" if c in left else ""}">{html.escape(str(c))}</th>' for c in df.columns)
+    rows = []
+    for _, r in df.iterrows():
+        cells = []
+        for c in df.columns:
+            v = r[c]
+            text = floatfmt.format(v) if isinstance(v, float) and pd.notna(v) else ("" if pd.isna(v) else str(v))
+            cells.append(f'<td class="{"l" if c in left else ""}">{html.escape(text)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def render(results: Results, baselines: list[str], path: str, title: str = "colltune report") -> str:
+    pts = results.ok().points[results.ok().points["scenario"] == "plain"]
+    best = results.best()
+    cmp = compare_to_baselines(results, baselines)
+    summary = summarize(cmp, baselines)
+    runs = results.runs
+    prov = {}
+    if not runs.empty:
+        first = runs.iloc[0]
+        prov = {k: first.get(k) for k in ("backend", "platform", "platform_sha256", "mpi_library",
+                                          "mpi_version", "library_version", "colltune_version")}
+        prov["settings"] = first.get("settings_json")
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{_CSS}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>",
+             f"<p class='note'>colltune {__version__}, generated "
+             f"{_dt.datetime.now().isoformat(timespec='seconds')}. Metric: time to completion "
+             f"(max end − min start over ranks, synchronised start), median of repetitions. "
+             f"On SimGrid SMPI timings are deterministic. Failed points (crash, hang, wrong "
+             f"result) are excluded from 'best'.</p>",
+             "<h2>Summary</h2>",
+             _table(summary, {"collective", "baseline"}) if not summary.empty else "<p>No comparable points.</p>"]
+    for coll in sorted(pts["collective"].unique()):
+        parts.append(f"<h2 id='{coll}'>{html.escape(coll)}</h2>")
+        if not best.empty and coll in set(best["collective"]):
+            parts.append(_img(plots.best_map(best, coll), f"{coll} best algorithm map"))
+        if not cmp.empty and coll in set(cmp["collective"]):
+            parts.append(_img(plots.speedup_by_size(cmp, coll, baselines), f"{coll} speedup"))
+        g = pts[pts["collective"] == coll]
+        for n, p in sorted({(int(a), int(b)) for a, b in zip(g["nodes"], g["ppn"])}):
+            parts.append(_img(plots.times_by_size(pts, coll, n, p, baselines),
+                              f"{coll} times {n}x{p}"))
+        if not cmp.empty:
+            c = cmp[cmp["collective"] == coll].drop(columns=["collective"])
+            parts.append("<details><summary>per-point table</summary>"
+                         + _table(c, {"best_algorithm"} | {f"{b}_choice" for b in baselines},
+                                  "{:.4g}") + "</details>")
+    fails = results.failures()
+    parts.append("<h2>Failures</h2>")
+    if fails.empty:
+        parts.append("<p>None.</p>")
+    else:
+        f = fails[["collective", "algorithm", "nodes", "ppn", "msg_size", "status", "check_error"]]
+        f = f.assign(check_error=f["check_error"].fillna("").str.slice(0, 160))
+        parts.append(_table(f, {"collective", "algorithm", "status", "check_error"}))
+    parts.append("<h2>Provenance</h2><pre>" + html.escape(json.dumps(prov, indent=1, default=str))
+                 + "</pre></body></html>")
+    with open(path, "w") as fh:
+        fh.write("\n".join(parts))
+    return path

@@ -1,0 +1,101 @@
+"""The standard in-memory form of measurements (hatchet/thicket style).
+
+``Results`` holds two frames: ``points`` (one row per measured point, with the
+columns of its launch joined in) and ``runs`` (one metadata row per launch).
+Every operation returns a new object; nothing mutates in place.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .store import OK, Store
+
+# What identifies one point of the tuning space (the decision table's key).
+SPACE = ["collective", "nodes", "ppn", "msg_size"]
+
+
+@dataclass(frozen=True)
+class Results:
+    points: pd.DataFrame
+    runs: pd.DataFrame
+
+    @classmethod
+    def from_store(cls, store: Store, campaign: str | None = None) -> "Results":
+        points = pd.DataFrame(store.query_points(campaign))
+        runs = pd.DataFrame(store.query_runs(campaign))
+        if points.empty:
+            points = pd.DataFrame(columns=["collective", "algorithm", "algorithm_kind", "nodes",
+                                           "ppn", "msg_size", "status", "ttc_median_s", "scenario"])
+        for col in ("nodes", "ppn", "nprocs", "participants", "msg_size", "bytes", "reps"):
+            if col in points and points[col].notna().all():
+                points[col] = points[col].astype(int)
+        return cls(points, runs)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def filter(self, **equals: Any) -> "Results":
+        mask = pd.Series(True, index=self.points.index)
+        for col, val in equals.items():
+            if isinstance(val, (list, tuple, set)):
+                mask &= self.points[col].isin(list(val))
+            else:
+                mask &= self.points[col] == val
+        pts = self.points[mask].copy()
+        runs = self.runs[self.runs["run_id"].isin(pts["run_id"])] if "run_id" in pts else self.runs
+        return Results(pts, runs.copy())
+
+    def ok(self) -> "Results":
+        pts = self.points[(self.points["status"] == OK) & self.points["ttc_median_s"].notna()]
+        return Results(pts.copy(), self.runs.copy())
+
+    def failures(self) -> pd.DataFrame:
+        return self.points[self.points["status"] != OK].copy()
+
+    def algorithms(self) -> "Results":
+        """Only real algorithms (not library default selectors)."""
+        return self.filter(algorithm_kind="algorithm")
+
+    def best(self) -> pd.DataFrame:
+        """Per point of the space, the fastest successful algorithm (ties: by name)."""
+        ok = self.algorithms().ok().points
+        if ok.empty:
+            return ok
+        ok = ok.sort_values(SPACE + ["ttc_median_s", "algorithm"])
+        return ok.groupby(SPACE, as_index=False).first()
+
+    def times(self) -> pd.DataFrame:
+        """Pivot: one row per point of the space, one column per algorithm/selector."""
+        ok = self.ok().points
+        return ok.pivot_table(index=SPACE, columns="algorithm", values="ttc_median_s",
+                              aggfunc="min")
+
+    def records(self) -> list[dict]:
+        out = []
+        for rec in self.points.replace({np.nan: None}).to_dict(orient="records"):
+            if rec.get("labels_json"):
+                rec["labels"] = json.loads(rec.pop("labels_json"))
+            else:
+                rec.pop("labels_json", None)
+            out.append(rec)
+        return out
+
+    def to_csv(self, path_or_buf: Any) -> None:
+        self.points.to_csv(path_or_buf, index=False)
+
+    def to_jsonl(self, fh: Any) -> None:
+        for rec in self.records():
+            fh.write(json.dumps(rec, default=_json_default) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    return str(obj)

@@ -1,0 +1,140 @@
+"""SQLite results store: one metadata row per launch (``runs``), one row per
+measured point (``measurements``). Every stage reads and writes through here.
+
+Points carry a ``key`` (hash of everything that defines the measurement) so a
+campaign that is run again skips what is already measured: a killed campaign
+loses at most the launches in flight.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from typing import Any, Iterable, Mapping
+
+SCHEMA_VERSION = 1
+
+RUN_COLUMNS = [
+    "campaign", "started", "finished", "status", "backend", "platform", "platform_sha256",
+    "provider", "mpi_library", "mpi_version", "library_version", "collective", "algorithm",
+    "algorithm_kind", "nodes", "ppn", "nprocs", "scenario", "settings_json",
+    "colltune_version", "exit_code", "error", "wall_s", "command",
+]
+
+POINT_COLUMNS = [
+    "key", "status", "participants", "msg_size", "bytes", "count", "dtype", "root",
+    "delay_us", "delayed_rank", "tcalc_us", "warmup", "reps", "late_starts",
+    "ttc_median_s", "ttc_mean_s", "ttc_min_s", "ttc_max_s", "ttc_stddev_s", "rse_median",
+    "rank_max_mean_s", "rank_mean_mean_s", "pure_median_s", "overlap_pct", "valid",
+    "check_error", "labels_json",
+]
+
+# Statuses of a point. Only "ok" points take part in "best".
+OK, WRONG, CRASHED, TIMEOUT, ERROR = "ok", "wrong_result", "crashed", "timeout", "error"
+FINAL_STATUSES = (OK, WRONG, CRASHED, TIMEOUT, ERROR)
+
+_DDL = f"""
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS runs (
+  run_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  {", ".join(c + " TEXT" if c not in ("started", "finished", "wall_s", "nodes", "ppn", "nprocs", "exit_code") else c + " REAL" for c in RUN_COLUMNS)}
+);
+CREATE TABLE IF NOT EXISTS measurements (
+  point_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id INTEGER NOT NULL REFERENCES runs(run_id),
+  {", ".join(c + " TEXT" if c in ("key", "status", "dtype", "delayed_rank", "check_error", "labels_json") else c + " REAL" for c in POINT_COLUMNS)}
+);
+CREATE INDEX IF NOT EXISTS measurements_key ON measurements(key);
+CREATE INDEX IF NOT EXISTS runs_campaign ON runs(campaign);
+"""
+
+
+def point_key(**fields: Any) -> str:
+    """Stable identity of a measurement: what was measured, where and how."""
+    canon = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:32]
+
+
+class Store:
+    def __init__(self, path: str):
+        self.path = path
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.db = sqlite3.connect(path)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(_DDL)
+        row = self.db.execute("SELECT v FROM meta WHERE k='schema_version'").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.db.commit()
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise RuntimeError(f"{path}: results store schema {row[0]}, this colltune reads "
+                               f"{SCHEMA_VERSION}; use another --store")
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def done_keys(self, keys: Iterable[str]) -> set[str]:
+        return self.done_keys_with_status(keys, None)
+
+    def done_keys_with_status(self, keys: Iterable[str], status: str | None) -> set[str]:
+        keys = list(keys)
+        found: set[str] = set()
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = f"SELECT key FROM measurements WHERE key IN ({','.join('?' * len(chunk))})"
+            args = list(chunk)
+            if status is not None:
+                q, args = q + " AND status=?", args + [status]
+            found.update(r[0] for r in self.db.execute(q, args))
+        return found
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """Drop points (e.g. failures to be retried)."""
+        for k in keys:
+            self.db.execute("DELETE FROM measurements WHERE key=?", (k,))
+        self.db.commit()
+
+    def add_run(self, run: Mapping[str, Any], points: Iterable[Mapping[str, Any]]) -> int:
+        """Write one launch and its points in a single transaction."""
+        row = {c: run.get(c) for c in RUN_COLUMNS}
+        row.setdefault("finished", time.time())
+        with self.db:
+            cur = self.db.execute(
+                f"INSERT INTO runs ({','.join(RUN_COLUMNS)}) VALUES ({','.join('?' * len(RUN_COLUMNS))})",
+                [row[c] for c in RUN_COLUMNS])
+            run_id = cur.lastrowid
+            for p in points:
+                vals = [p.get(c) for c in POINT_COLUMNS]
+                vals = [int(v) if isinstance(v, bool) else v for v in vals]
+                self.db.execute(
+                    f"INSERT INTO measurements (run_id,{','.join(POINT_COLUMNS)}) "
+                    f"VALUES (?,{','.join('?' * len(POINT_COLUMNS))})", [run_id, *vals])
+        return run_id
+
+    def query_runs(self, campaign: str | None = None) -> list[dict]:
+        q, args = "SELECT * FROM runs", []
+        if campaign:
+            q, args = q + " WHERE campaign=?", [campaign]
+        return [dict(r) for r in self.db.execute(q + " ORDER BY run_id", args)]
+
+    def query_points(self, campaign: str | None = None) -> list[dict]:
+        q = ("SELECT m.*, r.campaign, r.backend, r.platform, r.platform_sha256, r.provider, "
+             "r.mpi_library, r.mpi_version, r.collective, r.algorithm, r.algorithm_kind, "
+             "r.nodes, r.ppn, r.nprocs, r.scenario FROM measurements m JOIN runs r USING(run_id)")
+        args: list[Any] = []
+        if campaign:
+            q, args = q + " WHERE r.campaign=?", [campaign]
+        return [dict(r) for r in self.db.execute(q + " ORDER BY m.point_id", args)]
+
+    def campaigns(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT DISTINCT campaign FROM runs ORDER BY campaign")]

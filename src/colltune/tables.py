@@ -1,0 +1,29 @@
+"""The classic benchmark table (OSU-like columns, gnuplot-friendly)."""
+from __future__ import annotations
+
+import pandas as pd
+
+
+def classic(points: pd.DataFrame) -> str:
+    """size ranks avg min max stddev (us) of time to completion, per algorithm."""
+    lines = []
+    for (coll, alg, scen), g in points.groupby(["collective", "algorithm", "scenario"], sort=False):
+        lines.append(f"# {coll} {alg} scenario={scen}")
+        extra = "delay_us" if scen == "delayed" else ("tcalc_us" if scen == "overlap" else None)
+        head = "# size ranks avg_us min_us max_us stddev_us median_us reps status"
+        lines.append(head + (f" {extra}" if extra else "") + (" overlap_pct" if scen == "overlap" else ""))
+        for r in g.sort_values(["participants", "msg_size"]).itertuples():
+            if r.status == "ok" and pd.notna(r.ttc_mean_s):
+                cols = (f"{r.msg_size:>10} {r.participants:>5} {r.ttc_mean_s * 1e6:>10.2f} "
+                        f"{r.ttc_min_s * 1e6:>10.2f} {r.ttc_max_s * 1e6:>10.2f} "
+                        f"{r.ttc_stddev_s * 1e6:>10.2f} {r.ttc_median_s * 1e6:>10.2f} "
+                        f"{int(r.reps):>5} ok")
+            else:
+                cols = f"{r.msg_size:>10} {r.participants:>5}" + "        nan" * 5 + f" {0:>5} {r.status}"
+            if extra:
+                cols += f" {getattr(r, extra):g}"
+            if scen == "overlap":
+                cols += f" {r.overlap_pct:.1f}" if pd.notna(r.overlap_pct) else " nan"
+            lines.append(cols)
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,39 @@
+"""Exhaustive search: measure every candidate at every point; the ground truth
+every other tuner is measured against."""
+from __future__ import annotations
+
+from ..decision import DecisionTable, Entry, rules_from_points
+from ..plan import BenchSpec
+from ..results import Results
+from . import TUNERS
+from .base import Tuner
+
+
+@TUNERS.register("exhaustive")
+class ExhaustiveTuner(Tuner):
+    name = "exhaustive"
+
+    def candidates(self, collective: str):
+        algs = self.provider.algorithms(collective)
+        if self.space.algorithms:
+            algs = [a for a in algs if a.name in self.space.algorithms]
+        sels = [s for s in self.provider.selectors(collective) if s.name in self.baselines]
+        return algs + sels
+
+    def plan(self) -> list[BenchSpec]:
+        specs = []
+        for coll in self.space.collectives:
+            for nodes, ppn in self.space.layouts:
+                for alg in self.candidates(coll):
+                    specs.append(BenchSpec(coll, alg, nodes, ppn, tuple(self.space.sizes),
+                                           root=self.space.root))
+        return specs
+
+    def decide(self, results: Results, provenance: dict) -> DecisionTable:
+        best = results.filter(collective=list(self.space.collectives), scenario="plain").best()
+        entries = []
+        for (coll, nodes, ppn), g in best.groupby(["collective", "nodes", "ppn"]):
+            pts = [(int(r.msg_size), r.algorithm, r.provider, {}, float(r.ttc_median_s))
+                   for r in g.itertuples()]
+            entries.append(Entry(coll, int(nodes), int(ppn), rules_from_points(pts)))
+        return DecisionTable(self.name, provenance, tuple(entries))
