@@ -43,11 +43,12 @@ exec 9>"$DEPS/.setup.lock"
 if command -v flock >/dev/null 2>&1; then flock 9; fi
 
 # ---------------------------------------------------------------- 1. apt
-missing_apt() {
-  local p
+missing_apt() {  # one dpkg-query call for the whole list
+  local p ok
+  ok=$(dpkg-query -W -f='${Package} ${Status}\n' "${APT_PACKAGES[@]}" 2>/dev/null \
+       | awk '$2 == "install" && $3 == "ok" && $4 == "installed" {print $1}') || true
   for p in "${APT_PACKAGES[@]}"; do
-    [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] \
-      || printf '%s\n' "$p"
+    grep -qxF "$p" <<< "$ok" || printf '%s\n' "$p"
   done
 }
 
