@@ -1,0 +1,15 @@
+/* Summary statistics of a sample of repetition times. */
+#ifndef COLLTUNE_STATS_H
+#define COLLTUNE_STATS_H
+
+typedef struct {
+    int n;
+    double median, mean, min, max;
+    double stddev;     /* sample standard deviation (n - 1); 0 when n < 2 */
+    double rse_median; /* relative standard error of the median, see stats.c */
+} stats_t;
+
+/* All fields 0 when n == 0. x is not modified. */
+void stats_compute(const double *x, int n, stats_t *s);
+
+#endif
