@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Best SMPI algorithm vs the `ompi` and `mpich` selectors on the 64 x 12 fat-tree.
+
+    .venv/bin/python benchmarks/fattree_selectors.py [--sizes 8..4M] [--jobs 2]
+
+Runs (or resumes) an exhaustive campaign of bcast and allreduce on the bundled
+`fattree64x12` platform, all 768 ranks, then prints per message size the best
+algorithm and the time ratios T(selector)/T(best), measured side by side in the
+same campaign (SimGrid timings are deterministic), and the wall time spent.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from colltune.cli import build_parser
+from colltune.commands import run_tuning
+from colltune.compare import compare_to_baselines, format_summary, summarize
+from colltune.session import Session
+from colltune.sizes import human_bytes, parse_list
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="8..4M")
+    ap.add_argument("--layout", default="64x12")
+    ap.add_argument("--collectives", default="bcast,allreduce")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--store", default="results/fattree64x12.sqlite")
+    ap.add_argument("--campaign", default="fattree64x12")
+    a = ap.parse_args()
+    nodes, ppn = (int(x) for x in a.layout.split("x"))
+    cli = {"platform": "fattree64x12", "jobs": a.jobs, "timeout": a.timeout, "store": a.store,
+           "min_reps": 3, "check_memory_mb": 4096.0}
+    session = Session(cli)
+    args = build_parser().parse_args(["tune"])
+    start = time.monotonic()
+    table, results, summary, baselines = run_tuning(
+        session, args, a.collectives.split(","), [(nodes, ppn)], parse_list(a.sizes), a.campaign)
+    wall = time.monotonic() - start
+    cmp = compare_to_baselines(results, baselines)
+    print(f"\nfattree64x12, {nodes} nodes x {ppn} ppn = {nodes * ppn} ranks, SimGrid SMPI "
+          f"(deterministic), median time to completion")
+    for coll, g in cmp.groupby("collective"):
+        print(f"\n{coll}")
+        print(f"{'size':>10} {'best algorithm':<26} {'best us':>10} "
+              + " ".join(f"{'vs ' + b:>10} {b + ' picks':<22}" for b in baselines))
+        for r in g.sort_values("msg_size").itertuples():
+            row = f"{human_bytes(int(r.msg_size)):>10} {r.best_algorithm:<26} {r.best_s * 1e6:>10.1f} "
+            for b in baselines:
+                sp = getattr(r, f"{b}_speedup")
+                row += f"{sp:>9.2f}x {getattr(r, f'{b}_choice')[:22]:<22} " if sp == sp else f"{'failed':>10} {'':<22} "
+            print(row)
+    print("\n" + format_summary(summarize(cmp, baselines)))
+    fails = results.failures()
+    if len(fails):
+        print(f"\nfailed points (excluded): {fails.groupby(['algorithm', 'status']).size().to_dict()}")
+    print(f"\nwall time of this command: {wall:.0f} s ({summary.launches} launches now, "
+          f"{summary.skipped_points} points reused from {a.store})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

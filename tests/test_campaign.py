@@ -1,0 +1,125 @@
+"""Campaigns on the real SMPI backend: failures are recorded and isolated,
+interrupted campaigns resume, decision tables and exports come out."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from colltune import config
+from colltune.campaign import Campaign
+from colltune.plan import BenchSpec
+from colltune.results import Results
+from colltune.store import Store
+
+from .conftest import CACHE, run_cli
+
+
+def _settings(**kw):
+    return config.load({"cache_dir": CACHE, "platform": "small", **kw}, environ={})
+
+
+def test_failures_are_recorded_not_fatal(sim_backend, tmp_path):
+    """A hang (timeout) loses only its point; other sizes and algorithms still run."""
+    prov = sim_backend.provider()
+    settings = _settings(timeout=4.0, min_reps=3)
+    sim_backend.settings = settings
+    slow = BenchSpec("alltoall", prov.lookup("alltoall", "basic_linear"), 8, 4, (8, 4 << 20))
+    fine = BenchSpec("alltoall", prov.lookup("alltoall", "ring"), 2, 2, (8, 1024))
+    with Store(str(tmp_path / "s.sqlite")) as store:
+        summary = Campaign("t", sim_backend, store, settings, show_progress=False).run([slow, fine])
+        res = Results.from_store(store, "t")
+    st = {(r.algorithm, r.msg_size): r.status for r in res.points.itertuples()}
+    assert st[("ring", 8)] == "ok" and st[("ring", 1024)] == "ok"
+    assert st[("basic_linear", 8)] == "ok"
+    assert st[("basic_linear", 4 << 20)] == "timeout"
+    assert summary.measured.get("timeout") == 1
+    failed = res.points[res.points["status"] == "timeout"].iloc[0]
+    assert "timed out" in failed["check_error"] and pd_isnull(failed["ttc_median_s"])
+
+
+def pd_isnull(v) -> bool:
+    return v is None or v != v
+
+
+def test_wrong_results_are_detected(sim_backend, tmp_path):
+    """SMPI's 'pair' allgather assumes a power-of-two communicator: at 6 ranks it
+    must be recorded as a failure (wrong data or crash), never timed."""
+    settings = _settings(timeout=60.0)
+    sim_backend.settings = settings
+    prov = sim_backend.provider()
+    spec = BenchSpec("allgather", prov.lookup("allgather", "pair"), 3, 2, (8, 1000))
+    ok = BenchSpec("allgather", prov.lookup("allgather", "pair"), 2, 2, (8, 1000))
+    with Store(str(tmp_path / "s.sqlite")) as store:
+        Campaign("w", sim_backend, store, settings, show_progress=False).run([spec, ok])
+        res = Results.from_store(store, "w")
+    six = res.points[res.points["nprocs"] == 6]
+    four = res.points[res.points["nprocs"] == 4]
+    assert len(six) == 2 and set(six["status"]) <= {"wrong_result", "crashed"}, six[["status", "check_error"]]
+    assert six["ttc_median_s"].isna().all()
+    assert set(four["status"]) == {"ok"}
+    assert res.best().empty is False and set(res.best()["nprocs"]) == {4}
+
+
+def test_resume_after_kill(workdir):
+    """Kill a tuning campaign mid-way; the re-run measures only what is missing."""
+    args = ["tune", "--collectives", "bcast", "--layouts", "2x2,3x2", "--sizes", "8,1000",
+            "--algorithms", "binomial_tree,flattree,NTSL,scatter_rdb_allgather,SMP_linear",
+            "--campaign", "k", "--jobs", "1", "-q"]
+    env = dict(os.environ, COLLTUNE_CACHE_DIR=CACHE)
+    proc = subprocess.Popen([sys.executable, "-m", "colltune.cli", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    store = os.environ["COLLTUNE_STORE"]
+    deadline = time.time() + 120
+    n_runs = 0
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        if os.path.exists(store):
+            try:
+                n_runs = sqlite3.connect(store).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            except sqlite3.OperationalError:
+                continue
+            if n_runs >= 2:
+                proc.send_signal(signal.SIGKILL)
+                break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "campaign finished before it could be killed"
+    before = sqlite3.connect(store).execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+    assert before >= 4
+    out = run_cli(*args).stdout
+    db = sqlite3.connect(store)
+    keys = [r[0] for r in db.execute("SELECT key FROM measurements")]
+    assert len(keys) == len(set(keys)), "a point was measured twice"
+    # 7 candidates (5 algorithms + ompi + mpich) x 2 layouts x 2 sizes
+    assert len(keys) == 7 * 2 * 2
+    assert f"{before} reused from the store" in out
+
+
+def test_tune_table_and_exports(workdir):
+    out = run_cli("tune", "--collectives", "allreduce", "--layouts", "2x3", "--sizes",
+                  "8,3000,65536", "--algorithms", "rdb,lr,redbcast,rab1", "--campaign", "e",
+                  "-q").stdout
+    table_path = os.path.join(os.environ["COLLTUNE_OUTPUT_DIR"], "e.table.json")
+    assert f"decision table: {table_path}" in out
+    table = json.load(open(table_path))
+    assert table["format"] == "colltune.decision-table" and table["tuner"] == "exhaustive"
+    (entry,) = table["entries"]
+    assert (entry["collective"], entry["nodes"], entry["ppn"]) == ("allreduce", 2, 3)
+    assert {r["algorithm"] for r in entry["rules"]} <= {"rdb", "lr", "redbcast", "rab1"}
+    assert "allreduce" in out and "ompi" in out and "mpich" in out
+    csv = run_cli("results", "export", "--format", "csv", "--campaign", "e").stdout.splitlines()
+    assert csv[0].startswith("point_id,") and len(csv) == 1 + 6 * 3
+    lines = run_cli("results", "export", "--format", "jsonl", "--campaign", "e").stdout.splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert len(recs) == 6 * 3 and {r["algorithm"] for r in recs} >= {"rdb", "ompi", "mpich"}
+    # the winner in the table is the fastest measured algorithm at each size
+    for size in (8, 3000, 65536):
+        algs = [r for r in recs if r["msg_size"] == size and r["algorithm_kind"] == "algorithm"]
+        fastest = min(algs, key=lambda r: r["ttc_median_s"])["ttc_median_s"]
+        rule = [r for r in entry["rules"] if r["min_size"] <= size][-1]
+        chosen = [r for r in algs if r["algorithm"] == rule["algorithm"]][0]
+        assert chosen["ttc_median_s"] == fastest

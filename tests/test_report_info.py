@@ -1,0 +1,67 @@
+"""`colltune info` reads algorithms from smpirun itself; the HTML report renders
+in a real headless Chromium."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from .conftest import run_cli
+
+
+def _smpirun_list(sim_backend, key: str) -> list[str]:
+    """Ask smpirun directly (the way a user would) for the valid algorithm names."""
+    plat = sim_backend.platform
+    hosts = plat.write_hostfile(1, 2, "/tmp/colltune-test-hosts")
+    proc = subprocess.run([sim_backend.impl.launcher, "-np", "2", "-platform", plat.xml_path,
+                           "-hostfile", hosts, f"--cfg=smpi/{key}:nope", str(sim_backend.bench)],
+                          capture_output=True, text=True, timeout=60)
+    m = re.search(r"Valid algorithms: (.*?)\.?$", proc.stdout + proc.stderr, re.MULTILINE)
+    return [x.strip() for x in m.group(1).split(",")]
+
+
+def test_info_lists_backends_mpis_and_algorithms(sim_backend):
+    info = json.loads(run_cli("info", "--json").stdout)
+    assert "sim" in {b["name"] for b in info["backends"]}
+    smpi = [m for m in info["mpi"] if m["name"] == "smpi"]
+    assert smpi and re.match(r"\d+\.\d+", smpi[0]["version"])
+    colls = info["providers"]["smpi"]
+    for coll, key in (("bcast", "bcast"), ("allreduce", "allreduce"),
+                      ("reduce_scatter_block", "reduce_scatter")):
+        listed = set(colls[coll]["algorithms"]) | set(colls[coll]["selectors"])
+        assert listed == set(_smpirun_list(sim_backend, key))
+        assert {"ompi", "mpich"} <= set(colls[coll]["selectors"])
+        assert "ompi" not in colls[coll]["algorithms"]
+    text = run_cli("info").stdout
+    assert "binomial_tree" in text and "Algorithm provider smpi" in text
+
+
+def test_report_renders_in_chromium(workdir):
+    run_cli("tune", "--collectives", "bcast,allreduce", "--layouts", "2x2,3x2", "--sizes",
+            "8,1000,65536", "--algorithms", "binomial_tree,flattree,rdb,lr", "--campaign", "r", "-q")
+    html_path = run_cli("report", "--campaign", "r").stdout.strip()
+    text = open(html_path).read()
+    assert "<h2 id='bcast'>" in text and "<h2 id='allreduce'>" in text
+    assert text.count("data:image/png;base64,") >= 2 * (1 + 1 + 2)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is not installed: run `make setup` (scripts/setup.sh installs it)"
+    shot = workdir / "shot.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={workdir / 'chrome'}", "--window-size=1300,2200",
+                    f"--screenshot={shot}", "file://" + os.path.abspath(html_path)],
+                   capture_output=True, timeout=120, check=True)
+    import matplotlib.image as mpimg
+    img = mpimg.imread(str(shot))
+    assert img.shape[0] >= 2000 and img.shape[1] >= 1200
+    # a rendered page with plots: many distinct colours, not a blank/white page
+    flat = (img[..., :3] * 255).astype(int).reshape(-1, 3)
+    colours = {tuple(c) for c in flat[:: 97]}
+    assert len(colours) > 50
+    white = (flat.sum(axis=1) > 750).mean()
+    assert 0.3 < white < 0.995

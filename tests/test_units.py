@@ -1,0 +1,80 @@
+"""Pure-Python parts: size grammar, settings precedence, decision tables."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from colltune import config
+from colltune.decision import DecisionTable, Entry, Rule, boundary, rules_from_points
+from colltune.errors import ConfigError, InputError
+from colltune.sizes import parse_list
+
+
+def test_size_grammar():
+    assert parse_list("8..64") == [8, 16, 32, 64]
+    assert parse_list("1K,1000,3-5") == [3, 4, 5, 1000, 1024]
+    assert parse_list("8..4M")[-1] == 4 * 1024 * 1024
+    assert parse_list("0,1") == [0, 1]
+    for bad in ("", "x", "8..4", "5-2", "-1"):
+        with pytest.raises(InputError):
+            parse_list(bad)
+    with pytest.raises(InputError, match="below the minimum 1"):
+        parse_list("0,2", "node count", 1)
+
+
+def test_settings_precedence(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("jobs = 3\ntimeout = 50\nplatform = 'fattree64x12'\n")
+    s = config.load({"jobs": 1}, environ={"COLLTUNE_TIMEOUT": "7"}, config_file=str(cfg))
+    assert s.jobs == 1 and s.source_of("jobs") == "command line"
+    assert s.timeout == 7.0 and s.source_of("timeout") == "environment COLLTUNE_TIMEOUT"
+    assert s.platform == "fattree64x12" and s.source_of("platform").startswith("file ")
+    assert s.rse == config.DEFAULTS["rse"]
+
+
+def test_settings_errors_name_the_source(tmp_path):
+    with pytest.raises(ConfigError, match="COLLTUNE_JOBS"):
+        config.load({}, environ={"COLLTUNE_JOBS": "many"})
+    with pytest.raises(ConfigError, match="jobs from command line"):
+        config.load({"jobs": 0}, environ={})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("jbos = 2\n")
+    with pytest.raises(ConfigError, match=r"bad.toml: unknown setting\(s\) jbos"):
+        config.load({}, environ={}, config_file=str(bad))
+
+
+def test_rules_merge_and_boundaries():
+    pts = [(8, "a", "p", {}, 1.0), (64, "a", "p", {}, 2.0), (512, "b", "p", {}, 3.0),
+           (4096, "b", "p", {}, 4.0), (32768, "a", "p", {}, 5.0)]
+    rules = rules_from_points(pts)
+    assert [r.algorithm for r in rules] == ["a", "b", "a"]
+    assert rules[0].min_size == 0
+    assert rules[1].min_size == boundary(64, 512) == 182
+    assert rules[1].measured_sizes == (512, 4096)
+    t = DecisionTable("exhaustive", {"platform": "x"}, (Entry("bcast", 4, 4, rules),))
+    assert t.lookup("bcast", 4, 4, 100).algorithm == "a"
+    assert t.lookup("bcast", 4, 4, 182).algorithm == "b"
+    assert t.lookup("bcast", 4, 4, 10 ** 9).algorithm == "a"
+    # nearest layout when the exact one was not tuned
+    assert t.lookup("bcast", 5, 4, 300).algorithm == "b"
+
+
+def test_decision_table_round_trip_and_validation(tmp_path):
+    rules = (Rule(0, "binomial_tree", "smpi", {}, 1e-6, (8,)), Rule(100, "flattree", "smpi"))
+    t = DecisionTable("exhaustive", {"platform": "small"}, (Entry("bcast", 2, 4, rules),))
+    p = t.save(str(tmp_path / "t.json"))
+    back = DecisionTable.load(p)
+    assert back.to_dict() == t.to_dict()
+    data = json.loads(open(p).read())
+    data["entries"][0]["rules"][1]["min_size"] = 0
+    (tmp_path / "dup.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match="dup.json: entries/0/rules: min_size"):
+        DecisionTable.load(str(tmp_path / "dup.json"))
+    data["version"] = 99
+    (tmp_path / "v.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match="v.json: not a valid decision table at version"):
+        DecisionTable.load(str(tmp_path / "v.json"))
+    (tmp_path / "broken.json").write_text('{"format": \n')
+    with pytest.raises(InputError, match="broken.json:2"):
+        DecisionTable.load(str(tmp_path / "broken.json"))
