@@ -279,9 +279,10 @@ def programs(tmp_path_factory):
     return out
 
 
-def smpirun(plat: Platform, hostfile: Path, np_: int, argv: list[str], cwd: Path) -> str:
+def smpirun(plat: Platform, hostfile: Path, np_: int, argv: list[str], cwd: Path, extra=()) -> str:
     cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", str(hostfile),
-           *plat.smpirun_cfg_args(), "--log=xbt_cfg.thres:warning", *argv]
+           *plat.smpirun_cfg_args(), *extra, "--log=xbt_cfg.thres:warning",
+           "--log=smpi_coll.thres:warning", *argv]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd)
     assert r.returncode == 0, f"smpirun failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}"
     return r.stdout
@@ -348,3 +349,19 @@ def test_bcast_runs_on_non_power_of_two_layout(name, nodes, ppn, programs, tmp_p
     assert int(m.group(1)) == nodes * ppn
     # a bcast to other nodes costs at least one inter-node latency plus the overheads
     assert float(m.group(2)) > overhead(p, "smpi/os") + overhead(p, "smpi/or") + 2 * si(p.topology["lat"])
+
+
+def test_per_message_overhead_removes_the_flat_tree_artifact(programs, tmp_path):
+    """EVALUATION.md: without smpi/ois a flat-tree bcast looks faster than any tree."""
+    p = platforms.load("fattree64x12")
+    nodes, ppn = 24, 12  # 288 ranks over 2 leaves
+    hf = Path(p.write_hostfile(nodes, ppn, tmp_path / "hostfile"))
+    t = {}
+    for alg in ("flattree", "binomial_tree"):
+        out = smpirun(p, hf, nodes * ppn, [programs["bcast"], "2"], tmp_path, [f"--cfg=smpi/bcast:{alg}"])
+        m = re.search(r"BCAST_OK \d+ (\S+)", out)
+        assert m, f"{alg} bcast failed:\n{out}"
+        t[alg] = float(m.group(1))
+    # the root posts P-1 MPI_Isend, each costing smpi/ois of CPU time
+    assert t["flattree"] >= (nodes * ppn - 1) * overhead(p, "smpi/ois")
+    assert t["flattree"] > 3 * t["binomial_tree"], t

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from .conftest import run_cli
+from conftest import run_cli
 
 
 def _smpirun_list(sim_backend, key: str) -> list[str]:
