@@ -123,6 +123,10 @@ def test_bundled_platform_loads_with_provenance(name):
     assert p.flops_to_charge("memcpy", rates["memcpy_bytes_per_s"]) == pytest.approx(rates["host_speed_flops"])
     assert side["sources"] and all(isinstance(s, str) and s for s in side["sources"])
     assert p.topology["kind"] == side["topology"]["kind"]
+    again = platforms.load(name)
+    assert p == again and hash(p) == hash(again)
+    with pytest.raises(AttributeError):
+        p.name = "other"  # frozen
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -358,7 +362,9 @@ def test_per_message_overhead_removes_the_flat_tree_artifact(programs, tmp_path)
     hf = Path(p.write_hostfile(nodes, ppn, tmp_path / "hostfile"))
     t = {}
     for alg in ("flattree", "binomial_tree"):
-        out = smpirun(p, hf, nodes * ppn, [programs["bcast"], "2"], tmp_path, [f"--cfg=smpi/bcast:{alg}"])
+        # a dissemination barrier so that all ranks start the bcast within ~1 latency
+        out = smpirun(p, hf, nodes * ppn, [programs["bcast"], "2"], tmp_path,
+                      [f"--cfg=smpi/bcast:{alg}", "--cfg=smpi/barrier:ompi_bruck"])
         m = re.search(r"BCAST_OK \d+ (\S+)", out)
         assert m, f"{alg} bcast failed:\n{out}"
         t[alg] = float(m.group(1))

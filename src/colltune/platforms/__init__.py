@@ -53,6 +53,9 @@ class Platform:
     topology: dict
     _leaves: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def __hash__(self) -> int:  # fields hold lists/dicts: hash by identity of the platform files
+        return hash((self.name, self.xml_path, self.provenance.get("sha256")))
+
     @property
     def nodes(self) -> int:
         return len(self.hosts)
