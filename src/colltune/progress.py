@@ -24,7 +24,7 @@ class Progress:
         eta = elapsed / frac - elapsed if frac > 0 else 0.0
         fill = int(self.width * frac)
         tally = " ".join(f"{k}={v}" for k, v in sorted((counts or {}).items()))
-        line = (f"[{'#' * fill}{'.' * (self.width - fill)}] {self.done}/{self.total} launches "
+        line = (f"[{'#' * fill}{'.' * (self.width - fill)}] {self.done}/{self.total} jobs "
                 f"{elapsed:5.0f}s elapsed, ~{eta:.0f}s left  {tally}  {what}")
         if self.tty:
             self.stream.write("\r" + line[:160].ljust(160))
