@@ -141,3 +141,33 @@ def test_tune_table_and_exports(workdir):
         rule = [r for r in entry["rules"] if r["min_size"] <= size][-1]
         chosen = [r for r in algs if r["algorithm"] == rule["algorithm"]][0]
         assert chosen["ttc_median_s"] == fastest
+
+
+def test_bench_command_prints_classic_table(workdir):
+    out = run_cli("bench", "--coll", "gather", "--algorithms", "ompi_binomial,ompi_basic_linear",
+                  "--procs", "2-5", "--layouts", "2x3", "--sizes", "1,7,1000", "-q").stdout
+    assert out.count("# gather ompi_binomial scenario=plain") == 1
+    rows = [ln.split() for ln in out.splitlines() if ln and not ln.startswith("#")
+            and ln.split()[0].isdigit()]
+    assert len(rows) == 2 * 4 * 3                     # algorithms x participants x sizes
+    assert {int(r[1]) for r in rows} == {2, 3, 4, 5}
+    for r in rows:
+        avg, mn, mx = float(r[2]), float(r[3]), float(r[4])
+        assert r[8] == "ok" and 0 < mn <= avg <= mx
+    out = run_cli("bench", "--coll", "bcast", "--algorithms", "binomial_tree", "--scenario",
+                  "delayed", "--delays-us", "1..64", "--layouts", "2x2", "--sizes", "4K", "-q").stdout
+    rows = [ln.split() for ln in out.splitlines() if ln and ln.split()[0].isdigit()]
+    assert [float(r[-1]) for r in rows] == [1, 2, 4, 8, 16, 32, 64]
+    assert float(rows[-1][6]) > 64                    # median ttc includes the 64 us delay
+
+
+def test_bad_input_is_named(workdir):
+    err = run_cli("bench", "--coll", "bcast", "--algorithms", "nope", "--layouts", "2x2",
+                  "--sizes", "8", check=False)
+    assert err.returncode == 2 and "no bcast algorithm 'nope'" in err.stderr
+    err = run_cli("tune", "--layouts", "99x4", "--sizes", "8", check=False)
+    assert err.returncode == 2 and "layout 99x4 does not fit platform" in err.stderr
+    err = run_cli("tune", "--sizes", "8..x", check=False)
+    assert err.returncode == 2 and "bad message size 'x'" in err.stderr
+    err = run_cli("tune", "--platform", "marsupial", check=False)
+    assert err.returncode == 2 and "marsupial" in err.stderr and "small" in err.stderr
