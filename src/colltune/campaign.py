@@ -95,6 +95,7 @@ class Campaign:
     def run(self, specs: list[BenchSpec]) -> CampaignSummary:
         summary = CampaignSummary()
         start = time.monotonic()
+        self.backend.provider()          # probe once here, not concurrently in the workers
         jobs = self.jobs(specs, summary)
         progress = Progress(len(jobs), enabled=self.show_progress)
         workroot = tempfile.mkdtemp(prefix="colltune-")
