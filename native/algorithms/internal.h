@@ -1,0 +1,71 @@
+/* Helpers shared by the algorithm files (not part of the public API). */
+#ifndef COLLTUNE_ALGORITHMS_INTERNAL_H
+#define COLLTUNE_ALGORITHMS_INTERNAL_H
+
+#include <string.h>
+#include "colltune/algorithms.h"
+
+/* Tags of colltune's point-to-point traffic, one per collective, kept apart
+ * from small application tags (MPI guarantees tags up to 32767). */
+enum { CT_TAG_BCAST = 32601, CT_TAG_REDUCE, CT_TAG_ALLREDUCE, CT_TAG_ALLGATHER };
+
+/* Address of element i of a dense buffer. */
+static inline char *ct_at(const void *buf, MPI_Aint ext, MPI_Aint i)
+{
+    return (char *)buf + ext * i;
+}
+
+MPI_Aint ct_extent(MPI_Datatype t);
+int ct_is_commutative(MPI_Op op);
+int ct_is_pof2(int n);
+int ct_pof2_floor(int n);
+
+/* Common supports() checks; each returns NULL or the reason to decline. */
+const char *ct_need_dense(const ct_args *a);       /* contiguous, no holes, lb 0 */
+const char *ct_need_commutative(const ct_args *a);
+const char *ct_need_pof2(const ct_args *a);
+const char *ct_need_bytes_fit(const ct_args *a, int times);  /* count*ext*times <= INT_MAX */
+
+/* memcpy / MPI_Reduce_local that also charge their cost under SMPI. */
+void ct_copy(void *dst, const void *src, MPI_Aint bytes);
+int ct_reduce_local(const void *in, void *inout, int n, MPI_Datatype t, MPI_Op op);
+
+/* Elements per segment for a segment size in bytes (0: one segment). */
+int ct_seg_elems(int segbytes, MPI_Aint ext, int count);
+
+/* Tree shapes in "virtual rank" space (root = 0). Children are written to
+ * child[] (capacity size), largest subtree first where that matters. */
+typedef enum { CT_TREE_KNOMIAL, CT_TREE_KARY, CT_TREE_CHAIN } ct_tree_kind;
+int ct_tree(ct_tree_kind kind, int radix, int vrank, int size, int *child, int *nchild);
+
+/* Segmented tree bcast / commutative tree reduce over any ct_tree shape. */
+int ct_tree_bcast(const ct_args *a, ct_tree_kind kind, int radix, int segbytes);
+int ct_tree_reduce(const ct_args *a, ct_tree_kind kind, int radix, int segbytes);
+
+/* Order-preserving binomial reduce (used by reduce/binomial and allreduce). */
+int ct_binomial_reduce(const ct_args *a);
+
+/* Recursive-halving helpers for non-powers of two (MPICH's scheme): the first
+ * 2*rem ranks fold pairwise, so pof2 "new ranks" remain, each a contiguous
+ * range of old ranks in order. */
+int ct_fold_in(void *buf, void *tmp, const ct_args *a, int tag, int *newrank);
+int ct_fold_out(void *buf, const ct_args *a, int tag);
+int ct_newrank_to_rank(int newrank, int rem);
+
+/* Block b of count elements split into n nearly equal blocks. */
+static inline int ct_block_start(int count, int n, int b)
+{
+    return b * (count / n) + (b < count % n ? b : count % n);
+}
+
+/* Recursive-halving reduce-scatter among pof2 new ranks: afterwards new rank
+ * r holds block r (of pof2 blocks) of the reduction in buf. Commutative op. */
+int ct_rs_halving(void *buf, void *tmp, const ct_args *a, int tag, int newrank, int pof2);
+
+/* Scatter + allgather building blocks (scatter.c), on the message as bytes
+ * cut into size pieces of chunk bytes in virtual-rank order (root = 0). */
+int ct_scatter_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
+int ct_ring_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
+int ct_rdb_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
+
+#endif

@@ -1,0 +1,23 @@
+/* Segmented binary-tree reduce: segments flow up the tree so reductions at
+ * different levels overlap. Children are combined in arrival order of the
+ * tree, not rank order: commutative ops only. */
+#include "../internal.h"
+
+static const char *supports(const ct_args *a)
+{
+    const char *r = ct_need_dense(a);
+    return r ? r : ct_need_commutative(a);
+}
+
+static int run(const ct_args *a, const int *p) { return ct_tree_reduce(a, CT_TREE_KARY, 2, p[0]); }
+
+const ct_algorithm ct_reduce_binary_pipelined = {
+    .id = 3, .name = "binary_pipelined", .coll = CT_REDUCE,
+    .description = "binary tree, segmented pipeline (commutative ops)",
+    .nparams = 1,
+    .params = {
+        {.name = "segsize", .unit = "bytes", .help = "segment size, 0 = whole message",
+         .def = 8192, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
+    },
+    .supports = supports, .run = run,
+};

@@ -1,0 +1,271 @@
+/* Correctness matrix for colltune's flat algorithms (native/algorithms).
+ *
+ *   algotest [-l] [-s MAXSUB] [-r all|few] [-c COUNTS] [-a FILTER]
+ *
+ * -l lists the catalogue with parameters (like ucc_info -A) and exits.
+ * Otherwise, for every communicator (MPI_Comm_split of the first k ranks for
+ * k = 1..MAXSUB, then MPI_COMM_WORLD), every algorithm of the catalogue
+ * (filtered by "coll" or "coll/name"), every parameter set (defaults, then each
+ * probe value of one parameter at a time), it runs every root (-r few: 0, k/2,
+ * k-1) x count x type x op x in-place case through ct_call and checks the
+ * result against an analytically computed expectation (testdata.c). Declined
+ * cases run the library fallback and are checked the same way.
+ * Output: one FAIL line per failed case, then "N passed, M failed". */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "colltune/algorithms.h"
+#include "testdata.h"
+
+#define GUARD 16
+#define MAXCOUNTS 16
+#define MAXROOTS 4096
+
+static int counts[MAXCOUNTS] = {0, 1, 2, 7, 100, 1031}, ncounts = 6, maxcount = 1031;
+static int all_roots = 1, wrank, wsize;
+
+/* (type, op) pairs tried per collective */
+static const int red_combos[][2] = {{T_INT, O_SUM}, {T_INT, O_MAX}, {T_INT, O_NC},
+    {T_DOUBLE, O_SUM}, {T_DOUBLE, O_MAX}, {T_DOUBLE, O_NC}, {T_B3, O_NC}, {T_B3, O_BSUM}};
+static const int move_combos[][2] = {{T_INT, O_NONE}, {T_DOUBLE, O_NONE}, {T_B3, O_NONE}};
+
+typedef struct { int root, count, type, op, inplace; } tcase;
+
+/* Inputs, generated once per (type, op, rank) for maxcount elements: the
+ * generator is too slow to call per element in every case. */
+static char **input_cache;
+
+static const char *input(int t, int o, int r)
+{
+    char **slot = &input_cache[((size_t)t * NOPS + (size_t)o) * (size_t)wsize + (size_t)r];
+    if (!*slot) {
+        *slot = malloc((size_t)td_size(t) * (size_t)(maxcount > 0 ? maxcount : 1));
+        td_fill(t, o, r, maxcount, *slot);
+    }
+    return *slot;
+}
+
+static int is_rooted(ct_coll c) { return c == CT_BCAST || c == CT_REDUCE; }
+static int has_inplace(ct_coll c) { return c != CT_BCAST; }
+
+static int list_cases(ct_coll c, int k, tcase *out)
+{
+    int roots[MAXROOTS], nroots = 0, n = 0;
+    if (!is_rooted(c)) roots[nroots++] = 0;
+    else if (all_roots) for (int r = 0; r < k && r < MAXROOTS; r++) roots[nroots++] = r;
+    else {
+        int few[3] = {0, k / 2, k - 1};
+        for (int i = 0; i < 3; i++)
+            if (i == 0 || few[i] != roots[nroots - 1]) roots[nroots++] = few[i];
+    }
+    int red = c == CT_REDUCE || c == CT_ALLREDUCE;
+    int ncomb = red ? 8 : 3;
+    for (int ri = 0; ri < nroots; ri++)
+        for (int ci = 0; ci < ncounts; ci++)
+            for (int m = 0; m < ncomb; m++)
+                for (int ip = 0; ip <= has_inplace(c); ip++) {
+                    const int *tc = red ? red_combos[m] : move_combos[m];
+                    out[n++] = (tcase){roots[ri], counts[ci], tc[0], tc[1], ip};
+                }
+    return n;
+}
+
+/* Expected reduction results over the current communicator (ranks 0..k-1),
+ * per combo, extended rank by rank as communicators grow. */
+static char *expect[8];
+static int expect_k;
+
+static void extend_expect(int k)
+{
+    if (k < expect_k || expect_k == 0) {
+        for (int m = 0; m < 8; m++) td_expect(red_combos[m][0], red_combos[m][1], 1, maxcount, expect[m]);
+        expect_k = 1;
+    }
+    for (; expect_k < k; expect_k++)
+        for (int m = 0; m < 8; m++)
+            td_fold(red_combos[m][0], red_combos[m][1], expect_k, maxcount, expect[m]);
+}
+
+static int check_bytes(const char *got, const char *want, size_t n) { return memcmp(got, want, n) != 0; }
+
+static int guard_ok(const char *p)
+{
+    for (int i = 0; i < GUARD; i++) if ((unsigned char)p[i] != 0xA5) return 0;
+    return 1;
+}
+
+/* Sub-communicators are the first k ranks of WORLD, in order. */
+static int world_rank(MPI_Comm comm, int r) { (void)comm; return r; }
+
+/* Runs one case on comm; returns 1 when this rank sees a wrong result. */
+static int run_case(const ct_algorithm *alg, const int *params, const tcase *tc, MPI_Comm comm,
+                    char *sbuf, char *rbuf, const char **ran)
+{
+    int k, r, s = td_size(tc->type), n = tc->count;
+    MPI_Comm_size(comm, &k);
+    MPI_Comm_rank(comm, &r);
+    ct_coll c = alg->coll;
+    size_t rbytes = (size_t)s * n * (c == CT_ALLGATHER ? k : 1);
+    memset(rbuf, 0xA5, rbytes + GUARD);
+    memcpy(sbuf, input(tc->type, tc->op, wrank), (size_t)s * n);
+    ct_args a = {sbuf, rbuf, n, td_type(tc->type), td_op(tc->op), tc->root, comm};
+    if (c == CT_BCAST && r == tc->root) memcpy(rbuf, sbuf, (size_t)s * n);
+    if (tc->inplace && (c != CT_REDUCE || r == tc->root)) {
+        memcpy(rbuf + (c == CT_ALLGATHER ? (size_t)s * n * r : 0), sbuf, (size_t)s * n);
+        a.sendbuf = MPI_IN_PLACE;
+    }
+    int rc = ct_call(c, alg->name, params, &a, ran);
+    if (rc != MPI_SUCCESS || !guard_ok(rbuf + rbytes)) return 1;
+    if (c == CT_BCAST || c == CT_ALLGATHER) {
+        int nb = c == CT_BCAST ? 1 : k;
+        for (int b = 0; b < nb; b++) {
+            const char *w = input(tc->type, O_NONE, world_rank(comm, c == CT_BCAST ? tc->root : b));
+            if (check_bytes(rbuf + (size_t)s * n * b, w, (size_t)s * n)) return 1;
+        }
+        return 0;
+    }
+    /* MPI forbids touching the send buffer: check it too */
+    if (!tc->inplace || (c == CT_REDUCE && r != tc->root)) {
+        if (check_bytes(sbuf, input(tc->type, tc->op, wrank), (size_t)s * n)) return 1;
+    }
+    if (c == CT_REDUCE && r != tc->root) return 0;
+    int m = 0;
+    while (red_combos[m][0] != tc->type || red_combos[m][1] != tc->op) m++;
+    return check_bytes(rbuf, expect[m], (size_t)s * n);
+}
+
+static void describe(char *out, size_t len, const ct_algorithm *alg, const int *params)
+{
+    int o = snprintf(out, len, "%s/%s", ct_coll_name(alg->coll), alg->name);
+    for (int i = 0; i < alg->nparams && o < (int)len; i++)
+        o += snprintf(out + o, len - (size_t)o, " %s=%d", alg->params[i].name, params[i]);
+}
+
+static void list_catalogue(void)
+{
+    for (int i = 0; i < ct_count(); i++) {
+        const ct_algorithm *a = ct_get(i);
+        printf("%s/%s id=%d: %s\n", ct_coll_name(a->coll), a->name, a->id, a->description);
+        for (int j = 0; j < a->nparams; j++) {
+            const ct_param *p = &a->params[j];
+            printf("    param %s default=%d min=%d max=%d unit=%s probe=", p->name, p->def,
+                   p->min, p->max, *p->unit ? p->unit : "-");
+            for (int q = 0; q < p->nprobe; q++) printf(q ? ",%d" : "%d", p->probe[q]);
+            printf(" : %s\n", p->help);
+        }
+    }
+}
+
+static long passed, failed, declined;
+
+/* One (communicator, algorithm, parameter set) block: all ranks enumerate the
+ * same cases, members run them, WORLD rank 0 (always a member) reports. */
+static void run_block(const ct_algorithm *alg, const int *params, MPI_Comm comm, int k,
+                      tcase *cases, int *bad, char *sbuf, char *rbuf)
+{
+    int n = list_cases(alg->coll, k, cases);
+    char *lib = calloc((size_t)n + 1, 1);
+    for (int i = 0; i < n; i++) {
+        bad[i] = INT_MAX;
+        if (comm == MPI_COMM_NULL) continue;
+        const char *ran = NULL;
+        if (run_case(alg, params, &cases[i], comm, sbuf, rbuf, &ran)) bad[i] = wrank;
+        lib[i] = ran && strcmp(ran, "library") == 0;
+    }
+    if (wrank == 0) MPI_Reduce(MPI_IN_PLACE, bad, n, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
+    else MPI_Reduce(bad, NULL, n, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
+    if (wrank == 0) {
+        char name[256];
+        describe(name, sizeof name, alg, params);
+        for (int i = 0; i < n; i++) {
+            declined += lib[i];
+            if (bad[i] == INT_MAX) { passed++; continue; }
+            failed++;
+            printf("FAIL %s comm=%d root=%d count=%d type=%s op=%s inplace=%d ran=%s "
+                   "first_bad_world_rank=%d\n", name, k, cases[i].root, cases[i].count,
+                   td_type_name[cases[i].type], td_op_name[cases[i].op], cases[i].inplace,
+                   lib[i] ? "library" : alg->name, bad[i]);
+        }
+        fflush(stdout);
+    }
+    free(lib);
+}
+
+static void parse_counts(const char *s)
+{
+    ncounts = 0; maxcount = 0;
+    for (char *e; *s && ncounts < MAXCOUNTS; s = *e ? e + 1 : e) {
+        counts[ncounts] = (int)strtol(s, &e, 10);
+        if (counts[ncounts] > maxcount) maxcount = counts[ncounts];
+        ncounts++;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int maxsub = INT_MAX, list = 0;
+    const char *filter = NULL;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-l")) list = 1;
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc) maxsub = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) all_roots = !strcmp(argv[++i], "all");
+        else if (!strcmp(argv[i], "-c") && i + 1 < argc) parse_counts(argv[++i]);
+        else if (!strcmp(argv[i], "-a") && i + 1 < argc) filter = argv[++i];
+        else {
+            if (wrank == 0) fprintf(stderr, "usage: algotest [-l] [-s MAXSUB] [-r all|few] "
+                                            "[-c C1,C2,..] [-a coll[/name]]\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if (list) {
+        if (wrank == 0) list_catalogue();
+        MPI_Finalize();
+        return 0;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    td_init();
+    input_cache = calloc((size_t)NTYPES * NOPS * (size_t)wsize, sizeof(char *));
+    size_t cap = (size_t)(maxcount > 0 ? maxcount : 1) * 8;
+    char *sbuf = malloc(cap), *rbuf = malloc(cap * (size_t)wsize + GUARD);
+    for (int m = 0; m < 8; m++) expect[m] = malloc(cap);
+    tcase *cases = malloc(sizeof(tcase) * (size_t)(MAXROOTS > wsize ? wsize : MAXROOTS) * MAXCOUNTS * 16);
+    int *bad = malloc(sizeof(int) * (size_t)(wsize > 3 ? wsize : 3) * MAXCOUNTS * 16);
+    int nsub = maxsub < wsize ? maxsub : wsize;
+    for (int ci = 1; ci <= nsub + 1; ci++) {
+        MPI_Comm comm = MPI_COMM_WORLD;
+        int k = ci <= nsub ? ci : wsize;
+        if (ci <= nsub) MPI_Comm_split(MPI_COMM_WORLD, wrank < k ? 0 : MPI_UNDEFINED, wrank, &comm);
+        if (comm != MPI_COMM_NULL) extend_expect(k);
+        for (int ai = 0; ai < ct_count(); ai++) {
+            const ct_algorithm *alg = ct_get(ai);
+            char full[128];
+            snprintf(full, sizeof full, "%s/%s", ct_coll_name(alg->coll), alg->name);
+            if (filter && strcmp(filter, full) && strcmp(filter, ct_coll_name(alg->coll))) continue;
+            int params[CT_MAX_PARAMS];
+            for (int j = 0; j < alg->nparams; j++) params[j] = alg->params[j].def;
+            run_block(alg, params, comm, k, cases, bad, sbuf, rbuf);
+            for (int j = 0; j < alg->nparams; j++)
+                for (int q = 0; q < alg->params[j].nprobe; q++) {
+                    params[j] = alg->params[j].probe[q];
+                    run_block(alg, params, comm, k, cases, bad, sbuf, rbuf);
+                    params[j] = alg->params[j].def;
+                }
+        }
+        if (comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
+    }
+    if (wrank == 0) {
+        printf("library fallback ran in %ld cases (declined by the algorithm)\n", declined);
+        printf("%ld passed, %ld failed\n", passed, failed);
+    }
+    free(sbuf); free(rbuf); free(cases); free(bad);
+    for (int m = 0; m < 8; m++) free(expect[m]);
+    for (size_t i = 0; i < (size_t)NTYPES * NOPS * (size_t)wsize; i++) free(input_cache[i]);
+    free(input_cache);
+    td_free();
+    MPI_Finalize();
+    return 0;
+}
