@@ -9,7 +9,7 @@ from .errors import ColltuneError
 from .plan import SCENARIOS
 from .sizes import parse_list
 
-GLOBAL_KEYS = ("store", "output_dir", "backend", "platform", "jobs", "timeout", "warmup",
+GLOBAL_KEYS = ("store", "output_dir", "backend", "platform", "mpi", "jobs", "timeout", "warmup",
                "min_reps", "max_reps", "rse", "check", "check_memory_mb", "cache_dir")
 
 
@@ -20,6 +20,7 @@ def _add_globals(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output-dir", dest="output_dir", help="where tables and reports go")
     g.add_argument("--backend", help="where benchmarks run (see `colltune info`)")
     g.add_argument("--platform", help="simulated platform: bundled name or XML path")
+    g.add_argument("--mpi", help="MPI library of the local backend: openmpi or mpich")
     g.add_argument("--jobs", type=int, help="launches run concurrently")
     g.add_argument("--timeout", type=float, help="seconds before a launch counts as hung")
     g.add_argument("--warmup", type=int)

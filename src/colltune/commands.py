@@ -36,6 +36,15 @@ def cmd_info(args, cli) -> int:
             for c in provider.collectives()}
     except ColltuneError as exc:
         info["providers_error"] = str(exc)
+    from .backends.local import local_providers      # real libraries found here
+    found, errors = local_providers(session.settings)
+    for provider in found.values():
+        info["providers"].setdefault(provider.name, {
+            c: {"algorithms": [a.name for a in provider.algorithms(c)],
+                "selectors": [s.name for s in provider.selectors(c)]}
+            for c in provider.collectives()})
+    if errors:
+        info["local_providers_unavailable"] = errors
     if args.json:
         json.dump(info, sys.stdout, indent=1)
         print()
@@ -48,6 +57,8 @@ def cmd_info(args, cli) -> int:
         print(f"  {m['describe']}")
     if "providers_error" in info:
         print(f"Algorithm providers: unavailable: {info['providers_error']}")
+    for pname, why in info.get("local_providers_unavailable", {}).items():
+        print(f"Algorithm provider {pname}: unavailable: {why}")
     for pname, colls in info["providers"].items():
         print(f"Algorithm provider {pname}:")
         for c in COLLECTIVES:

@@ -23,6 +23,7 @@ DEFAULTS: dict[str, Any] = {
     "output_dir": "results",
     "backend": "sim",
     "platform": "small",
+    "mpi": "openmpi",
     "jobs": 2,
     "timeout": 300.0,
     "warmup": 1,

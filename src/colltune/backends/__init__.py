@@ -7,5 +7,6 @@ from .base import Backend, Launch, LaunchResult
 BACKENDS: Registry[type] = Registry("backend")
 
 from . import sim  # noqa: E402,F401  (registers itself)
+from . import local  # noqa: E402,F401  (registers itself)
 
 __all__ = ["Backend", "Launch", "LaunchResult", "BACKENDS"]

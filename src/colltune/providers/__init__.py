@@ -8,5 +8,6 @@ from .base import Algorithm, LaunchMods, Provider
 PROVIDERS: Registry[type] = Registry("algorithm provider")
 
 from . import smpi  # noqa: E402,F401  (registers itself)
+from . import mpich, openmpi  # noqa: E402,F401  (register themselves)
 
 __all__ = ["Algorithm", "LaunchMods", "Provider", "PROVIDERS"]

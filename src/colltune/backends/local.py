@@ -1,0 +1,146 @@
+"""Real MPI on this machine: Open MPI or MPICH (setting ``mpi``), one host.
+
+The bench is built with the chosen implementation's mpicc (native.build) and
+started with its own mpiexec, ``-n nodes*ppn``, on this host only. The
+algorithm provider (providers/openmpi.py, providers/mpich.py) forces an
+algorithm through the environment; the command recorded with every run starts
+with ``env K=V ...`` so it shows (and reproduces) exactly what was forced, and
+every measurement carries labels ``forced`` and ``ran`` (what really ran).
+
+Launches are serialised within a process: two concurrent launches would share
+the same cores and time each other. More ranks than cores oversubscribe them
+(Open MPI needs ``--oversubscribe``); busy-polling ranks then fight for the
+cores and timings are noise (use such layouts for correctness only).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any
+
+from .. import native
+from ..errors import BackendError, BuildError
+from . import BACKENDS
+from .base import Backend, Launch, LaunchResult, run_process
+
+LIBRARY = {"openmpi": "Open MPI", "mpich": "MPICH"}
+_RUN_LOCK = threading.Lock()
+
+
+def host_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def max_ranks() -> int:
+    """A sane limit for one host: 4 ranks per core, at least 8."""
+    return max(8, 4 * host_cores())
+
+
+def make_provider(impl, cache_dir: str):
+    if impl.name == "openmpi":
+        from ..providers.openmpi import OpenMPIProvider
+        return OpenMPIProvider(impl, cache_dir)
+    if impl.name == "mpich":
+        from ..providers.mpich import MPICHProvider
+        return MPICHProvider(impl, cache_dir)
+    raise BackendError(f"the local backend runs Open MPI or MPICH, not {impl.name}")
+
+
+def local_providers(settings) -> tuple[dict[str, Any], dict[str, str]]:
+    """({name: provider}, {name: why unavailable}) for Open MPI and MPICH here
+    (for `colltune info`; builds nothing but the small MPI_T lister)."""
+    from .. import mpi
+    found, errors = {}, {}
+    for name in LIBRARY:
+        try:
+            found[name] = make_provider(mpi.find(name), settings.cache_dir)
+        except (mpi.MPINotFound, BackendError, BuildError) as exc:
+            errors[name] = str(exc).splitlines()[0]
+    return found, errors
+
+
+@BACKENDS.register("local")
+class LocalBackend(Backend):
+    name = "local"
+    description = "real Open MPI or MPICH on this machine (--mpi openmpi|mpich; one host)"
+
+    def __init__(self, settings, platform: str | None = None):
+        self.settings = settings
+        self.mpi_name = settings.values.get("mpi", "openmpi")
+        self.impl = None
+        self.bench = None
+        self._provider = None
+
+    def prepare(self) -> None:
+        from .. import mpi
+        if self.mpi_name not in LIBRARY:
+            raise BackendError(f"the local backend runs {' or '.join(LIBRARY)}, "
+                               f"not {self.mpi_name!r} (setting mpi)")
+        try:
+            self.impl = mpi.find(self.mpi_name)
+        except mpi.MPINotFound as exc:
+            raise BackendError(str(exc)) from None
+        self.bench = native.build(self.impl, "bench", self.settings.cache_dir)
+
+    def provider(self):
+        if self._provider is None:
+            self._provider = make_provider(self.impl, self.settings.cache_dir)
+        return self._provider
+
+    def max_ppn(self) -> int:
+        return max_ranks()
+
+    def max_nodes(self) -> int:
+        return 1
+
+    def provenance(self) -> dict[str, Any]:
+        cores = host_cores()
+        return {
+            "backend": self.name,
+            "platform": socket.gethostname(),
+            "mpi_library": LIBRARY[self.impl.name],
+            "mpi_version": self.impl.version,
+            "mpi_flavour": self.impl.flavour,
+            "mpi_cc": self.impl.cc,
+            "cores": cores,
+            "note": (f"one host with {cores} cores: layouts with more than {cores} ranks "
+                     f"oversubscribe them and their timings are noise"),
+        }
+
+    def command(self, launch: Launch, json_path: str) -> list[str]:
+        nprocs = launch.nodes * launch.ppn
+        cmd = [self.impl.launcher, "-n", str(nprocs)]
+        if self.impl.name == "openmpi" and nprocs > host_cores():
+            cmd.append("--oversubscribe")
+        cmd += [*launch.mods.launcher_args, str(self.bench), *launch.bench_args,
+                "--json", json_path]
+        if launch.mods.env:
+            cmd = ["env", *(f"{k}={v}" for k, v in launch.mods.env.items()), *cmd]
+        return cmd
+
+    def run(self, launch: Launch, workdir: str) -> LaunchResult:
+        if launch.nodes != 1:
+            raise BackendError(f"the local backend runs on this one host: layout "
+                               f"{launch.nodes}x{launch.ppn} needs {launch.nodes} nodes "
+                               f"(use 1x{launch.nodes * launch.ppn})")
+        if not 1 <= launch.ppn <= max_ranks():
+            raise BackendError(f"layout 1x{launch.ppn}: at most {max_ranks()} ranks on this "
+                               f"host ({host_cores()} cores)")
+        os.makedirs(workdir, exist_ok=True)
+        json_path = os.path.join(workdir, "records.jsonl")
+        if os.path.exists(json_path):
+            os.remove(json_path)
+        env = self.impl.run_env()
+        env.update(launch.mods.env)
+        with _RUN_LOCK:
+            result = run_process(self.command(launch, json_path), env, launch.timeout,
+                                 workdir, json_path)
+        label = getattr(launch.mods, "label", None)
+        if callable(label):
+            for rec in result.records:
+                rec["labels"] = {**(rec.get("labels") or {}), **label(rec)}
+        return result

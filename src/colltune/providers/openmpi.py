@@ -1,0 +1,196 @@
+"""Open MPI's coll/tuned algorithms, read from the library with ompi_info.
+
+Discovery: ``ompi_info --param coll tuned --level 9 --parsable`` lists, for each
+``coll_tuned_<coll>_algorithm`` variable, its enumerator values
+(``...:enumerator:value:<N>:<name>``); value 0 (``ignore``) means "let tuned
+decide" and is not an algorithm. ``ompi_info --parsable`` lists the coll
+components and their priorities.
+
+Forcing (environment of mpiexec, which prterun forwards to the ranks):
+``OMPI_MCA_coll_tuned_use_dynamic_rules=1``,
+``OMPI_MCA_coll_tuned_<coll>_algorithm=<N>``, and priority 0 for every coll
+component that implements intra-communicator collectives and would outrank tuned
+(``han`` in 5.0 has 35 > tuned's 30; ``xhc``/``acoll``/``ucc``/``hcoll`` ... when
+the library has them). Selector ``default``: no environment at all.
+
+Open MPI silently substitutes some forced algorithms (checked against
+coll_base_*.c of the 5.0 series); ``ran()`` says what really ran at a point,
+and the local backend records it in every measurement's labels.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+from ..errors import BackendError
+from . import PROVIDERS
+from .base import ALGORITHM, COLLECTIVES, SELECTOR, Algorithm, LaunchMods, Provider
+
+# colltune collective -> Open MPI's name in coll_tuned_<name>_algorithm (and rules files).
+OMPI_NAME = {
+    "bcast": "bcast", "reduce": "reduce", "allreduce": "allreduce",
+    "allgather": "allgather", "gather": "gather", "scatter": "scatter",
+    "alltoall": "alltoall", "reduce_scatter_block": "reduce_scatter_block",
+    "barrier": "barrier",
+}
+assert set(OMPI_NAME) == set(COLLECTIVES)
+
+# Components that implement intra-communicator collectives and could take a
+# communicator away from tuned (when present and of higher priority).
+TAKEOVER = ("han", "xhc", "acoll", "adapt", "sm", "smdirect", "ucc", "hcoll", "cuda",
+            "accelerator")
+
+_ENUM = re.compile(r"^mca:coll:tuned:param:coll_tuned_(\w+?)_algorithm:enumerator:value:(\d+):(\S+)$")
+_PRIO = re.compile(r"^mca:coll:(\w+):param:coll_\1_priority:value:(-?\d+)$")
+_COMP = re.compile(r"^mca:coll:(\w+):version:")
+
+
+@dataclass
+class LabelledMods(LaunchMods):
+    """LaunchMods plus what the backend writes into every record's labels:
+    fixed labels, and ``per_point(record) -> labels`` for what really ran."""
+    labels: dict[str, str] = field(default_factory=dict)
+    per_point: Callable[[dict], dict] | None = None
+
+    def label(self, record: dict) -> dict:
+        out = dict(self.labels)
+        if self.per_point is not None:
+            out.update(self.per_point(record))
+        return out
+
+
+def _run(argv: list[str], env: dict[str, str]) -> str:
+    from ..mpi.impl import run_tool
+    code, out = run_tool(argv, env=env, timeout=60)
+    if code != 0:
+        raise BackendError(f"{' '.join(argv)} failed (exit {code}): {out[-800:]}")
+    return out
+
+
+@lru_cache(maxsize=8)
+def _probe(info_tool: str, env_items: tuple) -> tuple[dict, dict, tuple]:
+    """({coll: {name: N}}, {component: priority}, components) from ompi_info."""
+    env = dict(env_items)
+    algos: dict[str, dict[str, int]] = {}
+    for line in _run([info_tool, "--param", "coll", "tuned", "--level", "9", "--parsable"],
+                     env).splitlines():
+        m = _ENUM.match(line.strip())
+        if m and int(m.group(2)) != 0:
+            algos.setdefault(m.group(1), {})[m.group(3)] = int(m.group(2))
+    prios: dict[str, int] = {}
+    comps: list[str] = []
+    for line in _run([info_tool, "--param", "coll", "all", "--level", "9", "--parsable"],
+                     env).splitlines():
+        line = line.strip()
+        m = _PRIO.match(line)
+        if m:
+            prios[m.group(1)] = int(m.group(2))
+        m = _COMP.match(line)
+        if m and m.group(1) not in comps:
+            comps.append(m.group(1))
+    return algos, prios, tuple(comps)
+
+
+def _pof2_floor(n: int) -> int:
+    return 1 << (n.bit_length() - 1) if n > 0 else 0
+
+
+def ran(collective: str, name: str, count: int, participants: int) -> str:
+    """What Open MPI 5.0 really runs when tuned is forced to ``name`` (MPI_SUM,
+    default segment size 0), from the fallbacks in ompi/mca/coll/base."""
+    p = participants
+    if p == 1:
+        return "self"                          # coll/self takes one-rank communicators
+    if collective == "allreduce":
+        if name == "segmented_ring" and count < p * max(count, 1):
+            name = "ring"                      # segsize 0: segcount = count
+        if name == "ring" and count < p:
+            return "recursive_doubling"
+        if name == "rabenseifner" and count < _pof2_floor(p):
+            return "basic_linear"
+    elif collective == "reduce":
+        if name == "rabenseifner" and (_pof2_floor(p) < 2 or count < _pof2_floor(p)):
+            return "linear"
+    elif collective == "bcast":
+        if name in ("scatter_allgather", "scatter_allgather_ring") and count < p:
+            return "basic_linear"
+        if name == "split_binary_tree" and count < 2:
+            return "chain"
+    elif collective == "allgather":
+        if name == "recursive_doubling" and p & (p - 1):
+            return "bruck"
+        if name == "neighbor" and p % 2:
+            return "ring"
+    return name
+
+
+@PROVIDERS.register("openmpi")
+class OpenMPIProvider(Provider):
+    name = "openmpi"
+    description = "Open MPI coll/tuned algorithms (OMPI_MCA_coll_tuned_<coll>_algorithm)"
+    backends = ("local",)
+    default_baselines = ("default",)
+
+    def __init__(self, impl, cache_dir: str | None = None):
+        if impl.info_tool is None:
+            raise BackendError(f"Open MPI at {impl.cc} has no ompi_info beside it: "
+                               f"cannot list its algorithms")
+        self.impl = impl
+        self._ids, self._prios, self._components = _probe(
+            impl.info_tool, tuple(sorted(impl.run_env().items())))
+        if not self._ids:
+            raise BackendError(f"{impl.info_tool} lists no coll_tuned_*_algorithm enumerators")
+
+    # -- discovery -----------------------------------------------------------
+    def components(self) -> tuple[str, ...]:
+        return self._components
+
+    def collectives(self) -> list[str]:
+        return [c for c in COLLECTIVES if OMPI_NAME[c] in self._ids]
+
+    def algorithm_ids(self, collective: str) -> dict[str, int]:
+        """{name: enumerator value} as ompi_info lists them."""
+        return dict(self._ids.get(OMPI_NAME[collective], {}))
+
+    def algorithms(self, collective: str) -> list[Algorithm]:
+        var = f"coll_tuned_{OMPI_NAME[collective]}_algorithm"
+        return [Algorithm(self.name, collective, n, ALGORITHM, description=f"{var}={i}")
+                for n, i in sorted(self.algorithm_ids(collective).items(), key=lambda kv: kv[1])]
+
+    def selectors(self, collective: str) -> list[Algorithm]:
+        if collective not in self.collectives():
+            return []
+        return [Algorithm(self.name, collective, "default", SELECTOR,
+                          description="Open MPI untouched (its own component and algorithm choice)")]
+
+    # -- forcing ---------------------------------------------------------------
+    def takeover_env(self) -> dict[str, str]:
+        """Priority 0 for the components that would outrank tuned."""
+        return {f"OMPI_MCA_coll_{c}_priority": "0" for c in TAKEOVER
+                if c in self._components and self._prios.get(c, 0) > 0}
+
+    def force(self, algorithm: Algorithm) -> LaunchMods:
+        if algorithm.kind == SELECTOR:
+            return LabelledMods(labels={"forced": "none (library default)"})
+        coll = OMPI_NAME[algorithm.collective]
+        ident = self.algorithm_ids(algorithm.collective).get(algorithm.name)
+        if ident is None:
+            self.lookup(algorithm.collective, algorithm.name)   # raises, listing the names
+        env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+               f"OMPI_MCA_coll_tuned_{coll}_algorithm": str(ident),
+               **self.takeover_env()}
+        known = set(self.algorithm_ids(algorithm.collective))
+
+        def per_point(rec: dict) -> dict:
+            count, parts = rec.get("count"), rec.get("participants")
+            if count is None or parts is None:
+                return {}
+            really = ran(algorithm.collective, algorithm.name, int(count), int(parts))
+            if really != algorithm.name and (really in known or really == "self"):
+                return {"ran": really, "switched_from": algorithm.name}
+            return {"ran": algorithm.name}
+
+        return LabelledMods(env=env, per_point=per_point,
+                            labels={"forced": " ".join(f"{k}={v}" for k, v in env.items())})

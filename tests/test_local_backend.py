@@ -1,0 +1,254 @@
+"""The local backend on the real Open MPI and MPICH libraries of this machine:
+algorithm lists read from the libraries, forced algorithms that really run (or
+fail loudly), labels of what ran, and a small tuning campaign."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import CACHE, run_cli
+
+from colltune import config, mpi
+from colltune.backends.base import Launch
+from colltune.backends.local import LocalBackend, host_cores
+from colltune.errors import BackendError
+from colltune.plan import BenchSpec
+from colltune.providers.base import COLLECTIVES, SELECTOR
+from colltune.providers.openmpi import ran
+
+# Few repetitions: on 2 busy cores timings are noise anyway; this is about correctness.
+QUICK = ("--min-reps", "3", "--max-reps", "50", "--rse", "0.2", "--timeout", "120")
+
+
+def _have(name: str) -> bool:
+    try:
+        mpi.find(name)
+        return True
+    except mpi.MPINotFound:
+        return False
+
+
+needs_ompi = pytest.mark.skipif(not _have("openmpi"), reason="Open MPI not installed (make setup)")
+needs_mpich = pytest.mark.skipif(not _have("mpich"), reason="MPICH not installed (make setup)")
+
+
+def _backend(name: str) -> LocalBackend:
+    b = LocalBackend(config.load({"backend": "local", "mpi": name, "cache_dir": CACHE},
+                                 environ={}))
+    b.prepare()
+    return b
+
+
+@pytest.fixture(scope="module")
+def settings():
+    """Few repetitions (overrides conftest's sim settings for this module)."""
+    return config.load({"backend": "local", "cache_dir": CACHE, "min_reps": 3, "max_reps": 30,
+                        "rse": 0.2}, environ={})
+
+
+@pytest.fixture(scope="module")
+def ompi():
+    return _backend("openmpi")
+
+
+@pytest.fixture(scope="module")
+def mpich():
+    return _backend("mpich")
+
+
+def _bench_until_timed(workdir, campaign: str, *args: str) -> list[dict]:
+    """Run a bench; re-measure (--retry-failed) points left without a valid timed
+    repetition: on a loaded 2-core host every repetition of a point can start late."""
+    for attempt in range(3):
+        run_cli("bench", *args, "--campaign", campaign, *QUICK,
+                *(["--retry-failed"] if attempt else []), check=False)
+        recs = _records(workdir, campaign)
+        if all(r["status"] == "ok" for r in recs) or any(
+                r["check_error"] != "no time reported" for r in recs if r["status"] != "ok"):
+            break
+    return recs
+
+
+def _records(workdir, campaign: str) -> list[dict]:
+    out = run_cli("results", "--store", str(workdir / "store.sqlite"), "export",
+                  "--format", "jsonl", "--campaign", campaign).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+# -- algorithm lists come from the libraries --------------------------------------
+
+@needs_ompi
+def test_openmpi_algorithms_are_ompi_infos_enumerators(ompi):
+    impl = ompi.impl
+    out = subprocess.run([impl.info_tool, "--param", "coll", "tuned", "--level", "9",
+                          "--parsable"], capture_output=True, text=True, env=impl.run_env(),
+                         check=True).stdout
+    prov = ompi.provider()
+    assert set(prov.collectives()) == set(COLLECTIVES)
+    for coll in COLLECTIVES:
+        listed = dict((name, int(v)) for v, name in re.findall(
+            rf"coll_tuned_{coll}_algorithm:enumerator:value:(\d+):(\S+)", out))
+        listed.pop("ignore")
+        assert listed and prov.algorithm_ids(coll) == listed
+        assert [a.name for a in prov.algorithms(coll)] == sorted(listed, key=listed.get)
+        assert [(s.name, s.kind) for s in prov.selectors(coll)] == [("default", SELECTOR)]
+    # forcing: tuned's variable by number, and han (priority 35 > tuned 30) switched off
+    env = prov.force(prov.lookup("bcast", "binomial")).env
+    assert env["OMPI_MCA_coll_tuned_use_dynamic_rules"] == "1"
+    assert env["OMPI_MCA_coll_tuned_bcast_algorithm"] == str(prov.algorithm_ids("bcast")["binomial"])
+    assert env["OMPI_MCA_coll_han_priority"] == "0"
+    assert prov.force(prov.lookup("bcast", "default")).env == {}
+
+
+@needs_mpich
+def test_mpich_algorithms_are_the_cvar_descriptions(mpich):
+    prov = mpich.provider()
+    assert set(prov.collectives()) == set(COLLECTIVES)
+    # mpivars (MPICH's own MPI_T dump) is an independent witness of the lists
+    mpivars = os.path.join(os.path.dirname(mpich.impl.cc), "mpivars")
+    text = subprocess.run([mpivars], capture_output=True, text=True, timeout=60,
+                          env=mpich.impl.run_env()).stdout if os.path.exists(mpivars) else None
+    for coll in COLLECTIVES:
+        names = [a.name for a in prov.algorithms(coll)]
+        assert names and "auto" not in names
+        desc = prov.cvars[f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM"]
+        assert all(re.search(rf"^{n}\s+- ", desc, re.M) for n in names)
+        if text is not None:
+            block = text.split(f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM")[1].split("\tMPIR_CVAR_")[0]
+            assert names == [n for n in re.findall(r"^(\w+)\s+- ", block, re.M) if n != "auto"]
+    env = prov.force(prov.lookup("allreduce", "ring")).env
+    assert env == {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring",
+                   "MPIR_CVAR_COLLECTIVE_FALLBACK": "error",
+                   "MPIR_CVAR_DEVICE_COLLECTIVES": "none"}
+    assert prov.force(prov.lookup("allreduce", "default")).env == {}
+
+
+# -- benchmarks on the real libraries ------------------------------------------------
+
+@needs_ompi
+def test_openmpi_bench_forced_and_default(workdir):
+    recs = _bench_until_timed(workdir, "o", "--backend", "local", "--mpi", "openmpi",
+                              "--coll", "bcast", "--algorithms", "binomial,scatter_allgather,default",
+                              "--layouts", "1x2", "--sizes", "8,1000")
+    assert sorted((r["algorithm"], r["msg_size"]) for r in recs) == sorted(
+        (a, m) for a in ("binomial", "scatter_allgather", "default") for m in (8, 1000))
+    for r in recs:
+        assert r["status"] == "ok" and r["valid"] == 1 and r["ttc_median_s"] > 0, r
+        assert r["backend"] == "local" and r["mpi_library"] == "Open MPI"
+        assert r["nodes"] == 1 and r["ppn"] == 2 and r["participants"] == 2
+        if r["algorithm"] == "default":
+            assert r["labels"] == {"forced": "none (library default)"}
+        else:
+            assert "OMPI_MCA_coll_tuned_bcast_algorithm=" in r["labels"]["forced"]
+            assert r["labels"]["ran"] == r["algorithm"]     # 8 and 1000 chars >= 2 ranks
+
+
+@needs_ompi
+def test_openmpi_silent_switch_is_labelled(ompi, settings, tmp_path):
+    """scatter_allgather bcast of fewer elements than ranks runs basic_linear."""
+    assert ran("bcast", "scatter_allgather", 1, 2) == "basic_linear"
+    assert ran("allreduce", "ring", 1, 2) == "recursive_doubling"      # 1 float < 2 ranks
+    assert ran("allreduce", "segmented_ring", 1000, 2) == "ring"        # segment size 0
+    assert ran("allgather", "recursive_doubling", 8, 3) == "bruck"
+    assert ran("bcast", "binomial", 1, 2) == "binomial"
+    prov = ompi.provider()
+    spec = BenchSpec("bcast", prov.lookup("bcast", "scatter_allgather"), 1, 2, (1, 8),
+                     procs=(1, 2))
+    res = ompi.run(Launch(1, 2, spec.bench_args(settings, "first"),
+                          prov.force(spec.algorithm), 120), str(tmp_path / "w"))
+    assert res.clean, res.output_tail
+    labels = {(r["participants"], r["msg_size"]): r["labels"] for r in res.records}
+    assert labels[(2, 1)]["ran"] == "basic_linear"
+    assert labels[(2, 1)]["switched_from"] == "scatter_allgather"
+    assert labels[(2, 8)]["ran"] == "scatter_allgather"
+    assert labels[(1, 1)]["ran"] == "self"
+    assert res.command[0] == "env" and "OMPI_MCA_coll_han_priority=0" in res.command
+    assert "--shared-buffers" not in res.command
+
+
+@needs_mpich
+def test_mpich_bench_forced_and_default(workdir):
+    recs = _bench_until_timed(workdir, "m", "--backend", "local", "--mpi", "mpich",
+                              "--coll", "bcast", "--algorithms",
+                              "binomial,scatter_ring_allgather,default",
+                              "--layouts", "1x2", "--sizes", "8,1000")
+    assert len(recs) == 6
+    for r in recs:
+        assert r["status"] == "ok" and r["valid"] == 1 and r["ttc_median_s"] > 0, r
+        assert r["mpi_library"] == "MPICH"
+        if r["algorithm"] != "default":
+            assert "MPIR_CVAR_COLLECTIVE_FALLBACK=error" in r["labels"]["forced"]
+            assert r["labels"]["ran"] == r["algorithm"]
+
+
+@needs_mpich
+def test_mpich_unusable_forced_algorithm_is_a_failure_not_a_time(mpich, settings, tmp_path,
+                                                                   workdir):
+    """pairwise_sendrecv_replace alltoall needs MPI_IN_PLACE: with fallback=error
+    the call fails and the points are failures; silently it would be timed."""
+    run_cli("bench", "--backend", "local", "--mpi", "mpich", "--coll", "alltoall",
+            "--algorithms", "pairwise_sendrecv_replace", "--layouts", "1x2",
+            "--sizes", "8,1000", "--campaign", "f", *QUICK, check=False)
+    recs = _records(workdir, "f")
+    assert len(recs) == 2
+    for r in recs:
+        assert r["status"] == "crashed" and r["ttc_median_s"] is None
+        assert "not usable" in r["check_error"]
+    # the contrast: the library's silent fallback would have produced times
+    prov = mpich.provider()
+    mods = prov.force(prov.lookup("alltoall", "pairwise_sendrecv_replace"))
+    mods.env["MPIR_CVAR_COLLECTIVE_FALLBACK"] = "silent"
+    spec = BenchSpec("alltoall", prov.lookup("alltoall", "pairwise_sendrecv_replace"), 1, 2, (8,))
+    res = mpich.run(Launch(1, 2, spec.bench_args(settings, "only"), mods, 120),
+                    str(tmp_path / "silent"))
+    assert res.clean and res.records[0]["valid"] is True
+
+
+@needs_mpich
+def test_mpich_tune_writes_a_decision_table(workdir):
+    table = workdir / "t.json"
+    proc = run_cli("tune", "--backend", "local", "--mpi", "mpich", "--collectives", "allreduce",
+                   "--layouts", "1x2", "--sizes", "8,4096", "--campaign", "t",
+                   "--table", str(table), *QUICK)
+    data = json.loads(table.read_text())
+    assert data["provenance"]["backend"] == "local"
+    assert data["provenance"]["mpi_library"] == "MPICH"
+    (entry,) = data["entries"]
+    assert (entry["collective"], entry["nodes"], entry["ppn"]) == ("allreduce", 1, 2)
+    assert all(r["provider"] == "mpich" for r in entry["rules"])
+    algs = {a for a in (r["algorithm"] for r in entry["rules"])}
+    assert algs and "default" not in algs
+    recs = _records(workdir, "t")
+    assert {r["algorithm"] for r in recs} >= {"recursive_doubling", "ring", "default"}
+    assert "decision table" in proc.stdout
+
+
+# -- layout limits and provenance ------------------------------------------------------
+
+@needs_ompi
+def test_several_nodes_is_a_clear_error(workdir, ompi, settings, tmp_path):
+    proc = run_cli("bench", "--backend", "local", "--mpi", "openmpi", "--coll", "bcast",
+                   "--layouts", "2x1", "--sizes", "8", *QUICK, check=False)
+    assert proc.returncode == 2 and "one host" in proc.stderr
+    with pytest.raises(BackendError):
+        ompi.run(Launch(1, 10_000, []), str(tmp_path / "big"))
+    # more ranks than cores: Open MPI needs --oversubscribe, and provenance says so
+    many = host_cores() + 1
+    cmd = ompi.command(Launch(1, many, ["--coll", "bcast"]), "x.json")
+    assert "--oversubscribe" in cmd and "--shared-buffers" not in cmd
+    assert "--oversubscribe" not in ompi.command(Launch(1, 1, []), "x.json")
+    prov = ompi.provenance()
+    assert prov["backend"] == "local" and prov["mpi_library"] == "Open MPI"
+    assert prov["mpi_version"] == ompi.impl.version and "oversubscribe" in prov["note"]
+
+
+def test_info_lists_local_providers():
+    info = json.loads(run_cli("info", "--json").stdout)
+    for name in ("openmpi", "mpich"):
+        if _have(name):
+            assert info["providers"][name]["bcast"]["algorithms"]
+            assert info["providers"][name]["bcast"]["selectors"] == ["default"]
