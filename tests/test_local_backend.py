@@ -120,10 +120,20 @@ def test_mpich_algorithms_are_the_cvar_descriptions(mpich):
         if text is not None:
             block = text.split(f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM")[1].split("\tMPIR_CVAR_")[0]
             assert names == [n for n in re.findall(r"^(\w+)\s+- ", block, re.M) if n != "auto"]
-    env = prov.force(prov.lookup("allreduce", "ring")).env
-    assert env == {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring",
-                   "MPIR_CVAR_COLLECTIVE_FALLBACK": "error",
-                   "MPIR_CVAR_DEVICE_COLLECTIVES": "none"}
+    # MPI_T integer codes: what MPI_T reads back when the environment names the value
+    for coll in ("bcast", "allreduce", "alltoall"):
+        cvar = f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM"
+        for a in prov.algorithms(coll):
+            assert prov.read_cvar(cvar, {cvar: a.name}) == prov.code(cvar, a.name) > 0
+        assert prov.read_cvar(cvar) == prov.code(cvar, "auto") == 0
+    fb = "MPIR_CVAR_COLLECTIVE_FALLBACK"
+    assert prov.read_cvar(fb, {fb: "error"}) == prov.code(fb, "error")
+    mods = prov.force(prov.lookup("allreduce", "ring"))
+    ring = prov.code("MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM", "ring")
+    assert mods.env == {"COLLTUNE_MPIT_CVARS": f"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM={ring},"
+                                               f"{fb}={prov.code(fb, 'error')}",
+                        "MPIR_CVAR_DEVICE_COLLECTIVES": "none"}
+    assert mods.launcher_args == ["-genv", "LD_PRELOAD", str(prov.shim)]
     assert prov.force(prov.lookup("allreduce", "default")).env == {}
 
 
@@ -181,7 +191,7 @@ def test_mpich_bench_forced_and_default(workdir):
         assert r["status"] == "ok" and r["valid"] == 1 and r["ttc_median_s"] > 0, r
         assert r["mpi_library"] == "MPICH"
         if r["algorithm"] != "default":
-            assert "MPIR_CVAR_COLLECTIVE_FALLBACK=error" in r["labels"]["forced"]
+            assert "MPIR_CVAR_COLLECTIVE_FALLBACK=error (MPI_T" in r["labels"]["forced"]
             assert r["labels"]["ran"] == r["algorithm"]
 
 
@@ -200,12 +210,32 @@ def test_mpich_unusable_forced_algorithm_is_a_failure_not_a_time(mpich, settings
         assert "not usable" in r["check_error"]
     # the contrast: the library's silent fallback would have produced times
     prov = mpich.provider()
-    mods = prov.force(prov.lookup("alltoall", "pairwise_sendrecv_replace"))
-    mods.env["MPIR_CVAR_COLLECTIVE_FALLBACK"] = "silent"
-    spec = BenchSpec("alltoall", prov.lookup("alltoall", "pairwise_sendrecv_replace"), 1, 2, (8,))
-    res = mpich.run(Launch(1, 2, spec.bench_args(settings, "only"), mods, 120),
-                    str(tmp_path / "silent"))
+    alg = prov.lookup("alltoall", "pairwise_sendrecv_replace")
+    spec = BenchSpec("alltoall", alg, 1, 2, (8,))
+    res = mpich.run(Launch(1, 2, spec.bench_args(settings, "only"),
+                           prov.force(alg, fallback="silent"), 120), str(tmp_path / "silent"))
     assert res.clean and res.records[0]["valid"] is True
+
+
+@needs_mpich
+def test_mpich_forcing_spares_mpi_init(mpich, settings, tmp_path):
+    """Forced through MPI_T after MPI_Init, an algorithm unusable for MPICH's own
+    start-up collectives still runs the measured call (from the environment,
+    reduce_scatter_allgather allreduce on 2 ranks aborts inside MPI_Init)."""
+    prov = mpich.provider()
+    alg = prov.lookup("allreduce", "reduce_scatter_allgather")
+    spec = BenchSpec("allreduce", alg, 1, 2, (8, 4096))
+    res = mpich.run(Launch(1, 2, spec.bench_args(settings, "only"), prov.force(alg), 120),
+                    str(tmp_path / "rsag"))
+    assert res.clean, res.output_tail
+    assert [r["valid"] for r in res.records] == [True, True]
+    # and a failure in the measured call happens after start-up (the header is written)
+    alg = prov.lookup("bcast", "smp")
+    spec = BenchSpec("bcast", alg, 1, 2, (8,))
+    res = mpich.run(Launch(1, 2, spec.bench_args(settings, "only"), prov.force(alg), 120),
+                    str(tmp_path / "smp"))
+    assert not res.clean and res.header is not None and not res.records
+    assert "not usable" in res.output_tail and "MPIR_Bcast_impl" in res.output_tail
 
 
 @needs_mpich
@@ -213,6 +243,7 @@ def test_mpich_tune_writes_a_decision_table(workdir):
     table = workdir / "t.json"
     proc = run_cli("tune", "--backend", "local", "--mpi", "mpich", "--collectives", "allreduce",
                    "--layouts", "1x2", "--sizes", "8,4096", "--campaign", "t",
+                   "--algorithms", "recursive_doubling,ring,tree,reduce_scatter_allgather",
                    "--table", str(table), *QUICK)
     data = json.loads(table.read_text())
     assert data["provenance"]["backend"] == "local"
@@ -223,7 +254,8 @@ def test_mpich_tune_writes_a_decision_table(workdir):
     algs = {a for a in (r["algorithm"] for r in entry["rules"])}
     assert algs and "default" not in algs
     recs = _records(workdir, "t")
-    assert {r["algorithm"] for r in recs} >= {"recursive_doubling", "ring", "default"}
+    assert {r["algorithm"] for r in recs} == {"recursive_doubling", "ring", "tree",
+                                              "reduce_scatter_allgather", "default"}
     assert "decision table" in proc.stdout
 
 

@@ -113,11 +113,10 @@ class LocalBackend(Backend):
 
     def command(self, launch: Launch, json_path: str) -> list[str]:
         nprocs = launch.nodes * launch.ppn
-        cmd = [self.impl.launcher, "-n", str(nprocs)]
+        cmd = [self.impl.launcher, *launch.mods.launcher_args, "-n", str(nprocs)]
         if self.impl.name == "openmpi" and nprocs > host_cores():
             cmd.append("--oversubscribe")
-        cmd += [*launch.mods.launcher_args, str(self.bench), *launch.bench_args,
-                "--json", json_path]
+        cmd += [str(self.bench), *launch.bench_args, "--json", json_path]
         if launch.mods.env:
             cmd = ["env", *(f"{k}={v}" for k, v in launch.mods.env.items()), *cmd]
         return cmd
