@@ -1,0 +1,195 @@
+"""Correctness matrix of colltune's flat collective algorithms (native/algorithms).
+
+The C driver native/tests/algotest.c iterates the catalogue and checks every
+algorithm x parameter set x communicator x root x count x type x op x in-place
+case against an analytically computed result (docs/algorithms.md). Here it is
+built with smpicc and run under smpirun on the bundled 'small' platform (block
+placement), then built with the Open MPI and MPICH wheels' mpicc and run on the
+real libraries with up to 5 ranks. The number of checked cases must be what the
+matrix implies, computed here from the catalogue listing (`algotest -l`), and
+no case may fail. smpicc/smpirun missing is a failure, never a skip; the MPI
+wheels are optional (skipped when .deps/<mpi>/bin/mpicc is absent).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from colltune import platforms
+
+REPO = Path(__file__).resolve().parents[1]
+NATIVE = REPO / "native"
+DEPS = REPO / ".deps"
+COUNTS_SMALL = [0, 1, 7]
+COUNTS_ALL = [0, 1, 2, 7, 100, 1031]
+REDUCTIONS = {"reduce", "allreduce"}
+ROOTED = {"bcast", "reduce"}
+
+
+def build(mpicc: str, out: Path) -> Path:
+    r = subprocess.run(["make", "-s", "-C", str(NATIVE), "algotest", f"MPICC={mpicc}", f"OUT={out}"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"build with {mpicc} failed:\n{r.stdout}\n{r.stderr}"
+    assert "warning" not in r.stderr, f"compiler warnings with {mpicc}:\n{r.stderr}"
+    return out / "colltune-algotest"
+
+
+@pytest.fixture(scope="module")
+def smpi(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("algotest-smpi")
+    exe = build("smpicc", tmp / "build")
+    plat = platforms.load("small")
+    hostfile = plat.write_hostfile(8, 4, tmp / "hosts")
+
+    def run(np_: int, args: list[str], env=None) -> str:
+        cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", hostfile,
+               *plat.smpirun_cfg_args(), "--log=xbt_cfg.thres:warning",
+               "--log=smpi_coll.thres:warning", str(exe), *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp,
+                           env={**os.environ, **(env or {})})
+        assert r.returncode == 0, f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        return r.stdout
+    return run
+
+
+def parse_listing(text: str) -> list[dict]:
+    algs = []
+    for line in text.splitlines():
+        m = re.match(r"^(\w+)/(\w+) id=(\d+): (.+)$", line)
+        if m:
+            algs.append({"coll": m[1], "name": m[2], "id": int(m[3]), "params": []})
+            continue
+        m = re.match(r"^    param (\w+) default=(-?\d+) min=(-?\d+) max=(-?\d+) unit=\S+ probe=([-\d,]*) : .+$", line)
+        if m:
+            algs[-1]["params"].append({"name": m[1], "def": int(m[2]), "min": int(m[3]), "max": int(m[4]),
+                                       "probe": [int(x) for x in m[5].split(",") if x]})
+    return algs
+
+
+def expected_cases(algs: list[dict], world: int, maxsub: int, all_roots: bool, counts: list[int]) -> int:
+    """Cases the driver must check: communicators are the first k ranks for
+    k = 1..min(maxsub, world), then MPI_COMM_WORLD."""
+    total = 0
+    for k in [*range(1, min(maxsub, world) + 1), world]:
+        for a in algs:
+            sets = 1 + sum(len(p["probe"]) for p in a["params"])
+            roots = (k if all_roots else len({0, k // 2, k - 1})) if a["coll"] in ROOTED else 1
+            combos = 8 if a["coll"] in REDUCTIONS else 3       # (type, op) pairs, testdata.c
+            inplace = 1 if a["coll"] == "bcast" else 2
+            total += sets * roots * len(counts) * combos * inplace
+    return total
+
+
+def check_run(out: str, expected: int) -> None:
+    fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    m = re.search(r"^(\d+) passed, (\d+) failed$", out, re.M)
+    assert m, f"no summary line in:\n{out[-2000:]}"
+    assert not fails and int(m[2]) == 0, "failed cases:\n" + "\n".join(fails[:50])
+    assert int(m[1]) == expected, f"checked {m[1]} cases, the matrix implies {expected}"
+
+
+@pytest.fixture(scope="module")
+def catalogue(smpi) -> list[dict]:
+    return parse_listing(smpi(1, ["-l"]))
+
+
+def test_catalogue_one_file_per_algorithm(catalogue):
+    """Every listed algorithm has its own file, every file is listed, ids are
+    unique per collective, defaults and probes lie in the allowed range."""
+    listed = {(a["coll"], a["name"]) for a in catalogue}
+    files = {(p.parent.name, p.stem) for p in (NATIVE / "algorithms").glob("*/*.c")}
+    assert listed == files
+    assert {a["coll"] for a in catalogue} == {"bcast", "reduce", "allreduce", "allgather"}
+    for coll in {a["coll"] for a in catalogue}:
+        ids = [a["id"] for a in catalogue if a["coll"] == coll]
+        assert len(ids) == len(set(ids)), coll
+    for a in catalogue:
+        for p in a["params"]:
+            assert p["min"] <= p["def"] <= p["max"], (a["name"], p)
+            assert all(p["min"] <= v <= p["max"] for v in p["probe"]), (a["name"], p)
+
+
+def test_matrix_smpi_17_ranks_every_subcommunicator_every_root(smpi, catalogue):
+    """Communicators of 1..17 ranks (and WORLD), every root, small counts."""
+    out = smpi(17, ["-s", "17", "-r", "all", "-c", ",".join(map(str, COUNTS_SMALL))])
+    check_run(out, expected_cases(catalogue, 17, 17, True, COUNTS_SMALL))
+
+
+def test_matrix_smpi_24_ranks_all_counts(smpi, catalogue):
+    """WORLD of 24 ranks (not a power of two: 16 + 8 folded), roots 0, 12, 23,
+    counts up to 1031 (non-power-of-two, many segments)."""
+    out = smpi(24, ["-s", "0", "-r", "few", "-c", ",".join(map(str, COUNTS_ALL))])
+    check_run(out, expected_cases(catalogue, 24, 0, False, COUNTS_ALL))
+
+
+CHARGE_C = r"""
+#include <stdio.h>
+#include <mpi.h>
+#include "colltune/algorithms.h"
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  double t0 = MPI_Wtime(); ct_charge_copy(8000000000.0);
+  double t1 = MPI_Wtime(); ct_charge_reduce(4000000000.0);
+  double t2 = MPI_Wtime();
+  printf("COPY %.9f REDUCE %.9f\n", t1 - t0, t2 - t1);
+  MPI_Finalize(); return 0;
+}
+"""
+
+
+def test_charging_hook_advances_simulated_time(smpi, tmp_path):
+    """ct_charge_copy/reduce charge bytes / rate seconds (defaults 8e9 and 4e9
+    B/s, overridable by COLLTUNE_COPY_RATE / COLLTUNE_REDUCE_RATE, 0 = off) even
+    with smpi/simulate-computation:no."""
+    lib = tmp_path / "build"
+    r = subprocess.run(["make", "-s", "-C", str(NATIVE), "algorithms", "MPICC=smpicc", f"OUT={lib}"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "charge.c").write_text(CHARGE_C)
+    exe = tmp_path / "charge"
+    r = subprocess.run(["smpicc", "-O2", "-DCOLLTUNE_SMPI=1", f"-I{NATIVE / 'include'}", "-o", str(exe),
+                        str(tmp_path / "charge.c"), str(lib / "libcolltune-algorithms.a")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    plat = platforms.load("small")
+    hosts = plat.write_hostfile(1, 1, tmp_path / "hosts")
+
+    def times(env):
+        r = subprocess.run(["smpirun", "-np", "1", "-platform", plat.xml_path, "-hostfile", hosts,
+                            *plat.smpirun_cfg_args(), "--log=xbt_cfg.thres:warning", str(exe)],
+                           capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+        assert r.returncode == 0, r.stderr
+        m = re.search(r"COPY (\S+) REDUCE (\S+)", r.stdout)
+        return float(m[1]), float(m[2])
+
+    assert times({}) == pytest.approx((1.0, 1.0), rel=1e-6)
+    assert times({"COLLTUNE_COPY_RATE": "16e9", "COLLTUNE_REDUCE_RATE": "2e9"}) == \
+        pytest.approx((0.5, 2.0), rel=1e-6)
+    # 0 turns charging off; what remains is SMPI's own 10 ns per MPI_Wtime call
+    assert max(times({"COLLTUNE_COPY_RATE": "0", "COLLTUNE_REDUCE_RATE": "0"})) < 1e-6
+
+
+REAL = {
+    "openmpi": (["--oversubscribe"], {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}),
+    # ranks > cores: yield instead of busy-polling, or the run is ~4x slower
+    "mpich": ([], {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}),
+}
+
+
+@pytest.mark.parametrize("mpi", sorted(REAL))
+def test_matrix_real_mpi_5_ranks(mpi, tmp_path, catalogue):
+    """The same driver on the real library: communicators of 1..5 ranks, every root."""
+    bindir = DEPS / mpi / "bin"
+    if not (bindir / "mpicc").exists():
+        pytest.skip(f"{mpi} wheel not installed ({bindir / 'mpicc'} missing)")
+    exe = build(str(bindir / "mpicc"), tmp_path / "build")
+    extra, env = REAL[mpi]
+    cmd = [str(bindir / "mpirun"), *extra, "-np", "5", str(exe), "-s", "5", "-r", "all",
+           "-c", ",".join(map(str, COUNTS_ALL))]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    check_run(r.stdout, expected_cases(catalogue, 5, 5, True, COUNTS_ALL))
