@@ -60,6 +60,15 @@ const char *ct_need_bytes_fit(const ct_args *a, int times)
     return NULL;
 }
 
+/* allgathers send several blocks as one count of elements */
+const char *ct_need_comm_elems_fit(const ct_args *a)
+{
+    int size;
+    MPI_Comm_size(a->comm, &size);
+    if ((double)a->count * size > (double)INT_MAX) return "count x size exceeds INT_MAX";
+    return NULL;
+}
+
 void ct_copy(void *dst, const void *src, MPI_Aint bytes)
 {
     if (bytes <= 0 || dst == src) return;

@@ -25,6 +25,7 @@ const char *ct_need_dense(const ct_args *a);       /* contiguous, no holes, lb 0
 const char *ct_need_commutative(const ct_args *a);
 const char *ct_need_pof2(const ct_args *a);
 const char *ct_need_bytes_fit(const ct_args *a, int times);  /* count*ext*times <= INT_MAX */
+const char *ct_need_comm_elems_fit(const ct_args *a);        /* count*size <= INT_MAX */
 
 /* memcpy / MPI_Reduce_local that also charge their cost under SMPI. */
 void ct_copy(void *dst, const void *src, MPI_Aint bytes);

@@ -192,6 +192,60 @@ static void run_block(const ct_algorithm *alg, const int *params, MPI_Comm comm,
     free(lib);
 }
 
+/* API checks on MPI_COMM_SELF (each rank alone): lookups, errors, decline
+ * labels. A failure prints a FAIL line and counts as a failed case. */
+static void api_fail(const char *what)
+{
+    if (wrank == 0) printf("FAIL api: %s\n", what);
+    failed++;
+}
+
+/* user op for the strided 2-int type (predefined ops take predefined types only) */
+static void vsum(void *in, void *io, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    for (int i = 0; i < *len; i++) {
+        ((int *)io)[4 * i] += ((int *)in)[4 * i];
+        ((int *)io)[4 * i + 2] += ((int *)in)[4 * i + 2];
+    }
+}
+
+static void api_checks(void)
+{
+    int x[4] = {1, 2, 3, 4}, y[8] = {0}, big[CT_MAX_PARAMS];
+    const char *ran = "unset";
+    MPI_Datatype vec;
+    MPI_Op vop;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+    MPI_Op_create(vsum, 1, &vop);
+    ct_args a = {x, y, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_SELF};
+    for (int c = 0; c < CT_NCOLLS; c++)
+        if (ct_coll_from_name(ct_coll_name((ct_coll)c)) != c) api_fail("collective names");
+    if (ct_call(CT_BCAST, "no_such_algorithm", NULL, &a, &ran) != MPI_ERR_ARG || ran)
+        api_fail("unknown name must return MPI_ERR_ARG and run nothing");
+    for (int i = 0; i < ct_count(); i++) {
+        const ct_algorithm *alg = ct_get(i);
+        if (ct_find(alg->coll, alg->name) != alg) api_fail(alg->name);
+        for (int j = 0; j < alg->nparams; j++) {
+            for (int q = 0; q < alg->nparams; q++) big[q] = alg->params[q].def;
+            big[j] = alg->params[j].max + 1;
+            if (ct_call(alg->coll, alg->name, big, &a, &ran) != MPI_ERR_ARG)
+                api_fail("parameter above max must return MPI_ERR_ARG");
+        }
+        ct_args v = {x, y, 1, vec, MPI_SUM, 0, MPI_COMM_SELF};
+        if (alg->supports(&v) == NULL) api_fail("non-contiguous datatype must be declined");
+        /* a declined call runs the library and says so, with the right result */
+        v.op = vop;
+        memset(y, 0, sizeof y);
+        if (ct_call(alg->coll, alg->name, NULL, &v, &ran) != MPI_SUCCESS || !ran ||
+            strcmp(ran, "library") || (alg->coll != CT_BCAST && (y[0] != 1 || y[2] != 3)))
+            api_fail("declined call must run the library and be labelled 'library'");
+    }
+    MPI_Type_free(&vec);
+    MPI_Op_free(&vop);
+}
+
 static void parse_counts(const char *s)
 {
     ncounts = 0; maxcount = 0;
@@ -228,6 +282,7 @@ int main(int argc, char **argv)
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     td_init();
+    api_checks();
     input_cache = calloc((size_t)NTYPES * NOPS * (size_t)wsize, sizeof(char *));
     size_t cap = (size_t)(maxcount > 0 ? maxcount : 1) * 8;
     char *sbuf = malloc(cap), *rbuf = malloc(cap * (size_t)wsize + GUARD);

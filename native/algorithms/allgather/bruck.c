@@ -3,7 +3,11 @@
 #include <stdlib.h>
 #include "../internal.h"
 
-static const char *supports(const ct_args *a) { return ct_need_dense(a); }
+static const char *supports(const ct_args *a)
+{
+    const char *r = ct_need_dense(a);
+    return r ? r : ct_need_comm_elems_fit(a);
+}
 
 static int run(const ct_args *a, const int *p)
 {

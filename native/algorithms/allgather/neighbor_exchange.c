@@ -7,6 +7,7 @@ static const char *supports(const ct_args *a)
 {
     int size;
     const char *r = ct_need_dense(a);
+    if (!r) r = ct_need_comm_elems_fit(a);
     MPI_Comm_size(a->comm, &size);
     return r ? r : (size % 2 ? "communicator size is odd" : NULL);
 }

@@ -5,6 +5,7 @@
 static const char *supports(const ct_args *a)
 {
     const char *r = ct_need_dense(a);
+    if (!r) r = ct_need_comm_elems_fit(a);
     return r ? r : ct_need_pof2(a);
 }
 
