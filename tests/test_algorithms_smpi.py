@@ -193,3 +193,20 @@ def test_matrix_real_mpi_5_ranks(mpi, tmp_path, catalogue):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
     assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     check_run(r.stdout, expected_cases(catalogue, 5, 5, True, COUNTS_ALL))
+
+
+def test_large_message_algorithms_win_where_theory_says(smpi, catalogue):
+    """One timed call per algorithm (algotest -t) at 1 MiB on 32 ranks (8 nodes x 4):
+    bandwidth algorithms must beat the whole-message trees, i.e. segmentation and
+    scatter/reduce-scatter phases work as designed. SMPI timings are deterministic."""
+    out = smpi(32, ["-t", "1048576"])
+    rows = re.findall(r"^TIME (\S+)\s+ran=(\S+)\s+bytes=1048576 ranks=32 seconds=(\S+)$", out, re.M)
+    assert {name for name, _, _ in rows} == {f"{a['coll']}/{a['name']}" for a in catalogue}
+    assert all(name.split("/")[1] == ran for name, ran, _ in rows), rows  # nothing declined
+    t = {name: float(sec) for name, _, sec in rows}
+    assert t["bcast/pipeline"] < t["bcast/binomial"] / 2
+    assert t["bcast/scatter_ring_allgather"] < t["bcast/binomial"] / 2
+    assert t["allreduce/ring"] < t["allreduce/recursive_doubling"] / 2
+    assert t["allreduce/rabenseifner"] < t["allreduce/recursive_doubling"] / 2
+    assert t["reduce/rabenseifner"] < t["reduce/binomial"] / 2
+    assert t["allgather/ring"] < t["allgather/bruck"]

@@ -1,8 +1,9 @@
 /* Correctness matrix for colltune's flat algorithms (native/algorithms).
  *
- *   algotest [-l] [-s MAXSUB] [-r all|few] [-c COUNTS] [-a FILTER]
+ *   algotest [-l] [-s MAXSUB] [-r all|few] [-c COUNTS] [-a FILTER] [-t BYTES]
  *
- * -l lists the catalogue with parameters (like ucc_info -A) and exits.
+ * -l lists the catalogue with parameters (like ucc_info -A) and exits; -t
+ * times one call of each algorithm instead (timing.c).
  * Otherwise, for every communicator (MPI_Comm_split of the first k ranks for
  * k = 1..MAXSUB, then MPI_COMM_WORLD), every algorithm of the catalogue
  * (filtered by "coll" or "coll/name"), every parameter set (defaults, then each
@@ -17,6 +18,7 @@
 #include <string.h>
 #include "colltune/algorithms.h"
 #include "testdata.h"
+#include "timing.h"
 
 #define GUARD 16
 #define MAXCOUNTS 16
@@ -259,6 +261,7 @@ static void parse_counts(const char *s)
 int main(int argc, char **argv)
 {
     int maxsub = INT_MAX, list = 0;
+    long timing = -1;
     const char *filter = NULL;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
@@ -269,14 +272,16 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) all_roots = !strcmp(argv[++i], "all");
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) parse_counts(argv[++i]);
         else if (!strcmp(argv[i], "-a") && i + 1 < argc) filter = argv[++i];
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) timing = atol(argv[++i]);
         else {
             if (wrank == 0) fprintf(stderr, "usage: algotest [-l] [-s MAXSUB] [-r all|few] "
-                                            "[-c C1,C2,..] [-a coll[/name]]\n");
+                                            "[-c C1,C2,..] [-a coll[/name]] [-t BYTES]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
-    if (list) {
-        if (wrank == 0) list_catalogue();
+    if (list || timing >= 0) {
+        if (list && wrank == 0) list_catalogue();
+        if (timing >= 0) timing_run(timing, filter);
         MPI_Finalize();
         return 0;
     }
