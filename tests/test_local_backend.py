@@ -259,6 +259,20 @@ def test_mpich_tune_writes_a_decision_table(workdir):
     assert "decision table" in proc.stdout
 
 
+@pytest.mark.parametrize("name", ["openmpi", "mpich"])
+def test_timeout_kills_every_rank(name, settings, tmp_path):
+    if not _have(name):
+        pytest.skip(f"{name} not installed")
+    b = _backend(name)
+    args = ["--coll", "bcast", "--sizes", "8,16,32,64,128,256,512,1024", "--rse", "1e-9",
+            "--max-reps", "100000", "--check", "none"]
+    res = b.run(Launch(1, 2, args, timeout=2.0), str(tmp_path / "hang"))
+    assert res.timed_out and res.exit_code is None
+    marker = str(tmp_path / "hang" / "records.jsonl")
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    assert left == [], f"ranks still running after the timeout: {left}"
+
+
 # -- layout limits and provenance ------------------------------------------------------
 
 @needs_ompi

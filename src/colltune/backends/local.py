@@ -15,6 +15,7 @@ cores and timings are noise (use such layouts for correctness only).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 from typing import Any
@@ -61,6 +62,26 @@ def local_providers(settings) -> tuple[dict[str, Any], dict[str, str]]:
         except (mpi.MPINotFound, BackendError, BuildError) as exc:
             errors[name] = str(exc).splitlines()[0]
     return found, errors
+
+
+def kill_leftovers(marker: str) -> list[int]:
+    """SIGKILL the processes whose command line contains marker (the launch's own
+    JSON path, unique per launch). Open MPI's launcher puts every rank in its own
+    process group, so killing the launcher's group on a timeout leaves them running."""
+    killed = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if needle not in fh.read():
+                    continue
+            os.kill(int(entry), signal.SIGKILL)
+            killed.append(int(entry))
+        except (OSError, ProcessLookupError):
+            continue
+    return killed
 
 
 @BACKENDS.register("local")
@@ -138,6 +159,8 @@ class LocalBackend(Backend):
         with _RUN_LOCK:
             result = run_process(self.command(launch, json_path), env, launch.timeout,
                                  workdir, json_path)
+            if not result.clean:
+                kill_leftovers(json_path)
         label = getattr(launch.mods, "label", None)
         if callable(label):
             for rec in result.records:
