@@ -177,6 +177,10 @@ def test_openmpi_silent_switch_is_labelled(ompi, settings, tmp_path):
     assert labels[(2, 8)]["ran"] == "scatter_allgather"
     assert labels[(1, 1)]["ran"] == "self"
     assert res.command[0] == "env" and "OMPI_MCA_coll_han_priority=0" in res.command
+    # the overlap scenario times MPI_Ibcast, which the tuned variable does not select
+    mods = prov.force(spec.algorithm)
+    over = mods.label({"scenario": "overlap", "count": 1, "participants": 2})
+    assert "non-blocking" in over["ran"] and "switched_from" not in over
     assert "--shared-buffers" not in res.command
 
 
