@@ -30,6 +30,11 @@ _RECORD_FIELDS = ("participants", "msg_size", "bytes", "count", "dtype", "root",
                   "valid", "check_error")
 
 
+# After this many consecutive launches time out without finishing a single point,
+# the rest of a job's points are recorded as timeouts instead of being launched.
+MAX_STALLED_LAUNCHES = 2
+
+
 @dataclass
 class Job:
     spec: BenchSpec
@@ -122,15 +127,28 @@ class Campaign:
         """Run a job; after a crash or hang, relaunch what was not reached."""
         out = []
         spec = job.spec
+        stalled = 0      # consecutive launches that timed out before finishing any point
         while True:
             launch = Launch(spec.nodes, spec.ppn, spec.bench_args(self.settings, job.check),
                             self.backend.provider().force(spec.algorithm), self.settings.timeout)
             result = self.backend.run(launch, workdir)
             points, unreached = self._classify(spec, job, result)
+            stalled = stalled + 1 if result.timed_out and not result.records else 0
+            if unreached and stalled >= MAX_STALLED_LAUNCHES:
+                # Too slow (or hung) at every point tried: do not pay a timeout per size.
+                points += [self._not_attempted(ident, job, stalled) for ident in unreached]
+                unreached = []
             out.append((result, points))
             if not unreached:
                 return out
             spec = spec.with_sizes(sorted({i[1] for i in unreached}))
+
+    @staticmethod
+    def _not_attempted(ident: tuple, job: Job, stalled: int) -> dict:
+        return {"participants": ident[0], "msg_size": ident[1], "delay_us": ident[2],
+                "tcalc_us": ident[3], "status": TIMEOUT, "key": job.keys.get(ident),
+                "check_error": f"not attempted: {stalled} consecutive launches of this "
+                               f"algorithm timed out before finishing a point"}
 
     def _classify(self, spec: BenchSpec, job: Job, result: LaunchResult):
         got = {_ident(r): r for r in result.records}
