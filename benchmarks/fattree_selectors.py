@@ -19,6 +19,7 @@ import time
 
 from colltune.cli import build_parser
 from colltune.commands import run_tuning
+from colltune.results import Results
 from colltune.compare import compare_to_baselines, format_summary, summarize
 from colltune.session import Session
 from colltune.sizes import human_bytes, parse_list
@@ -31,9 +32,11 @@ def main() -> int:
     ap.add_argument("--layout", default="64x12")
     ap.add_argument("--collectives", default="bcast,allreduce")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--store", default="results/fattree64x12.sqlite")
     ap.add_argument("--campaign", default="fattree64x12")
+    ap.add_argument("--no-run", action="store_true",
+                    help="print what the store holds so far, measure nothing")
     a = ap.parse_args()
     nodes, ppn = (int(x) for x in a.layout.split("x"))
     cli = {"platform": "fattree64x12", "jobs": a.jobs, "timeout": a.timeout, "store": a.store,
@@ -41,8 +44,13 @@ def main() -> int:
     session = Session(cli)
     args = build_parser().parse_args(["tune"])
     start = time.monotonic()
-    table, results, summary, baselines = run_tuning(
-        session, args, a.collectives.split(","), [(nodes, ppn)], parse_list(a.sizes), a.campaign)
+    if a.no_run:
+        with session.store as store:
+            results = Results.from_store(store, a.campaign)
+        baselines, summary = ["ompi", "mpich"], None
+    else:
+        table, results, summary, baselines = run_tuning(
+            session, args, a.collectives.split(","), [(nodes, ppn)], parse_list(a.sizes), a.campaign)
     wall = time.monotonic() - start
     cmp = compare_to_baselines(results, baselines)
     print(f"\nfattree64x12, {nodes} nodes x {ppn} ppn = {nodes * ppn} ranks, SimGrid SMPI "
@@ -55,14 +63,19 @@ def main() -> int:
             row = f"{human_bytes(int(r.msg_size)):>10} {r.best_algorithm:<26} {r.best_s * 1e6:>10.1f} "
             for b in baselines:
                 sp = getattr(r, f"{b}_speedup")
-                row += f"{sp:>9.2f}x {getattr(r, f'{b}_choice')[:22]:<22} " if sp == sp else f"{'failed':>10} {'':<22} "
+                choice = getattr(r, f"{b}_choice")
+                row += f"{sp:>9.2f}x {choice[:22]:<22} " if sp == sp else f"{choice:>12} {'':<20} "
             print(row)
     print("\n" + format_summary(summarize(cmp, baselines)))
     fails = results.failures()
     if len(fails):
         print(f"\nfailed points (excluded): {fails.groupby(['algorithm', 'status']).size().to_dict()}")
-    print(f"\nwall time of this command: {wall:.0f} s ({summary.launches} launches now, "
-          f"{summary.skipped_points} points reused from {a.store})")
+    spent = results.runs["wall_s"].sum() if len(results.runs) else 0.0
+    print(f"\nwall time of all launches in the store: {spent:.0f} s (sum over launches, "
+          f"{len(results.runs)} launches, up to {a.jobs} at a time)")
+    if summary is not None:
+        print(f"wall time of this command: {wall:.0f} s ({summary.launches} launches now, "
+              f"{summary.skipped_points} points reused from {a.store})")
     return 0
 
 

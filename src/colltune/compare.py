@@ -24,6 +24,8 @@ def compare_to_baselines(results: Results, baselines: list[str]) -> pd.DataFrame
         return pd.DataFrame()
     best = best.set_index(SPACE)
     algos = [a for a in results.algorithms().points["algorithm"].unique()]
+    pts = results.points
+    failed = set(map(tuple, pts[pts["status"] != "ok"][SPACE + ["algorithm"]].itertuples(index=False)))
     rows = []
     for idx, b in best.iterrows():
         row = dict(zip(SPACE, idx))
@@ -33,7 +35,8 @@ def compare_to_baselines(results: Results, baselines: list[str]) -> pd.DataFrame
             t = trow.get(name, np.nan)
             row[f"{name}_s"] = t
             if pd.isna(t):
-                row[f"{name}_speedup"], row[f"{name}_choice"], row[f"{name}_differs"] = np.nan, "failed", np.nan
+                why = "failed" if (*idx, name) in failed else "not measured"
+                row[f"{name}_speedup"], row[f"{name}_choice"], row[f"{name}_differs"] = np.nan, why, np.nan
                 continue
             same = [a for a in algos if a in trow and not pd.isna(trow[a])
                     and math.isclose(trow[a], t, rel_tol=SAME_TIME_RTOL)]
@@ -54,7 +57,8 @@ def summarize(cmp: pd.DataFrame, baselines: list[str]) -> pd.DataFrame:
             sp = g[f"{name}_speedup"].dropna()
             rows.append({
                 "collective": coll, "baseline": name, "points": len(g),
-                "baseline_failed": int(g[f"{name}_s"].isna().sum()),
+                "baseline_failed": int((g[f"{name}_choice"] == "failed").sum()),
+                "baseline_missing": int((g[f"{name}_choice"] == "not measured").sum()),
                 "differs": int(g[f"{name}_differs"].fillna(False).astype(bool).sum()),
                 "differs_share": float(g[f"{name}_differs"].fillna(False).astype(bool).mean()),
                 "geomean_speedup": float(np.exp(np.log(sp).mean())) if len(sp) else np.nan,
@@ -70,6 +74,7 @@ def format_summary(summary: pd.DataFrame) -> str:
              f"{'geomean speedup':>16} {'max':>7}"]
     for _, r in summary.iterrows():
         failed = f" ({r.baseline_failed} failed)" if r.baseline_failed else ""
+        failed += f" ({r.baseline_missing} not measured)" if r.baseline_missing else ""
         lines.append(f"{r.collective:<12} {r.baseline:<9} {r.points:>6} "
                      f"{r.differs:>5} ({r.differs_share:4.0%}) {r.geomean_speedup:>15.3f}x "
                      f"{r.max_speedup:>6.2f}x{failed}")
