@@ -184,6 +184,22 @@ def test_openmpi_silent_switch_is_labelled(ompi, settings, tmp_path):
     assert "--shared-buffers" not in res.command
 
 
+@needs_ompi
+def test_openmpi_forced_variable_reaches_tuned_on_every_rank(ompi, settings, tmp_path):
+    """two_proc allgather exists only for 2 ranks: forced on 3 (oversubscribed) the
+    call fails, which it would not if tuned ignored the variable or han took over."""
+    prov = ompi.provider()
+    for name, ok in (("two_proc", False), ("ring", True)):
+        alg = prov.lookup("allgather", name)
+        spec = BenchSpec("allgather", alg, 1, 3, (8,))
+        res = ompi.run(Launch(1, 3, spec.bench_args(settings, "only"), prov.force(alg), 120),
+                       str(tmp_path / name))
+        assert "--oversubscribe" in res.command or host_cores() >= 3
+        assert res.clean is ok, res.output_tail
+        if ok:
+            assert res.records[0]["valid"] is True and res.records[0]["participants"] == 3
+
+
 @needs_mpich
 def test_mpich_bench_forced_and_default(workdir):
     recs = _bench_until_timed(workdir, "m", "--backend", "local", "--mpi", "mpich",
