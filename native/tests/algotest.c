@@ -1,13 +1,13 @@
 /* Correctness matrix for colltune's flat algorithms (native/algorithms).
  *
- *   algotest [-l] [-s MAXSUB] [-r all|few] [-c COUNTS] [-a FILTER] [-t BYTES]
+ *   algotest [-l] [-s MAXSUB] [-r all|few] [-c COUNTS] [-a FILTER] [-d] [-t BYTES]
  *
  * -l lists the catalogue with parameters (like ucc_info -A) and exits; -t
  * times one call of each algorithm instead (timing.c).
  * Otherwise, for every communicator (MPI_Comm_split of the first k ranks for
  * k = 1..MAXSUB, then MPI_COMM_WORLD), every algorithm of the catalogue
  * (filtered by "coll" or "coll/name"), every parameter set (defaults, then each
- * probe value of one parameter at a time), it runs every root (-r few: 0, k/2,
+ * probe value of one parameter at a time; -d: defaults only), it runs every root (-r few: 0, k/2,
  * k-1) x count x type x op x in-place case through ct_call and checks the
  * result against an analytically computed expectation (testdata.c). Declined
  * cases run the library fallback and are checked the same way.
@@ -25,7 +25,7 @@
 #define MAXROOTS 4096
 
 static int counts[MAXCOUNTS] = {0, 1, 2, 7, 100, 1031}, ncounts = 6, maxcount = 1031;
-static int all_roots = 1, wrank, wsize;
+static int all_roots = 1, probes = 1, wrank, wsize;
 
 /* (type, op) pairs tried per collective */
 static const int red_combos[][2] = {{T_INT, O_SUM}, {T_INT, O_MAX}, {T_INT, O_NC},
@@ -273,9 +273,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) parse_counts(argv[++i]);
         else if (!strcmp(argv[i], "-a") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) timing = atol(argv[++i]);
+        else if (!strcmp(argv[i], "-d")) probes = 0;
         else {
             if (wrank == 0) fprintf(stderr, "usage: algotest [-l] [-s MAXSUB] [-r all|few] "
-                                            "[-c C1,C2,..] [-a coll[/name]] [-t BYTES]\n");
+                                            "[-c C1,C2,..] [-a coll[/name]] [-d] [-t BYTES]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -308,7 +309,7 @@ int main(int argc, char **argv)
             int params[CT_MAX_PARAMS];
             for (int j = 0; j < alg->nparams; j++) params[j] = alg->params[j].def;
             run_block(alg, params, comm, k, cases, bad, sbuf, rbuf);
-            for (int j = 0; j < alg->nparams; j++)
+            for (int j = 0; j < alg->nparams && probes; j++)
                 for (int q = 0; q < alg->params[j].nprobe; q++) {
                     params[j] = alg->params[j].probe[q];
                     run_block(alg, params, comm, k, cases, bad, sbuf, rbuf);
