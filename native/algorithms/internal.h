@@ -68,5 +68,8 @@ int ct_rs_halving(void *buf, void *tmp, const ct_args *a, int tag, int newrank, 
 int ct_scatter_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
 int ct_ring_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
 int ct_rdb_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
+/* The whole scatter + allgather bcast, with the allgather of pieces given. */
+typedef int (*ct_pieces_fn)(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
+int ct_bcast_scatter_allgather(const ct_args *a, ct_pieces_fn allgather);
 
 #endif

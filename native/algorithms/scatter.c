@@ -70,3 +70,13 @@ int ct_rdb_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a)
     }
     return rc;
 }
+
+int ct_bcast_scatter_allgather(const ct_args *a, ct_pieces_fn allgather)
+{
+    int size;
+    MPI_Comm_size(a->comm, &size);
+    if (a->count == 0 || size == 1) return MPI_SUCCESS;
+    MPI_Aint nbytes = a->count * ct_extent(a->dtype), chunk = (nbytes + size - 1) / size;
+    int rc = ct_scatter_pieces(a->recvbuf, nbytes, chunk, a);
+    return rc != MPI_SUCCESS ? rc : allgather(a->recvbuf, nbytes, chunk, a);
+}

@@ -12,12 +12,7 @@ static const char *supports(const ct_args *a)
 static int run(const ct_args *a, const int *p)
 {
     (void)p;
-    int size;
-    MPI_Comm_size(a->comm, &size);
-    if (a->count == 0 || size == 1) return MPI_SUCCESS;
-    MPI_Aint nbytes = a->count * ct_extent(a->dtype), chunk = (nbytes + size - 1) / size;
-    int rc = ct_scatter_pieces(a->recvbuf, nbytes, chunk, a);
-    return rc != MPI_SUCCESS ? rc : ct_ring_pieces(a->recvbuf, nbytes, chunk, a);
+    return ct_bcast_scatter_allgather(a, ct_ring_pieces);
 }
 
 const ct_algorithm ct_bcast_scatter_ring_allgather = {
