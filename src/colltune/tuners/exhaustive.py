@@ -18,7 +18,8 @@ class ExhaustiveTuner(Tuner):
         if self.space.algorithms:
             algs = [a for a in algs if a.name in self.space.algorithms]
         sels = [s for s in self.provider.selectors(collective) if s.name in self.baselines]
-        return algs + sels
+        # Baselines first: an interrupted campaign can already compare with them.
+        return sels + algs
 
     def plan(self) -> list[BenchSpec]:
         specs = []
