@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -63,7 +64,9 @@ class Campaign:
                  show_progress: bool = True, retry_failed: bool = False):
         self.name, self.backend, self.store, self.settings = name, backend, store, settings
         self.show_progress, self.retry_failed = show_progress, retry_failed
-        self.context = {k: v for k, v in backend.provenance().items() if k != "smpi_config"}
+        self.provenance = backend.provenance()
+        self.context = {k: v for k, v in self.provenance.items() if k != "smpi_config"}
+        self._lock = threading.Lock()       # guards the summary and the store across workers
         self.context["bench"] = {k: settings.values[k]
                                  for k in ("warmup", "min_reps", "max_reps", "rse")}
 
@@ -91,9 +94,8 @@ class Campaign:
                 groups = [(self.settings.check, fits), ("none", rest)]
             for check, sizes in groups:
                 if sizes:
-                    sub = spec.with_sizes(sizes)
-                    jobs.append(Job(sub, check, {_ident(p): keys[_ident(p)] for p in sub.points()
-                                                  if keys[_ident(p)] not in done}))
+                    jobs.append(Job(spec.with_sizes(sizes), check,
+                                    {i: k for i, k in keys.items() if i[1] in sizes and k not in done}))
         return jobs
 
     # -- execution ------------------------------------------------------
@@ -106,26 +108,24 @@ class Campaign:
         workroot = tempfile.mkdtemp(prefix="colltune-")
         try:
             with ThreadPoolExecutor(max_workers=self.settings.jobs) as pool:
-                futures = {pool.submit(self._execute, job, os.path.join(workroot, str(i))): job
+                futures = {pool.submit(self._execute, job, os.path.join(workroot, str(i)), summary): job
                            for i, job in enumerate(jobs)}
                 for fut in as_completed(futures):
                     job = futures[fut]
-                    for result, points in fut.result():
-                        self._write(job, result, points)
-                        summary.launches += 1
-                        for p in points:
-                            summary.add(p["status"])
+                    fut.result()
+                    with self._lock:
+                        counts = dict(summary.measured)
                     progress.step(f"{job.spec.collective} {job.spec.algorithm.label} "
-                                  f"{job.spec.nodes}x{job.spec.ppn}", summary.measured)
+                                  f"{job.spec.nodes}x{job.spec.ppn}", counts)
         finally:
             progress.close()
             shutil.rmtree(workroot, ignore_errors=True)
         summary.wall_s = time.monotonic() - start
         return summary
 
-    def _execute(self, job: Job, workdir: str) -> list[tuple[LaunchResult, list[dict]]]:
-        """Run a job; after a crash or hang, relaunch what was not reached."""
-        out = []
+    def _execute(self, job: Job, workdir: str, summary: CampaignSummary) -> None:
+        """Run a job, storing each launch as it ends; after a crash or hang,
+        relaunch what was not reached."""
         spec = job.spec
         stalled = 0      # consecutive launches that timed out before finishing any point
         while True:
@@ -138,17 +138,20 @@ class Campaign:
                 # Too slow (or hung) at every point tried: do not pay a timeout per size.
                 points += [self._not_attempted(ident, job, stalled) for ident in unreached]
                 unreached = []
-            out.append((result, points))
+            with self._lock:
+                self._write(job, result, points)
+                summary.launches += 1
+                for p in points:
+                    summary.add(p["status"])
             if not unreached:
-                return out
+                return
             spec = spec.with_sizes(sorted({i[1] for i in unreached}))
 
     @staticmethod
     def _not_attempted(ident: tuple, job: Job, stalled: int) -> dict:
-        return {"participants": ident[0], "msg_size": ident[1], "delay_us": ident[2],
-                "tcalc_us": ident[3], "status": TIMEOUT, "key": job.keys.get(ident),
-                "check_error": f"not attempted: {stalled} consecutive launches of this "
-                               f"algorithm timed out before finishing a point"}
+        return {**_missing(ident, TIMEOUT, f"not attempted: {stalled} consecutive launches of "
+                                           f"this algorithm timed out before finishing a point"),
+                "key": job.keys.get(ident)}
 
     def _classify(self, spec: BenchSpec, job: Job, result: LaunchResult):
         got = {_ident(r): r for r in result.records}
@@ -167,14 +170,10 @@ class Campaign:
                 else:
                     p["status"] = OK
             elif result.clean:
-                p = {"participants": ident[0], "msg_size": ident[1], "delay_us": ident[2],
-                     "tcalc_us": ident[3], "status": ERROR,
-                     "check_error": "bench finished without measuring this point"}
+                p = _missing(ident, ERROR, "bench finished without measuring this point")
             elif not culprit_found:
                 culprit_found = True
-                p = {"participants": ident[0], "msg_size": ident[1], "delay_us": ident[2],
-                     "tcalc_us": ident[3], "status": TIMEOUT if result.timed_out else CRASHED,
-                     "check_error": _failure_text(result)}
+                p = _missing(ident, TIMEOUT if result.timed_out else CRASHED, _failure_text(result))
             else:
                 unreached.append(ident)
                 continue
@@ -190,7 +189,7 @@ class Campaign:
     def _write(self, job: Job, result: LaunchResult, points: list[dict]) -> None:
         spec, hdr = job.spec, result.header or {}
         status = "ok" if result.clean else ("timeout" if result.timed_out else "crashed")
-        prov = self.backend.provenance()
+        prov = self.provenance
         run = {
             "campaign": self.name, "started": time.time() - result.wall_s, "finished": time.time(),
             "status": status, "backend": prov["backend"], "platform": prov.get("platform"),
@@ -206,6 +205,12 @@ class Campaign:
             "wall_s": result.wall_s, "command": " ".join(result.command),
         }
         self.store.add_run(run, [p for p in points if p.get("key")])
+
+
+def _missing(ident: tuple, status: str, why: str) -> dict:
+    """A point the launch did not measure, recorded with its status and reason."""
+    return {"participants": ident[0], "msg_size": ident[1], "delay_us": ident[2],
+            "tcalc_us": ident[3], "status": status, "check_error": why}
 
 
 def _failure_text(result: LaunchResult) -> str:

@@ -62,7 +62,8 @@ class Store:
         self.path = path
         if os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.db = sqlite3.connect(path)
+        # Campaign workers write their own launches (under the campaign's lock).
+        self.db = sqlite3.connect(path, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_DDL)
