@@ -5,12 +5,12 @@ import argparse
 import sys
 
 from . import __version__
+from .config import DEFAULTS
 from .errors import ColltuneError
 from .plan import SCENARIOS
-from .sizes import parse_list
 
-GLOBAL_KEYS = ("store", "output_dir", "backend", "platform", "mpi", "jobs", "timeout", "warmup",
-               "min_reps", "max_reps", "rse", "check", "check_memory_mb", "cache_dir")
+# Every setting has a global option of the same name (see _add_globals).
+GLOBAL_KEYS = tuple(DEFAULTS)
 
 
 def _add_globals(p: argparse.ArgumentParser) -> None:
@@ -31,21 +31,6 @@ def _add_globals(p: argparse.ArgumentParser) -> None:
     g.add_argument("--check-memory-mb", dest="check_memory_mb", type=float)
     g.add_argument("--cache-dir", dest="cache_dir")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-
-
-def _layouts(args) -> list[tuple[int, int]]:
-    if getattr(args, "layouts", None):
-        out = []
-        for item in args.layouts.split(","):
-            try:
-                n, p = item.lower().split("x")
-                out.append((int(n), int(p)))
-            except ValueError:
-                raise ColltuneError(f"bad layout {item!r}: expected NODESxPPN, e.g. 4x12") from None
-        return out
-    nodes = parse_list(args.nodes, "node count", 1)
-    ppns = parse_list(args.ppn, "processes per node", 1)
-    return [(n, p) for n in nodes for p in ppns]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,6 @@ import json
 import sys
 
 from .campaign import Campaign
-from .cli import _layouts
 from .compare import compare_to_baselines, format_summary, summarize
 from .errors import ColltuneError
 from .plan import BenchSpec
@@ -16,6 +15,27 @@ from .sizes import parse_list
 
 def _split(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _layouts(args) -> list[tuple[int, int]]:
+    if getattr(args, "layouts", None):
+        out = []
+        for item in args.layouts.split(","):
+            try:
+                n, p = item.lower().split("x")
+                out.append((int(n), int(p)))
+            except ValueError:
+                raise ColltuneError(f"bad layout {item!r}: expected NODESxPPN, e.g. 4x12") from None
+        return out
+    nodes = parse_list(args.nodes, "node count", 1)
+    ppns = parse_list(args.ppn, "processes per node", 1)
+    return [(n, p) for n in nodes for p in ppns]
+
+
+def _listing(provider) -> dict:
+    return {c: {"algorithms": [a.name for a in provider.algorithms(c)],
+                "selectors": [s.name for s in provider.selectors(c)]}
+            for c in provider.collectives()}
 
 
 def cmd_info(args, cli) -> int:
@@ -30,19 +50,13 @@ def cmd_info(args, cli) -> int:
         info["mpi"].append({"name": impl.name, "version": impl.version, "describe": impl.describe()})
     try:
         provider = session.backend().provider()
-        info["providers"][provider.name] = {
-            c: {"algorithms": [a.name for a in provider.algorithms(c)],
-                "selectors": [s.name for s in provider.selectors(c)]}
-            for c in provider.collectives()}
+        info["providers"][provider.name] = _listing(provider)
     except ColltuneError as exc:
         info["providers_error"] = str(exc)
     from .backends.local import local_providers      # real libraries found here
     found, errors = local_providers(session.settings)
     for provider in found.values():
-        info["providers"].setdefault(provider.name, {
-            c: {"algorithms": [a.name for a in provider.algorithms(c)],
-                "selectors": [s.name for s in provider.selectors(c)]}
-            for c in provider.collectives()})
+        info["providers"].setdefault(provider.name, _listing(provider))
     if errors:
         info["local_providers_unavailable"] = errors
     if args.json:

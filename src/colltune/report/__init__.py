@@ -38,7 +38,7 @@ def _table(df: pd.DataFrame, left: set[str] = frozenset(), floatfmt: str = "{:.3
 
 
 def render(results: Results, baselines: list[str], path: str, title: str = "colltune report") -> str:
-    pts = results.ok().points[results.ok().points["scenario"] == "plain"]
+    pts = results.ok().filter(scenario="plain").points
     best = results.best()
     cmp = compare_to_baselines(results, baselines)
     summary = summarize(cmp, baselines)
