@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from typing import Any
 
 from .. import native
@@ -64,24 +65,41 @@ def local_providers(settings) -> tuple[dict[str, Any], dict[str, str]]:
     return found, errors
 
 
-def kill_leftovers(marker: str) -> list[int]:
-    """SIGKILL the processes whose command line contains marker (the launch's own
-    JSON path, unique per launch). Open MPI's launcher puts every rank in its own
-    process group, so killing the launcher's group on a timeout leaves them running."""
-    killed = []
-    needle = marker.encode()
+def _holding(needle: bytes) -> list[int]:
+    """Live processes (not zombies) whose command line contains needle."""
+    pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if needle not in fh.read():
-                    continue
-            os.kill(int(entry), signal.SIGKILL)
-            killed.append(int(entry))
-        except (OSError, ProcessLookupError):
+                if needle in fh.read():
+                    pids.append(int(entry))
+        except OSError:
             continue
-    return killed
+    return pids
+
+
+def kill_leftovers(marker: str, wait_s: float = 10.0) -> list[int]:
+    """SIGKILL the processes whose command line contains marker (the launch's own
+    JSON path, unique per launch), and wait until they are gone so the next launch
+    never shares the cores with dying ranks. Open MPI's launcher puts every rank in
+    its own process group, so killing the launcher's group on a timeout leaves them
+    running; a rank still being spawned is caught by scanning again."""
+    killed: list[int] = []
+    deadline = time.monotonic() + wait_s
+    while True:
+        pids = _holding(marker.encode())
+        if not pids or time.monotonic() > deadline:
+            return killed
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            if pid not in killed:
+                killed.append(pid)
+        time.sleep(0.05)
 
 
 @BACKENDS.register("local")
