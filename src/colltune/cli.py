@@ -9,11 +9,11 @@ from .config import DEFAULTS
 from .errors import ColltuneError
 from .plan import SCENARIOS
 
-# Every setting has a global option of the same name (see _add_globals).
+# Every setting has a global option of the same name (see add_globals).
 GLOBAL_KEYS = tuple(DEFAULTS)
 
 
-def _add_globals(p: argparse.ArgumentParser) -> None:
+def add_globals(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("settings (CLI > COLLTUNE_* environment > config file)")
     g.add_argument("--config", help="TOML config file (default: colltune.toml or $COLLTUNE_CONFIG)")
     g.add_argument("--store", help="SQLite results database")
@@ -40,11 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="backends, MPI libraries found, algorithms per collective")
     p.add_argument("--json", action="store_true")
-    _add_globals(p)
+    add_globals(p)
 
     for name, helptext in (("bench", "run scenario benchmarks"), ("tune", "run a tuning campaign")):
         p = sub.add_parser(name, help=helptext)
-        _add_globals(p)
+        add_globals(p)
         p.add_argument("--layouts", help="NODESxPPN list, e.g. 2x4,8x4 (instead of --nodes/--ppn)")
         p.add_argument("--nodes", default="2", help="node counts, e.g. 2,3,8 or 2..16")
         p.add_argument("--ppn", default="4", help="processes per node")
@@ -71,13 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--table", help="decision table path (default: OUTPUT_DIR/<campaign>.table.json)")
 
     p = sub.add_parser("report", help="render the HTML report of a campaign")
-    _add_globals(p)
+    add_globals(p)
     p.add_argument("--campaign", help="campaign name (default: the latest)")
     p.add_argument("--baselines", default="ompi,mpich")
     p.add_argument("-o", "--output", help="HTML path (default: OUTPUT_DIR/<campaign>.html)")
 
     p = sub.add_parser("results", help="list or export stored results")
-    _add_globals(p)
+    add_globals(p)
     rs = p.add_subparsers(dest="results_command", required=True)
     rs.add_parser("list", help="campaigns in the store")
     ex = rs.add_parser("export", help="export measurements")
@@ -87,7 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="exhaustive tuning of bcast and allreduce on the small "
                                     "simulated cluster, with report and summary")
-    _add_globals(p)
+    add_globals(p)
+
+    from . import subcommands
+    for module in subcommands.modules():
+        module.add_parser(sub)
     return ap
 
 
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from . import commands
     try:
-        handler = getattr(commands, "cmd_" + args.command)
+        handler = getattr(args, "handler", None) or getattr(commands, "cmd_" + args.command)
         return int(handler(args, _cli_values(args)) or 0)
     except ColltuneError as exc:
         print(f"colltune: error: {exc}", file=sys.stderr)

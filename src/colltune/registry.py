@@ -38,3 +38,14 @@ class Registry(Generic[T]):
 
     def items(self) -> list[tuple[str, T]]:
         return sorted(self._items.items())
+
+
+def import_plugins(package: str, path: list[str], skip: tuple[str, ...] = ("base",)) -> None:
+    """Import every module of a plugin package so that each registers itself.
+
+    New plugins are new files; no central list to edit."""
+    import importlib
+    import pkgutil
+    for info in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+        if info.name not in skip and not info.name.startswith("_"):
+            importlib.import_module(f"{package}.{info.name}")

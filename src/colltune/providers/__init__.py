@@ -2,12 +2,11 @@
 one in a benchmark launch, and what each is called in that library's files."""
 from __future__ import annotations
 
-from ..registry import Registry
+from ..registry import Registry, import_plugins
 from .base import Algorithm, LaunchMods, Provider
 
 PROVIDERS: Registry[type] = Registry("algorithm provider")
 
-from . import smpi  # noqa: E402,F401  (registers itself)
-from . import mpich, openmpi  # noqa: E402,F401  (register themselves)
+import_plugins(__name__, __path__)  # each module registers itself
 
 __all__ = ["Algorithm", "LaunchMods", "Provider", "PROVIDERS"]

@@ -1,11 +1,11 @@
 """Autotuners, registered by name. All produce a DecisionTable."""
 from __future__ import annotations
 
-from ..registry import Registry
+from ..registry import Registry, import_plugins
 from .base import Tuner, TuningSpace
 
 TUNERS: Registry[type] = Registry("tuning strategy")
 
-from . import exhaustive  # noqa: E402,F401  (registers itself)
+import_plugins(__name__, __path__)  # each module registers itself
 
 __all__ = ["TUNERS", "Tuner", "TuningSpace"]
