@@ -210,6 +210,11 @@ def down(name: str = state.DEFAULT_NAME) -> bool:
     hosts = sorted(set(([h.name for h in c.hosts] if c else []) + _ours(name)))
     found = c is not None or bool(hosts)
     _stop_processes([h for h in hosts if os.path.exists(f"/run/netns/{h}")])
+    # veths first: one dies with its namespace, but asynchronously (netns cleanup)
+    for link in sorted(os.listdir("/sys/class/net")):
+        if link.startswith(f"{name}-v") and link[len(name) + 2:].isdigit():
+            found = True
+            _run(["ip", "link", "del", link], "removing a veth", ok_missing=True)
     for h in hosts:
         uts = os.path.join(sdir, "uts", h)
         if os.path.ismount(uts):
@@ -220,8 +225,6 @@ def down(name: str = state.DEFAULT_NAME) -> bool:
     if os.path.exists(f"/sys/class/net/{bridge}"):
         found = True
         _run(["ip", "link", "del", bridge], "removing the bridge", ok_missing=True)
-    for i in range(len(c.hosts) if c else 0):      # veths die with their namespace; in case
-        _run(["ip", "link", "del", c.hosts[i].veth], "removing a veth", ok_missing=True)
     if os.path.isdir(sdir):
         found = True
         try:
