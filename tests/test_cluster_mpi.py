@@ -194,6 +194,24 @@ def test_tc_bandwidth_between_hosts(backends, tmp_path):
     assert shaped / plain > 10, (shaped, plain)
 
 
+def test_added_latency_between_hosts(backends, tmp_path):
+    """20 ms one-way latency (netem, or the delay line on a kernel without netem): an
+    8-byte round trip between two hosts takes >= 40 ms; unshaped, well under 1 ms."""
+    ranks, _, _ = _probe(_backend(backends, "mpich"), tmp_path, 2, 1, 0, pingpong=8)
+    plain = float(ranks[0]["roundtrip_s"])
+    slow = cluster.up(2, "ctl", "10.213.76.0/24", latency="20ms")
+    try:
+        assert cluster.problems(slow) == []
+        b = NetnsBackend(_settings("mpich", "ctl"))
+        b.prepare()
+        ranks, _, _ = _probe(b, tmp_path, 2, 1, 0, pingpong=8)
+        delayed = float(ranks[0]["roundtrip_s"])
+    finally:
+        cluster.down("ctl")
+    assert delayed >= 0.040
+    assert delayed / plain > 20, (delayed, plain)
+
+
 def _store_rows(store: str, sql: str) -> list[tuple]:
     import sqlite3
     with sqlite3.connect(store) as db:

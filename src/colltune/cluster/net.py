@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 
-from . import state
+from . import links, state
 from .agent import write_agent
 from .state import Cluster, ClusterError, Host
 
@@ -75,10 +75,11 @@ def _check_subnet(subnet: str, n: int, bridge: str) -> ipaddress.IPv4Network:
     return net
 
 
-def _shaping(bandwidth: str | None, latency: str | None) -> list[str] | None:
-    """The root qdisc of a host's eth0: netem for latency (with its own rate), tbf for
-    bandwidth alone (a burst of 64 KiB lets TSO-sized packets through)."""
-    if latency:
+def _shaping(bandwidth: str | None, latency: str | None, netem: bool) -> list[str] | None:
+    """The root qdisc of a host's eth0: netem for latency (with its own rate) when the
+    kernel has it, else tbf for the bandwidth (a burst of 64 KiB lets TSO-sized
+    packets through) and the delay line (links.py) for the latency."""
+    if latency and netem:
         return ["netem", "delay", latency, "limit", "100000", *(["rate", bandwidth] if bandwidth else [])]
     if bandwidth:
         return ["tbf", "rate", bandwidth, "burst", "64kb", "latency", "200ms"]
@@ -97,6 +98,8 @@ def plan(name: str, n: int, subnet: str, bandwidth: str | None, latency: str | N
     state.check_name(name)
     if not 1 <= n <= 250:
         raise ClusterError(f"--hosts {n}: between 1 and 250")
+    if latency:
+        links.time_us(latency)         # a bad value fails here, before anything is made
     bridge = f"{name}-br"
     net = _check_subnet(subnet, n, bridge)
     addrs = list(net.hosts())
@@ -142,29 +145,26 @@ def _create(c: Cluster) -> None:
     _run(["ip", "link", "add", c.bridge, "type", "bridge"], "creating the bridge")
     _run(["ip", "addr", "add", f"{c.bridge_ip}/{prefix}", "dev", c.bridge], "bridge address")
     _run(["ip", "link", "set", c.bridge, "up"], "bridge up")
-    qdisc = _shaping(c.bandwidth, c.latency)
+    for h in c.hosts:
+        _run(["ip", "netns", "add", h.name], f"host {h.name}: network namespace")
+        _run(["ip", "-n", h.name, "link", "set", "lo", "up"], f"host {h.name}: loopback")
+    netem = bool(c.latency) and links.has_netem(c.hosts[0].name)
+    if c.latency and not netem:
+        links.start_delay_line(c, _run)
+    else:
+        links.add_veths(c, _run)
+    qdisc = _shaping(c.bandwidth, c.latency, netem)
     for h in c.hosts:
         ns = ["ip", "-n", h.name]
-        _run(["ip", "netns", "add", h.name], f"host {h.name}: network namespace")
-        _run([*ns, "link", "set", "lo", "up"], f"host {h.name}: loopback")
-        _run(["ip", "link", "add", h.veth, "type", "veth", "peer", "name", h.iface,
-              "netns", h.name], f"host {h.name}: veth pair")
         _run(["ip", "link", "set", h.veth, "master", c.bridge], f"host {h.name}: bridge port")
-        _run(["ip", "link", "set", h.veth, "up"], f"host {h.name}: veth up")
+        _run(["ip", "link", "set", h.veth, "up"], f"host {h.name}: bridge port up")
         _run([*ns, "addr", "add", f"{h.ip}/{prefix}", "dev", h.iface], f"host {h.name}: address")
         _run([*ns, "link", "set", h.iface, "up"], f"host {h.name}: {h.iface} up")
         open(h.uts, "a").close()
         _run(["unshare", f"--uts={h.uts}", "hostname", h.name], f"host {h.name}: UTS namespace")
         if qdisc:
-            try:
-                _run(["tc", "-n", h.name, "qdisc", "add", "dev", h.iface, "root", *qdisc],
-                     f"host {h.name}: shaping")
-            except ClusterError as exc:
-                if "unknown" in str(exc).lower() and qdisc[0] == "netem":
-                    raise ClusterError(f"--latency needs the kernel's netem qdisc "
-                                       f"(CONFIG_NET_SCH_NETEM), which this kernel lacks; "
-                                       f"--bandwidth alone works (tbf). {exc}") from None
-                raise
+            _run(["tc", "-n", h.name, "qdisc", "add", "dev", h.iface, "root", *qdisc],
+                 f"host {h.name}: shaping")
     for h in c.hosts:                  # after all hosts exist: every host knows all names
         os.makedirs(os.path.join(NETNS_ETC, h.name), exist_ok=True)
         with open(os.path.join(NETNS_ETC, h.name, "hosts"), "w") as fh:
@@ -210,6 +210,9 @@ def down(name: str = state.DEFAULT_NAME) -> bool:
     hosts = sorted(set(([h.name for h in c.hosts] if c else []) + _ours(name)))
     found = c is not None or bool(hosts)
     _stop_processes([h for h in hosts if os.path.exists(f"/run/netns/{h}")])
+    if links.delay_line_pids(name):    # its taps go with it
+        found = True
+        links.stop_delay_line(name)
     # veths first: one dies with its namespace, but asynchronously (netns cleanup)
     for link in sorted(os.listdir("/sys/class/net")):
         if link.startswith(f"{name}-v") and link[len(name) + 2:].isdigit():
@@ -255,6 +258,8 @@ def problems(c: Cluster) -> list[str]:
                               text=True)
         if proc.stdout.strip() != h.name:
             out.append(f"{h.name}: hostname is {proc.stdout.strip()!r}")
+    if c.delay_pid is not None and not links.delay_line_pids(c.name):
+        out.append(f"the delay line (pid {c.delay_pid}) is not running")
     if c.complete and not os.access(c.agent, os.X_OK):
         out.append(f"ssh stand-in {c.agent} missing")
     return out

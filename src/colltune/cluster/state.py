@@ -50,6 +50,7 @@ class Cluster:
     hosts: list[Host] = field(default_factory=list)
     bandwidth: str | None = None
     latency: str | None = None
+    delay_pid: int | None = None                 # the delay line's process (see delay.py)
     created: float = field(default_factory=time.time)
     complete: bool = False                       # False while `up` runs or after it failed
 
