@@ -107,6 +107,8 @@ def test_clear_errors(two):
         cluster.up(1, "Bad_Name", "10.213.75.0/24")
     with pytest.raises(ClusterError, match="private range"):
         cluster.up(1, "ctp", "8.8.8.0/24")
+    with pytest.raises(ClusterError, match="expected a time such as 50us"):
+        cluster.up(1, "ctq", "10.213.75.0/24", latency="fast")
     with pytest.raises(ClusterError, match="no host"):
         cluster.exec_argv(two, "nope")
     # not root, and missing tools: said before anything is touched

@@ -206,8 +206,16 @@ def test_added_latency_between_hosts(backends, tmp_path):
         b.prepare()
         ranks, _, _ = _probe(b, tmp_path, 2, 1, 0, pingpong=8)
         delayed = float(ranks[0]["roundtrip_s"])
+        line = slow.delay_pid                      # None where the kernel has netem
     finally:
         cluster.down("ctl")
+    assert not [n for n in os.listdir("/sys/class/net") if n.startswith("ctl-")]
+    if line is not None:                           # down stopped the delay line
+        try:
+            with open(f"/proc/{line}/cmdline", "rb") as fh:
+                assert b"colltune.cluster.delay" not in fh.read()    # gone, or a zombie
+        except FileNotFoundError:
+            pass
     assert delayed >= 0.040
     assert delayed / plain > 20, (delayed, plain)
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 from .delay import MODULE
+from . import state
 from .state import Cluster, ClusterError
 
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|ms|msec|us|usec)?\s*$")
@@ -50,6 +51,8 @@ def start_delay_line(c: Cluster, run) -> int:
                             stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     c.delay_pid = proc.pid
+    with open(_pidfile(c.name), "w") as fh:
+        fh.write(str(proc.pid))
     line = proc.stdout.readline().decode().strip()
     proc.stdout.close()
     if line != "ready":
@@ -63,35 +66,34 @@ def start_delay_line(c: Cluster, run) -> int:
     return proc.pid
 
 
-def _cmdline_pids(needle: bytes) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if needle in fh.read():
-                        out.append(int(entry))
-            except OSError:
-                continue
-    return out
+def _pidfile(name: str) -> str:
+    return os.path.join(state.run_dir(), name, "delay.pid")
 
 
 def delay_line_pids(name: str) -> list[int]:
-    """The delay line processes of cluster ``name`` (also when the state is lost)."""
-    return _cmdline_pids(f"{MODULE}\0--cluster\0{name}\0".encode())
+    """The delay line process of cluster ``name`` (from its pid file, checked against
+    the process's command line: a pid may have been reused)."""
+    try:
+        with open(_pidfile(name)) as fh:
+            pid = int(fh.read())
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            alive = f"{MODULE}\0--cluster\0{name}\0".encode() in fh.read()
+    except (OSError, ValueError):
+        return []
+    return [pid] if alive else []
 
 
-def stop_delay_line(name: str, wait_s: float = 5.0) -> None:
-    pids = delay_line_pids(name)
+def terminate(list_pids, wait_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL, the processes list_pids() returns, until there are none."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = list_pids()
+        if not pids:
+            return
         for p in pids:
             try:
                 os.kill(p, sig)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and delay_line_pids(name):
+        while time.monotonic() < deadline and list_pids():
             time.sleep(0.05)
-        pids = delay_line_pids(name)
-        if not pids:
-            return

@@ -16,9 +16,7 @@ import ipaddress
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
 
 from . import links, state
 from .agent import write_agent
@@ -177,20 +175,9 @@ def _netns_pids(ns: str) -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def _stop_processes(namespaces: list[str], wait_s: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL, what still runs inside the cluster's namespaces."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = [p for ns in namespaces for p in _netns_pids(ns)]
-        if not pids:
-            return
-        for p in pids:
-            try:
-                os.kill(p, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and any(_netns_pids(ns) for ns in namespaces):
-            time.sleep(0.05)
+def _stop_processes(namespaces: list[str]) -> None:
+    """Stop what still runs inside the cluster's namespaces."""
+    links.terminate(lambda: [p for ns in namespaces for p in _netns_pids(ns)])
 
 
 def _ours(name: str) -> list[str]:
@@ -212,7 +199,7 @@ def down(name: str = state.DEFAULT_NAME) -> bool:
     _stop_processes([h for h in hosts if os.path.exists(f"/run/netns/{h}")])
     if links.delay_line_pids(name):    # its taps go with it
         found = True
-        links.stop_delay_line(name)
+        links.terminate(lambda: links.delay_line_pids(name))
     # veths first: one dies with its namespace, but asynchronously (netns cleanup)
     for link in sorted(os.listdir("/sys/class/net")):
         if link.startswith(f"{name}-v") and link[len(name) + 2:].isdigit():
