@@ -7,7 +7,9 @@ resolves every other), a UTS namespace persisted by bind mount (``unshare
 with address ``<subnet>.<i+2>``, the other end enslaved to bridge
 ``<name>-br`` (address ``<subnet>.1``, so this machine's own namespace, e.g. a
 Slurm controller, reaches the hosts too). Shaping (optional) sits on every
-host's eth0 egress: each packet between two hosts crosses exactly one shaper.
+host's eth0 egress: each packet between two hosts crosses exactly one shaper
+(tbf / netem; without netem in the kernel, latency comes from the delay line
+of links.py, which then replaces the veth pairs).
 """
 from __future__ import annotations
 
