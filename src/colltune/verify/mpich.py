@@ -1,0 +1,139 @@
+"""Verify an MPICH CSEL JSON file on the real MPICH.
+
+Acceptance: with MPIR_CVAR_DEBUG_SUMMARY=1 MPICH prints which JSON its MPIR
+selection came from ("MPIR: <file>" or its built-in "MPII_coll_generic_json");
+a file it cannot use aborts MPI_Init with an assertion, which is reported.
+Which algorithm ran: MPICH's algorithm functions are not exported, but with
+MPIR_CVAR_NOLOCAL=1 every message, collective-internal ones included, goes
+through UCX's ucp_*_send_nbx, which the tracer wraps: the per-peer message
+counts and bytes at a point with the file must equal those with the file's
+algorithm forced (MPIR_CVAR_<COLL>_INTRA_ALGORITHM through the MPI_T shim of
+providers/mpich.py, MPIR_CVAR_COLLECTIVE_FALLBACK=error). All runs of one verify
+use NOLOCAL, so they differ from a deployment only in locality.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import InputError
+from ..exporters.mpich_json import library_json
+from ..providers.base import Algorithm
+from ..providers.mpich import MPICH_NAME, MPICHProvider
+from . import VERIFIERS, Point, Report, compare
+from . import probe as _probe
+from .rules import AVG_KEY, csel_leaf, cvar_name, load_csel
+from .table_check import check_against_table
+
+REDUCTIONS = ("reduce", "allreduce", "reduce_scatter_block")
+_THRESH = re.compile(r"(avg|total)_msg_size<=?(\d+)")
+
+
+def sample_sizes(branch: dict, coll: str, ranks: int, limit: int = 8) -> list[int]:
+    """Bytes per rank on both sides of every message-size threshold in branch."""
+    unit = 4 if coll in REDUCTIONS else 1
+    div = 1 if coll in AVG_KEY else ranks
+    found: set[int] = set()
+
+    def walk(node):
+        for key, sub in node.items():
+            m = _THRESH.fullmatch(key.replace(" ", ""))
+            if m:
+                edge = int(m.group(2)) // div
+                found.update({edge, edge + 1})
+            if isinstance(sub, dict) and not key.startswith("algorithm="):
+                walk(sub)
+    walk(branch)
+    sizes = sorted({max(unit, s // unit * unit) for s in found} | {unit})
+    return [0] if coll == "barrier" else sizes[:limit]
+
+
+@VERIFIERS.register("mpich")
+class MPICHVerifier:
+    formats = ("mpich-json",)
+
+    def __init__(self, impl, cache_dir: str):
+        self.impl = impl
+        self.provider = MPICHProvider(impl, cache_dir)
+        self.tools = _probe.build(impl, cache_dir)
+
+    def guess_format(self, text: str) -> str:
+        return "mpich-json"
+
+    def _observe(self, ranks, points, env, reps, timeout, preload=()):
+        libs = " ".join([*map(str, preload), str(self.tools.tracer)])
+        cmd = [self.impl.launcher, "-genv", "LD_PRELOAD", libs, "-n", str(ranks)]
+        return _probe.launch(cmd, self.tools, [f"{p.collective}:{p.nbytes}" for p in points],
+                             reps, {**self.impl.run_env(), "MPIR_CVAR_NOLOCAL": "1", **env},
+                             timeout)
+
+    def _tuned_collectives(self, tree: dict, table) -> list[str]:
+        """The table's collectives, else those whose intra branch differs from the
+        library's built-in selection."""
+        if table is not None:
+            return [c for c in table.collectives() if c in MPICH_NAME]
+        libs = sorted(Path(self.impl.prefix or "/nonexistent", "lib").glob("libmpi.so.*"))
+        base = library_json(str(libs[0]))[0] if libs else {}
+        return [c for c in MPICH_NAME
+                if tree.get(f"collective={c}", {}).get("comm_type=intra")
+                != base.get(f"collective={c}", {}).get("comm_type=intra")]
+
+    def verify(self, path: str, fmt: str, table, ranks: int | None, reps: int,
+               timeout: float) -> Report:
+        ranks = ranks or 2
+        notes: list[str] = []
+        env_file = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(Path(path).resolve()),
+                    "MPIR_CVAR_DEVICE_COLLECTIVES": "none", "MPIR_CVAR_DEBUG_SUMMARY": "1"}
+        try:
+            tree = load_csel(path)
+        except InputError as exc:
+            notes.append(str(exc))
+            tree = {}
+        points, unchecked = [], []
+        for coll in self._tuned_collectives(tree, table):
+            branch = tree.get(f"collective={coll}", {})
+            for nbytes in sample_sizes(branch, coll, ranks):
+                leaf = csel_leaf(tree, coll, ranks, nbytes)
+                if isinstance(leaf, str):
+                    unchecked.append(f"{coll} {nbytes} B/rank: {leaf}")
+                    continue
+                name = cvar_name(coll, leaf[0])
+                points.append(Point(coll, nbytes, name or leaf[0], (coll, name)))
+        probe_points = points or [Point("barrier", 0, "")]
+        with_file = self._observe(ranks, probe_points, env_file, reps, timeout)
+        accepted, evidence = self._acceptance(with_file, env_file)
+        if not accepted or not points:
+            if not points:
+                unchecked.append("no sample point: the file changes no collective's intra branch")
+            return Report("mpich", fmt, path, ranks, accepted, evidence, unchecked=unchecked,
+                          notes=notes)
+        default = _probe.require_ok(self._observe(ranks, points, {}, reps, timeout),
+                                    "the run with the library default")
+        forced = {}
+        for key in dict.fromkeys(p.force for p in points):
+            coll, name = key
+            mods = self.provider.force(Algorithm("mpich", coll, name))
+            forced[key] = _probe.require_ok(
+                self._observe(ranks, points, mods.env, reps, timeout, [self.provider.shim]),
+                f"the run forcing {coll} {name}")
+        results = compare(points, default, with_file, forced)
+        if table is not None:
+            notes += check_against_table(table, "mpich", results, ranks,
+                                         lambda c: {a.name for a in self.provider.algorithms(c)})
+        return Report("mpich", fmt, path, ranks, accepted, evidence, results, unchecked, notes)
+
+    @staticmethod
+    def _acceptance(obs, env: dict) -> tuple[bool, str]:
+        wanted = env["MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"]
+        if not obs.ok:
+            why = [ln.strip() for ln in obs.output.splitlines()
+                   if "Assertion failed" in ln or "unknown key" in ln or "unrecognized key" in ln
+                   or "Internal error" in ln or "timed out" in ln]
+            return False, ("MPICH rejected the file (aborted in MPI_Init or at the first call): "
+                           + (" | ".join(dict.fromkeys(why)) or obs.output[-400:]))
+        m = re.search(r"^MPIR: (.+)$", obs.output, re.MULTILINE)
+        if m is None:
+            return False, "MPICH's debug summary did not say where its selection came from"
+        if m.group(1).strip() != wanted:
+            return False, f"MPICH's selection came from {m.group(1).strip()}, not the file"
+        return True, f"MPICH's debug summary says its MPIR selection came from {wanted}"
