@@ -188,9 +188,10 @@ class MPICHJsonExporter(Exporter):
                                           **{k: b for k, b in old.items() if k != "comm_type=intra"}}
         lines = header_lines(table, target, self.name) + [f"default selection from {source}"]
         lines += [f"NOTE {n}" for n in notes]
-        first = next(iter(table.collectives()), None)
+        tuned = {f"collective={c}" for c in table.collectives()}
+        first = next((k for k in tree if k in tuned), None)    # first tuned one in file order
         if first is not None:
-            _first_leaf(tree[f"collective={first}"]).update({f"colltune: {ln}": {} for ln in lines})
+            _first_leaf(tree[first]).update({f"colltune: {ln}": {} for ln in lines})
         env = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "{path}",
                "MPIR_CVAR_DEVICE_COLLECTIVES": "none"}
         doc = ["MPIR_CVAR_DEVICE_COLLECTIVES=none: otherwise ch4 may serve a blocking "
