@@ -32,12 +32,12 @@ import json
 import re
 from pathlib import Path
 
-from ..decision import DecisionTable, Entry, boundary
+from ..decision import DecisionTable, Entry
 from ..errors import InputError
 from . import EXPORTERS
 from ._mapping import resolve
 from .base import Exported, Exporter, header_lines
-from .openmpi_tuned import parse_version, pick_layouts
+from .openmpi_tuned import comm_blocks, parse_version
 
 FUNC = {"bcast": "Bcast", "reduce": "Reduce", "allreduce": "Allreduce", "allgather": "Allgather",
         "gather": "Gather", "scatter": "Scatter", "alltoall": "Alltoall",
@@ -170,17 +170,14 @@ class MPICHJsonExporter(Exporter):
         notes: list[str] = []
         tree = dict(base)
         for coll in table.collectives():
-            if coll not in FUNC:
-                raise InputError(f"collective {coll!r} has no MPICH selection key")
-            layouts, dropped = pick_layouts([e for e in table.entries if e.collective == coll])
+            blocks, dropped = comm_blocks(table, coll, FUNC)
             notes += dropped
-            sizes = list(layouts)
             ladder: dict = {}
-            for i, (p, entry) in enumerate(layouts.items()):
+            for i, (_, p, entry) in enumerate(blocks):
                 node = msg_ladder(entry, p, v, known_names(coll, leaves),
                                   self.allow_substitute, notes)
-                if i + 1 < len(sizes):
-                    ladder[f"comm_size<={boundary(p, sizes[i + 1]) - 1}"] = node
+                if i + 1 < len(blocks):
+                    ladder[f"comm_size<={blocks[i + 1][0] - 1}"] = node
                 else:
                     ladder[any_key("comm_size", v)] = node
             old = base.get(f"collective={coll}", {})

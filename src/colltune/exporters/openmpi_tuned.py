@@ -110,6 +110,17 @@ def pick_layouts(entries: list[Entry]) -> tuple[dict[int, Entry], list[str]]:
     return dict(sorted(by_size.items())), notes
 
 
+def comm_blocks(table: DecisionTable, coll: str, known: dict) -> tuple[list[tuple[int, int, Entry]], list[str]]:
+    """[(first comm size of the block, tuned comm size, entry)] ascending for coll,
+    switching at geometric midpoints, and notes on the layouts left out."""
+    if coll not in known:
+        raise InputError(f"collective {coll!r} cannot be expressed in this format")
+    layouts, notes = pick_layouts([e for e in table.entries if e.collective == coll])
+    sizes = list(layouts)
+    return [(p if i == 0 else boundary(sizes[i - 1], p), p, layouts[p])
+            for i, p in enumerate(sizes)], notes
+
+
 def _param(params: dict, keys: tuple[str, ...]) -> int:
     for k in keys:
         if k in params:
@@ -157,18 +168,11 @@ class OpenMPITunedExporter(Exporter):
         notes: list[str] = []
         blocks = []
         for coll in table.collectives():
-            if coll not in COLL_ID:
-                raise InputError(f"collective {coll!r} has no coll/tuned rules id")
-            layouts, dropped = pick_layouts([e for e in table.entries if e.collective == coll])
+            layout_blocks, dropped = comm_blocks(table, coll, COLL_ID)
             notes += dropped
-            sizes = list(layouts)
-            comm_blocks = []
-            for i, (p, entry) in enumerate(layouts.items()):
-                start = p if i == 0 else boundary(sizes[i - 1], p)
-                comm_blocks.append((start, entry.nodes, entry.ppn,
-                                    rule_rows(entry, ids_all.get(coll, {}), p,
-                                              self.allow_substitute, notes)))
-            blocks.append((coll, comm_blocks))
+            blocks.append((coll, [(start, e.nodes, e.ppn,
+                                   rule_rows(e, ids_all.get(coll, {}), p, self.allow_substitute, notes))
+                                  for start, p, e in layout_blocks]))
         lines = [f"# {h}" for h in header_lines(table, target, self.name)]
         lines.append(f"# coll/tuned rules file format {version}; message sizes in bytes "
                      f"(total for allgather/alltoall/gather/scatter/reduce_scatter_block)")
@@ -176,10 +180,10 @@ class OpenMPITunedExporter(Exporter):
         if version == 2:
             lines.insert(0, "rule-file-version-2")
         lines.append(f"{len(blocks)}  # collectives")
-        for coll, comm_blocks in blocks:
+        for coll, per_size in blocks:
             lines.append(f"{COLL_ID[coll]}  # {coll}")
-            lines.append(f"{len(comm_blocks)}  # communicator sizes")
-            for start, nodes, ppn, rows in comm_blocks:
+            lines.append(f"{len(per_size)}  # communicator sizes")
+            for start, nodes, ppn, rows in per_size:
                 lines.append(f"{start} {len(rows)}  # comm size >= {start}: tuned on "
                              f"{nodes}x{ppn}")
                 for size, alg, fan, seg, maxreq in rows:

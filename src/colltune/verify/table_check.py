@@ -5,21 +5,19 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..decision import DecisionTable, Entry, boundary
+from ..decision import DecisionTable, Entry
 from ..errors import InputError
 from ..exporters._mapping import resolve
-from ..exporters.openmpi_tuned import pick_layouts
+from ..exporters.openmpi_tuned import comm_blocks
 
 
 def entry_for(table: DecisionTable, coll: str, comm_size: int) -> Entry | None:
     """The entry whose rules an exported file applies to comm_size ranks."""
-    layouts, _ = pick_layouts([e for e in table.entries if e.collective == coll])
-    sizes = list(layouts)
+    blocks, _ = comm_blocks(table, coll, {coll})
     chosen = None
-    for i, p in enumerate(sizes):
-        start = p if i == 0 else boundary(sizes[i - 1], p)
+    for start, _, entry in blocks:
         if chosen is None or start <= comm_size:
-            chosen = layouts[p]
+            chosen = entry
     return chosen
 
 
