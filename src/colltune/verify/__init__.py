@@ -90,10 +90,14 @@ def compare(points: list[Point], default, with_file, forced: dict) -> list[Point
     Observed indexes points by their position in ``points``."""
     results = []
     for i, p in enumerate(points):
-        want = forced[p.force].signature(i)
+        ref = forced[p.force]
+        want = ref.signature(i)
         got, dflt = with_file.signature(i), default.signature(i)
-        honoured = got == want and bool(got)
-        if honoured:
+        honoured = ref.ok and got == want and bool(got)
+        if not ref.ok:
+            last = [ln for ln in ref.output.splitlines() if ln.strip()][-1:] or ["no output"]
+            ran = f"cannot tell: forcing {p.expected} alone failed ({last[0].strip()[:160]})"
+        elif honoured:
             ran = f"{p.expected} (same as forced)"
         elif got == dflt:
             ran = "the library default (not the file's algorithm)"
