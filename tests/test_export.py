@@ -197,7 +197,7 @@ def test_han_format():
         ("bcast", 4, 4, [(0, "binomial", "openmpi", {})])]), "5.0.11")
     rules = parse_han(exp.text, "h")
     assert ("bcast", 2, 1, 0, "han") in rules and ("bcast", 2, 1, 4096, "tuned") in rules
-    assert ("bcast", 2, 16, 0, "tuned") in rules     # 4x4: flat tuned
+    assert ("bcast", 2, 12, 0, "tuned") in rules     # 4x4: flat tuned from ceil(sqrt(8*16))
     assert ("bcast", 0, 1, 0, "sm") in rules and ("bcast", 1, 1, 0, "libnbc") in rules
     # every level's first configuration size is 1 and the first message size 0
     assert all(conf >= 1 for _, _, conf, _, _ in rules)

@@ -5,7 +5,8 @@ in the tests): number of collectives; per collective its name, number of
 topology levels; per level its id (0 intra-node, 1 inter-node, 2 global
 communicator) and number of configuration sizes; per configuration its size
 (the communicator size at that level: ppn, nodes, or nodes x ppn; the first
-must be 1) and number of message-size rules; per rule the message size
+must be 1; a configuration applies from its size up to the next one, and the
+file switches halfway (geometric midpoint) between two tuned sizes) and number of message-size rules; per rule the message size
 (bytes per rank, the first must be 0) and a component name (self, basic,
 libnbc, tuned, sm, adapt, han). A ``[...]`` list of segment lengths may follow a
 component; 5.0 parses and discards it, so it is not written (HAN's segment
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from ..decision import DecisionTable, Entry, Rule
+from ..decision import DecisionTable, Entry, Rule, boundary
 from ..errors import InputError
 from . import EXPORTERS
 from .base import Exported, Exporter, header_lines
@@ -73,17 +74,17 @@ def level_rules(entry: Entry, level: int) -> list[tuple[int, str]]:
 
 
 def config_blocks(entries: list[Entry], level: int) -> list[tuple[int, list[tuple[int, str]]]]:
-    """[(configuration size, rules)], ascending, the first at size 1."""
+    """[(first configuration size, rules)], ascending, the first at size 1."""
     key = {GLOBAL: lambda e: e.nodes * e.ppn, INTRA: lambda e: e.ppn, INTER: lambda e: e.nodes}[level]
     by_size: dict[int, list[tuple[int, str]]] = {}
     for e in sorted(entries, key=lambda e: (-e.nodes, e.ppn)):   # most nodes first wins
         rows = level_rules(e, level)
         if rows and key(e) not in by_size:
             by_size[key(e)] = rows
-    blocks = sorted(by_size.items())
-    if blocks and blocks[0][0] != 1:
-        blocks[0] = (1, blocks[0][1])     # HAN requires the first configuration size to be 1
-    return blocks
+    sizes = sorted(by_size)
+    # switch at geometric midpoints (the nearest tuned size wins, as for coll/tuned);
+    # HAN requires the first configuration size to be 1
+    return [(1 if i == 0 else boundary(sizes[i - 1], c), by_size[c]) for i, c in enumerate(sizes)]
 
 
 @EXPORTERS.register("openmpi-han")
