@@ -176,6 +176,10 @@ def test_mpich_any_spelling_order_keys_and_params(tmp_path):
 def test_mpich_errors_name_the_rule(tmp_path):
     with pytest.raises(InputError, match="MPIR_Bcast_intra_binomial takes no parameter"):
         mpich([("bcast", 1, 2, [(0, "binomial", "mpich", {"k": 3})])], "5.0.2", tmp_path)
+    # ccl would be a valid name, but a CSEL file selecting it crashes MPICH 5.0.2 in MPI_Init
+    with pytest.raises(InputError, match=r"allreduce layout 1x2 from 0 B/rank: mpich algorithm "
+                                         r"'ccl': it needs NCCL/RCCL"):
+        mpich([("allreduce", 1, 2, [(0, "ccl", "mpich", {})])], "5.0.2", tmp_path)
     with pytest.raises(InputError, match=r"bcast layout 1x2 from 0 B/rank: openmpi algorithm "
                                          r"'chain': rules of provider 'openmpi'"):
         mpich([("bcast", 1, 2, [(0, "chain", "openmpi", {})])], "5.0.2", tmp_path)

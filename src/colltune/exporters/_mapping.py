@@ -6,7 +6,8 @@ in simulation names an SMPI algorithm; SMPI re-implements many Open MPI and
 MPICH algorithms under its own names, and EQUIVALENT says which library
 algorithm each one is (same communication pattern; checked against SMPI's
 sources' comments and the libraries' coll_base / MPIR algorithm files). A rule
-with no equivalent is an error, unless the user allows SUBSTITUTE: the
+with no equivalent, or naming an algorithm that cannot be deployed through a
+rules file (UNDEPLOYABLE), is an error, unless the user allows SUBSTITUTE: the
 library's general-purpose algorithm for that collective, named in the file header.
 """
 from __future__ import annotations
@@ -76,6 +77,14 @@ SUBSTITUTE: dict[tuple[str, str], str] = {
     ("mpich", "barrier"): "k_dissemination",
 }
 
+# Library algorithms a rules file must not select, with the reason (found by
+# running the exported file).
+UNDEPLOYABLE: dict[tuple[str, str], dict[str, str]] = {
+    ("mpich", "allreduce"): {
+        "ccl": "it needs NCCL/RCCL: selected by a CSEL file, MPICH 5.0.2 segfaults in MPI_Init "
+               "on this CPU-only host (forced after MPI_Init, as when tuning, it completes)"},
+}
+
 
 @dataclass(frozen=True)
 class Resolved:
@@ -92,14 +101,15 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str],
             allow_substitute: bool) -> Resolved:
     """The library algorithm for rule, or InputError naming the rule."""
     coll = entry.collective
+    banned = UNDEPLOYABLE.get((library, coll), {})
     if rule.provider == library:
         name = rule.algorithm
-        if name in known:
+        if name in known and name not in banned:
             return Resolved(name)
-        problem = f"{library} has no such {coll} algorithm in the target version"
+        problem = banned.get(name, f"{library} has no such {coll} algorithm in the target version")
     elif rule.provider == "smpi":
         name = EQUIVALENT.get((library, coll), {}).get(rule.algorithm)
-        if name is not None and name in known:
+        if name is not None and name in known and name not in banned:
             return Resolved(name)
         problem = (f"SMPI's {rule.algorithm!r} has no {library} equivalent"
                    if name is None else f"its equivalent {name!r} is not in the target version")

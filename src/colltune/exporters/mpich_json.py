@@ -57,6 +57,7 @@ LEAF_PARAMS = {
                                   "topo_diff_groups": 280000, "topo_diff_switches": 4000,
                                   "topo_same_switches": 16},
     "MPIR_Allreduce_intra_recexch": {"k": 2, "single_phase_recv": 0},
+    "MPIR_Allreduce_intra_ccl": {"ccl": "auto"},
     "MPIR_Allreduce_intra_k_reduce_scatter_allgather": {"k": 2, "single_phase_recv": 0},
     "MPIR_Allreduce_intra_recursive_multiplying": {"k": 2},
     "MPIR_Allgather_intra_k_brucks": {"k": 2},

@@ -128,8 +128,11 @@ class MPICHVerifier:
             why = [ln.strip() for ln in obs.output.splitlines()
                    if "Assertion failed" in ln or "unknown key" in ln or "unrecognized key" in ln
                    or "Internal error" in ln or "timed out" in ln]
-            return False, ("MPICH rejected the file (aborted in MPI_Init or at the first call): "
-                           + (" | ".join(dict.fromkeys(why)) or obs.output[-400:]))
+            crash = re.search(r"EXIT STRING: (.+)|EXIT CODE: (\d+)", obs.output)
+            return False, ("MPICH rejected the file (the run with it failed"
+                           + (f": {(crash.group(1) or 'exit code ' + crash.group(2)).strip()}"
+                              if crash else "") + "): "
+                           + (" | ".join(dict.fromkeys(why)) or obs.output.strip()[-300:]))
         m = re.search(r"^MPIR: (.+)$", obs.output, re.MULTILINE)
         if m is None:
             return False, "MPICH's debug summary did not say where its selection came from"

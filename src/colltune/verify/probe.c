@@ -1,7 +1,9 @@
 /* colltune verify probe: for every sample point "coll:bytes" runs the collective
  * once under observation (between colltune_trace_point(i, rank) and
  * colltune_trace_point(-1, rank), found with dlsym when a tracer is preloaded),
- * then times REPS calls and prints one JSON line per point on rank 0.
+ * then times REPS calls, each after a barrier, and prints on rank 0 one JSON line
+ * per point with the largest over ranks of each rank's median call time (the
+ * median shrugs off the preemptions of an oversubscribed or busy host).
  * Sizes are bytes per rank, as in colltune-bench: char buffers, float + MPI_SUM
  * for the reductions; allgather/gather/scatter/alltoall move one block per peer. */
 #define _GNU_SOURCE
@@ -10,6 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
 
 typedef void (*mark_fn)(int point, int rank);
 
@@ -56,14 +63,22 @@ int main(int argc, char **argv) {
         int rc = run(coll, a, b, count, MPI_COMM_WORLD);
         if (mark) mark(-1, rank);
         if (rc != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 3);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (int r = 0; r < reps; r++) run(coll, a, b, count, MPI_COMM_WORLD);
-        double dt = (MPI_Wtime() - t0) / (reps > 0 ? reps : 1), worst;
-        MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        double *dt = calloc(reps > 0 ? reps : 1, sizeof *dt), median = 0, worst;
+        for (int r = 0; r < reps; r++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            run(coll, a, b, count, MPI_COMM_WORLD);
+            dt[r] = MPI_Wtime() - t0;
+        }
+        if (reps > 0) {
+            qsort(dt, reps, sizeof *dt, cmp_double);
+            median = dt[reps / 2];
+        }
+        free(dt);
+        MPI_Reduce(&median, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (!rank)
             printf("{\"point\": %d, \"collective\": \"%s\", \"bytes\": %ld, \"count\": %d, "
-                   "\"avg_s\": %.9g}\n", i - 2, coll, bytes, count, worst);
+                   "\"median_s\": %.9g}\n", i - 2, coll, bytes, count, worst);
         fflush(stdout);
         free(a);
         free(b);

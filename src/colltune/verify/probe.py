@@ -126,7 +126,7 @@ def launch(cmd_prefix: list[str], tools: Tools, points: list[str], reps: int,
                     rec = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                obs.times[int(rec["point"])] = float(rec["avg_s"])
+                obs.times[int(rec["point"])] = float(rec["median_s"])
         for f in Path(tmp).glob("trace.*"):
             for line in f.read_text().splitlines():
                 parts = line.split()
