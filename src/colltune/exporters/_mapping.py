@@ -12,15 +12,21 @@ library's general-purpose algorithm for that collective, named in the file heade
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..decision import Entry, Rule
 from ..errors import InputError
 
-# (library, collective) -> {smpi algorithm: library algorithm (provider name)}
-EQUIVALENT: dict[tuple[str, str], dict[str, str]] = {
+# Segment size of SMPI's pipelined bcasts NTSL / NTSB (bcast-NTSL.cpp, bcast-NTSB.cpp).
+SMPI_SEGMENT = 8192
+
+# (library, collective) -> {smpi algorithm: library algorithm (provider name), or
+# (name, parameters) when the library algorithm needs parameters to match}
+EQUIVALENT: dict[tuple[str, str], dict[str, str | tuple[str, dict]]] = {
     ("openmpi", "bcast"): {
         "binomial_tree": "binomial", "flattree": "basic_linear",
+        "NTSL": ("pipeline", {"segsize": SMPI_SEGMENT}),          # pipelined chain
+        "NTSB": ("binary_tree", {"segsize": SMPI_SEGMENT}),       # pipelined binary tree
         "ompi_split_bintree": "split_binary_tree", "ompi_pipeline": "pipeline",
         "scatter_rdb_allgather": "scatter_allgather", "scatter_LR_allgather": "scatter_allgather_ring"},
     ("openmpi", "reduce"): {
@@ -49,7 +55,9 @@ EQUIVALENT: dict[tuple[str, str], dict[str, str]] = {
         "ompi_doublering": "double_ring"},
     ("mpich", "bcast"): {
         "binomial_tree": "binomial", "scatter_rdb_allgather": "scatter_recursive_doubling_allgather",
-        "scatter_LR_allgather": "scatter_ring_allgather"},
+        "scatter_LR_allgather": "scatter_ring_allgather",
+        "NTSB": ("pipelined_tree", {"tree_type": "kary", "k": 2, "chunk_size": SMPI_SEGMENT}),
+        "NTSL": ("pipelined_tree", {"tree_type": "kary", "k": 1, "chunk_size": SMPI_SEGMENT})},
     ("mpich", "reduce"): {"binomial": "binomial", "scatter_gather": "reduce_scatter_gather"},
     ("mpich", "allreduce"): {
         "rdb": "recursive_doubling", "rab_rdb": "reduce_scatter_allgather", "lr": "ring"},
@@ -90,6 +98,7 @@ UNDEPLOYABLE: dict[tuple[str, str], dict[str, str]] = {
 class Resolved:
     algorithm: str          # the library's (provider) name
     substituted: str = ""   # "" or a sentence for the file header
+    params: dict = field(default_factory=dict)   # the equivalent's parameters + the rule's
 
 
 def describe(entry: Entry, rule: Rule) -> str:
@@ -105,12 +114,13 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str],
     if rule.provider == library:
         name = rule.algorithm
         if name in known and name not in banned:
-            return Resolved(name)
+            return Resolved(name, params=dict(rule.params))
         problem = banned.get(name, f"{library} has no such {coll} algorithm in the target version")
     elif rule.provider == "smpi":
-        name = EQUIVALENT.get((library, coll), {}).get(rule.algorithm)
+        equiv = EQUIVALENT.get((library, coll), {}).get(rule.algorithm)
+        name, params = equiv if isinstance(equiv, tuple) else (equiv, {})
         if name is not None and name in known and name not in banned:
-            return Resolved(name)
+            return Resolved(name, params={**params, **rule.params})
         problem = (f"SMPI's {rule.algorithm!r} has no {library} equivalent"
                    if name is None else f"its equivalent {name!r} is not in the target version")
     else:
@@ -118,6 +128,27 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str],
     sub = SUBSTITUTE.get((library, coll))
     if allow_substitute and sub in known:
         return Resolved(sub, f"{describe(entry, rule)} -> substituted by {sub!r} ({problem})")
-    known_list = ", ".join(sorted(known)) or "none"
+    known_list = ", ".join(sorted(set(known) - set(banned))) or "none"
     raise InputError(f"{describe(entry, rule)}: {problem} (known: {known_list}); "
                      f"--allow-substitute would use {sub!r}")
+
+
+class Problems:
+    """Collects the rules an export cannot express, to report them all at once."""
+
+    def __init__(self, allow_substitute: bool = False) -> None:
+        self.allow_substitute = allow_substitute
+        self.items: list[str] = []
+
+    def resolve(self, *args) -> Resolved | None:
+        try:
+            return resolve(*args)
+        except InputError as exc:
+            self.items.append(str(exc))
+            return None
+
+    def check(self, fmt: str, shown: int = 12) -> None:
+        if self.items:
+            more = f"\n  ... and {len(self.items) - shown} more" if len(self.items) > shown else ""
+            raise InputError(f"{len(self.items)} rule(s) cannot be exported as {fmt}:\n  "
+                             + "\n  ".join(self.items[:shown]) + more)

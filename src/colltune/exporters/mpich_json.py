@@ -35,7 +35,7 @@ from pathlib import Path
 from ..decision import DecisionTable, Entry
 from ..errors import InputError
 from . import EXPORTERS
-from ._mapping import resolve
+from ._mapping import Problems, describe
 from .base import Exported, Exporter, header_lines
 from .openmpi_tuned import comm_blocks, parse_version
 
@@ -123,7 +123,7 @@ def leaf(coll: str, name: str, params: dict, v: tuple[int, ...], where: str) -> 
 
 
 def msg_ladder(entry: Entry, comm_size: int, v: tuple[int, ...], known: set[str] | None,
-               allow_substitute: bool, notes: list[str]) -> dict:
+               problems: Problems, notes: list[str]) -> dict:
     coll = entry.collective
     key = "avg_msg_size" if coll in AVG_KEY else "total_msg_size"
     factor = 1 if coll in AVG_KEY else comm_size
@@ -131,11 +131,16 @@ def msg_ladder(entry: Entry, comm_size: int, v: tuple[int, ...], known: set[str]
     out: dict = {}
     for i, rule in enumerate(rules):
         names = known if known is not None else {rule.algorithm}
-        res = resolve("mpich", entry, rule, names, allow_substitute)
+        res = problems.resolve("mpich", entry, rule, names, problems.allow_substitute)
+        if res is None:
+            continue
         if res.substituted:
             notes.append(res.substituted)
-        where = f"{coll} {entry.nodes}x{entry.ppn} from {rule.min_size} B/rank"
-        node = leaf(coll, res.algorithm, rule.params, v, where)
+        try:
+            node = leaf(coll, res.algorithm, res.params, v, describe(entry, rule))
+        except InputError as exc:
+            problems.items.append(str(exc))
+            continue
         if i + 1 < len(rules):
             out[f"{key}<={rules[i + 1].min_size * factor - 1}"] = node
         else:
@@ -169,14 +174,14 @@ class MPICHJsonExporter(Exporter):
         else:
             base, leaves, source = installed_base(v)
         notes: list[str] = []
+        problems = Problems(self.allow_substitute)
         tree = dict(base)
         for coll in table.collectives():
             blocks, dropped = comm_blocks(table, coll, FUNC)
             notes += dropped
             ladder: dict = {}
             for i, (_, p, entry) in enumerate(blocks):
-                node = msg_ladder(entry, p, v, known_names(coll, leaves),
-                                  self.allow_substitute, notes)
+                node = msg_ladder(entry, p, v, known_names(coll, leaves), problems, notes)
                 if i + 1 < len(blocks):
                     ladder[f"comm_size<={blocks[i + 1][0] - 1}"] = node
                 else:
@@ -184,6 +189,7 @@ class MPICHJsonExporter(Exporter):
             old = base.get(f"collective={coll}", {})
             tree[f"collective={coll}"] = {"comm_type=intra": ladder,
                                           **{k: b for k, b in old.items() if k != "comm_type=intra"}}
+        problems.check(self.name)
         lines = header_lines(table, target, self.name) + [f"default selection from {source}"]
         lines += [f"NOTE {n}" for n in notes]
         tuned = {f"collective={c}" for c in table.collectives()}

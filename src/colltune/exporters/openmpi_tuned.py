@@ -30,7 +30,7 @@ import re
 from ..decision import DecisionTable, Entry, boundary
 from ..errors import InputError
 from . import EXPORTERS
-from ._mapping import resolve
+from ._mapping import Problems, describe
 from .base import Exported, Exporter, header_lines
 
 COLL_ID = {"allgather": 0, "allreduce": 2, "alltoall": 3, "barrier": 6, "bcast": 7,
@@ -128,26 +128,28 @@ def _param(params: dict, keys: tuple[str, ...]) -> int:
     return 0
 
 
-def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, allow_substitute: bool,
+def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Problems,
               notes: list[str]) -> list[tuple[int, int, int, int, int]]:
     """(message size key, algorithm id, fan-in/out, segment size, max requests), merged."""
     known_params = set(SEGSIZE_KEYS + FANOUT_KEYS + MAXREQ_KEYS)
     rows: list[tuple[int, int, int, int, int]] = []
     rules = entry.rules if entry.collective != "barrier" else (entry.rule_for(0),)
     for rule in rules:
-        extra = set(rule.params) - known_params
+        res = problems.resolve("openmpi", entry, rule, set(ids), problems.allow_substitute)
+        if res is None:
+            continue
+        extra = set(res.params) - known_params
         if extra:
-            raise InputError(f"{entry.collective} {entry.nodes}x{entry.ppn} from {rule.min_size} "
-                             f"B/rank: parameter(s) {', '.join(sorted(extra))} of "
-                             f"{rule.algorithm!r} have no coll/tuned rules column")
-        res = resolve("openmpi", entry, rule, set(ids), allow_substitute)
+            problems.items.append(f"{describe(entry, rule)}: parameter(s) {', '.join(sorted(extra))} "
+                                  f"have no coll/tuned rules column")
+            continue
         if res.substituted:
             notes.append(res.substituted)
         size = 0 if entry.collective == "barrier" else rule.min_size
         if entry.collective in TOTAL_SIZE_KEY:
             size *= comm_size
-        row = (size, ids[res.algorithm], _param(rule.params, FANOUT_KEYS),
-               _param(rule.params, SEGSIZE_KEYS), _param(rule.params, MAXREQ_KEYS))
+        row = (size, ids[res.algorithm], _param(res.params, FANOUT_KEYS),
+               _param(res.params, SEGSIZE_KEYS), _param(res.params, MAXREQ_KEYS))
         if rows and rows[-1][1:] == row[1:]:
             continue                      # same choice as the previous range: merge
         rows.append(row)
@@ -166,13 +168,15 @@ class OpenMPITunedExporter(Exporter):
         version = rules_version(v)
         ids_all = installed_ids(v)
         notes: list[str] = []
+        problems = Problems(self.allow_substitute)
         blocks = []
         for coll in table.collectives():
             layout_blocks, dropped = comm_blocks(table, coll, COLL_ID)
             notes += dropped
             blocks.append((coll, [(start, e.nodes, e.ppn,
-                                   rule_rows(e, ids_all.get(coll, {}), p, self.allow_substitute, notes))
+                                   rule_rows(e, ids_all.get(coll, {}), p, problems, notes))
                                   for start, p, e in layout_blocks]))
+        problems.check(self.name)
         lines = [f"# {h}" for h in header_lines(table, target, self.name)]
         lines.append(f"# coll/tuned rules file format {version}; message sizes in bytes "
                      f"(total for allgather/alltoall/gather/scatter/reduce_scatter_block)")

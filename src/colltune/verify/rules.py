@@ -178,6 +178,23 @@ def _matches(key: str, coll: str, comm_size: int, nbytes: int) -> bool | None:
     return None
 
 
+def comm_branch(tree: dict, coll: str, comm_size: int) -> dict:
+    """The part of coll's tree that comm_size ranks reach before any message-size
+    key (what their sizes are chosen by); {} if none."""
+    node = tree.get(f"collective={coll}", {})
+    while isinstance(node, dict) and node:
+        key = next(iter(node))
+        if "msg_size" in key or key.startswith("algorithm=") or key.startswith("count"):
+            return node
+        for key, sub in node.items():
+            if _matches(key, coll, comm_size, 0):
+                node = sub
+                break
+        else:
+            return {}
+    return {}
+
+
 def csel_leaf(tree: dict, coll: str, comm_size: int, nbytes: int) -> tuple[str, dict] | str:
     """(leaf function, params) MPICH selects, or a string saying why it cannot be told."""
     node = tree.get(f"collective={coll}")
@@ -209,5 +226,5 @@ def cvar_name(coll: str, func: str) -> str | None:
     return None
 
 
-__all__ = ["TunedRules", "parse_tuned", "parse_han", "load_csel", "csel_leaf", "cvar_name",
+__all__ = ["TunedRules", "parse_tuned", "parse_han", "load_csel", "comm_branch", "csel_leaf", "cvar_name",
            "AVG_KEY"]
