@@ -222,3 +222,39 @@ def test_export_cli_prints_path_and_settings(tmp_path):
     bad = run_cli("export", "--table", str(t), "--format", "nope", check=False)
     assert bad.returncode == 2 and "unknown export format 'nope'" in bad.stderr
     assert "mpich-json" in bad.stderr and "openmpi-han" in bad.stderr
+
+
+def test_all_inexpressible_rules_in_one_error_and_parametrised_equivalents(tmp_path):
+    entries = [("bcast", 1, 2, [(0, "NTSB", "smpi", {}), (4096, "SMP_binary", "smpi", {})]),
+               ("bcast", 2, 2, [(0, "NTSL", "smpi", {}), (100, "arrival_scatter", "smpi", {})])]
+    with pytest.raises(InputError) as err:
+        ompi(entries)
+    msg = str(err.value)
+    assert msg.startswith("2 rule(s) cannot be exported as openmpi-tuned")
+    assert "bcast layout 1x2 from 4096 B/rank" in msg and "bcast layout 2x2 from 100 B/rank" in msg
+    rules = parse_tuned(ompi(entries, allow_substitute=True).text, "t")
+    ids = {n: i + 1 for i, n in enumerate(IDS_5_0["bcast"])}
+    # SMPI's pipelined bcasts map to Open MPI's with SMPI's 8192-byte segments
+    assert rules.lookup("bcast", 2, 10)[1:4] == (ids["binary_tree"], 0, 8192)
+    assert rules.lookup("bcast", 4, 10)[1:4] == (ids["pipeline"], 0, 8192)
+    assert rules.lookup("bcast", 2, 5000)[1:4] == (ids["binomial"], 0, 0)   # substitute
+    exp = MPICHJsonExporter()
+    base = tmp_path / "b.json"
+    base.write_text(json.dumps(BASE))
+    exp.base_path, exp.allow_substitute = str(base), True
+    tree = json.loads(exp.export(table(entries), "5.0.2").text)
+    func, params = csel_leaf(tree, "bcast", 4, 10)
+    assert func == "MPIR_Bcast_intra_pipelined_tree"
+    assert params["k"] == "1" and params["chunk_size"] == "8192"
+
+
+def test_verify_samples_the_branch_the_ranks_reach():
+    from colltune.verify.mpich import sample_sizes
+    from colltune.verify.rules import comm_branch
+    tree = {"collective=bcast": {"comm_type=intra": {
+        "comm_size<=2": {"avg_msg_size<=99": {"algorithm=MPIR_Bcast_intra_binomial": {}},
+                         "any": {"algorithm=MPIR_Bcast_intra_smp": {}}},
+        "any": {"avg_msg_size<=4999": {"algorithm=MPIR_Bcast_intra_binomial": {}},
+                "any": {"algorithm=MPIR_Bcast_intra_tree": {}}}}}}
+    assert sample_sizes(comm_branch(tree, "bcast", 2), "bcast", 2) == [1, 99, 100]
+    assert sample_sizes(comm_branch(tree, "bcast", 4), "bcast", 4) == [1, 4999, 5000]

@@ -106,29 +106,34 @@ def describe(entry: Entry, rule: Rule) -> str:
             f"{rule.provider} algorithm {rule.algorithm!r}")
 
 
-def resolve(library: str, entry: Entry, rule: Rule, known: set[str],
+def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
             allow_substitute: bool) -> Resolved:
-    """The library algorithm for rule, or InputError naming the rule."""
+    """The library algorithm for rule, or InputError naming the rule. known: the
+    target's algorithm names (None: not known, names are not checked)."""
     coll = entry.collective
     banned = UNDEPLOYABLE.get((library, coll), {})
+
+    def usable(name: str | None) -> bool:
+        return name is not None and (known is None or name in known) and name not in banned
+
     if rule.provider == library:
         name = rule.algorithm
-        if name in known and name not in banned:
+        if usable(name):
             return Resolved(name, params=dict(rule.params))
         problem = banned.get(name, f"{library} has no such {coll} algorithm in the target version")
     elif rule.provider == "smpi":
         equiv = EQUIVALENT.get((library, coll), {}).get(rule.algorithm)
         name, params = equiv if isinstance(equiv, tuple) else (equiv, {})
-        if name is not None and name in known and name not in banned:
+        if usable(name):
             return Resolved(name, params={**params, **rule.params})
         problem = (f"SMPI's {rule.algorithm!r} has no {library} equivalent"
                    if name is None else f"its equivalent {name!r} is not in the target version")
     else:
         problem = f"rules of provider {rule.provider!r} cannot be expressed for {library}"
     sub = SUBSTITUTE.get((library, coll))
-    if allow_substitute and sub in known:
+    if allow_substitute and usable(sub):
         return Resolved(sub, f"{describe(entry, rule)} -> substituted by {sub!r} ({problem})")
-    known_list = ", ".join(sorted(set(known) - set(banned))) or "none"
+    known_list = "not checked" if known is None else ", ".join(sorted(set(known) - set(banned)))
     raise InputError(f"{describe(entry, rule)}: {problem} (known: {known_list}); "
                      f"--allow-substitute would use {sub!r}")
 

@@ -130,8 +130,7 @@ def msg_ladder(entry: Entry, comm_size: int, v: tuple[int, ...], known: set[str]
     rules = entry.rules if coll != "barrier" else (entry.rule_for(0),)
     out: dict = {}
     for i, rule in enumerate(rules):
-        names = known if known is not None else {rule.algorithm}
-        res = problems.resolve("mpich", entry, rule, names, problems.allow_substitute)
+        res = problems.resolve("mpich", entry, rule, known, problems.allow_substitute)
         if res is None:
             continue
         if res.substituted:
