@@ -15,7 +15,6 @@ import re
 
 from ..backends.local import host_cores
 from ..errors import InputError
-from ..providers.base import Algorithm
 from ..providers.openmpi import OMPI_NAME, OpenMPIProvider, ran
 from . import VERIFIERS, Point, Report, acceptance_from_points, compare
 from . import probe as _probe
@@ -105,18 +104,8 @@ class OpenMPIVerifier:
                                     "the run with the library default")
         with_file = _probe.require_ok(self._observe(ranks, points, env_file, reps, timeout),
                                       "the run with the rules file")
-        forced = {}
-        for key in dict.fromkeys(p.force for p in points):
-            coll, alg, fan, seg = key
-            env = dict(self.provider.force(Algorithm("openmpi", coll, names[coll].get(alg, ""))).env) \
-                if alg in names[coll] else {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-                                            f"OMPI_MCA_coll_tuned_{OMPI_NAME[coll]}_algorithm": str(alg)}
-            if seg:
-                env[f"OMPI_MCA_coll_tuned_{OMPI_NAME[coll]}_algorithm_segmentsize"] = str(seg)
-            if fan:
-                env[f"OMPI_MCA_coll_tuned_{OMPI_NAME[coll]}_algorithm_tree_fanout"] = str(fan)
-                env[f"OMPI_MCA_coll_tuned_{OMPI_NAME[coll]}_algorithm_chain_fanout"] = str(fan)
-            forced[key] = self._observe(ranks, points, env, reps, timeout)
+        forced = {key: self._observe(ranks, points, self._force_env(*key), reps, timeout)
+                  for key in dict.fromkeys(p.force for p in points)}
         results = compare(points, default, with_file, forced)
         for r in results:
             p = r.point
@@ -129,6 +118,19 @@ class OpenMPIVerifier:
             notes += check_against_table(table, "openmpi", results, ranks,
                                          lambda c: set(self.provider.algorithm_ids(c)))
         return Report("openmpi", fmt, path, ranks, accepted, evidence, results, unchecked, notes)
+
+    def _force_env(self, coll: str, alg: int, fan: int, seg: int) -> dict[str, str]:
+        """The provider's forcing of algorithm number alg, plus the rule's
+        segment size and fan-out (an unknown number is forced as is: Open MPI
+        then rejects it like the file)."""
+        var = f"OMPI_MCA_coll_tuned_{OMPI_NAME[coll]}_algorithm"
+        env = {**self.provider.takeover_env(), "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+               var: str(alg)}
+        if seg:
+            env[f"{var}_segmentsize"] = str(seg)
+        if fan:
+            env[f"{var}_tree_fanout"] = env[f"{var}_chain_fanout"] = str(fan)
+        return env
 
     def _verify_han(self, path: str, text: str, ranks: int, timeout: float) -> Report:
         expected = parse_han(text, path)
