@@ -24,8 +24,7 @@ def run(args, cli) -> int:
     from ..decision import DecisionTable
     from ..errors import BackendError, ConfigError
     from ..session import Session
-    from ..verify import VERIFIERS, import_all
-    import_all()
+    from ..verify import VERIFIERS
     session = Session(cli, args.config)
     cls = VERIFIERS.get(args.library)
     try:

@@ -138,9 +138,8 @@ def _short(sig: tuple) -> str:
     return "; ".join(parts)
 
 
-def import_all() -> None:
-    from ..registry import import_plugins
-    import_plugins(__name__, __path__, skip=("probe", "rules"))
+from ..registry import import_plugins  # noqa: E402
 
+import_plugins(__name__, __path__, skip=("probe", "rules", "table_check"))  # each registers itself
 
 __all__ = ["VERIFIERS", "Point", "PointResult", "Report", "compare", "acceptance_from_points"]
