@@ -4,8 +4,9 @@ A rule tuned on the local backend with the target library's own provider
 (``openmpi`` / ``mpich``) names that library's algorithm directly. A rule tuned
 in simulation names an SMPI algorithm; SMPI re-implements many Open MPI and
 MPICH algorithms under its own names, and EQUIVALENT says which library
-algorithm each one is (same communication pattern; checked against SMPI's
-sources' comments and the libraries' coll_base / MPIR algorithm files). A rule
+algorithm each one is (same communication pattern, from the algorithms'
+descriptions in SMPI's and the libraries' sources; verify proves the mapped
+algorithm runs, not that it performs as SMPI's did). A rule
 with no equivalent, or naming an algorithm that cannot be deployed through a
 rules file (UNDEPLOYABLE), is an error, unless the user allows SUBSTITUTE: the
 library's general-purpose algorithm for that collective, named in the file header.
