@@ -129,3 +129,22 @@ def test_mpich_rejected_and_disagreeing_files(tmp_path):
     proc = verify(str(swapped), "mpich", "--table", table)
     assert proc.returncode == 1
     assert "[the table says scatter_ring_allgather, the file binomial]" in proc.stdout
+
+
+def test_openmpi_tuned_canary_when_the_file_agrees_with_the_default(tmp_path):
+    # pipeline is what 5.0's fixed decision runs for a small bcast on 2 ranks: no
+    # sample point can tell the file from the default, so verify appends a canary
+    table = save_table(tmp_path / "t.json", [("bcast", 1, 2, [(0, "pipeline", "openmpi")])],
+                       "Open MPI")
+    text = open(export(tmp_path, table, "openmpi-tuned")).read()
+    good = tmp_path / "same.rules"
+    good.write_text(text)
+    proc = verify(str(good), "openmpi")
+    assert proc.returncode == 0, proc.stdout
+    assert any(ln.strip().startswith("ok*") for ln in point_lines(proc.stdout))
+    assert "a copy of the file with a barrier rule (linear) appended was read" in proc.stdout
+    # a block for a collective id Open MPI does not have: it drops the whole file
+    bad = tmp_path / "bad.rules"
+    bad.write_text(text.replace("1  # collectives", "2  # collectives") + "99\n1\n1 1\n0 1 0 0 0\n")
+    proc = verify(str(bad), "openmpi")
+    assert proc.returncode == 1 and "does not parse to its end" in proc.stdout

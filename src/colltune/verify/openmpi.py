@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
+import tempfile
+from pathlib import Path
 
 from ..backends.local import host_cores
 from ..errors import InputError
+from ..exporters.openmpi_tuned import COLL_ID
 from ..providers.openmpi import OMPI_NAME, OpenMPIProvider, ran
 from . import VERIFIERS, Point, Report, acceptance_from_points, compare
 from . import probe as _probe
@@ -22,6 +26,10 @@ from .rules import TOTAL_SIZE_KEY, parse_han, parse_tuned
 from .table_check import check_against_table
 
 REDUCTIONS = ("reduce", "allreduce", "reduce_scatter_block")
+# (collective, algorithm, bytes per rank) appended by the acceptance canary: each
+# differs from 5.0's default choice on 2-4 ranks (the canary checks that it does).
+CANARIES = (("barrier", "linear", 0), ("scatter", "linear_nb", 64), ("gather", "linear_sync", 64),
+            ("bcast", "basic_linear", 64), ("allgather", "ring", 64))
 _DUMP = re.compile(r"dump_dynamic_rules \d+ collective \d+ \((\w+)\) topology level (\d+) \(\w+\) "
                    r"configuration size (\d+) mes+age size (\d+) -> collective component \d+ \((\w+)\)")
 _READ = re.compile(r"init_dynamic_rules read (\d+) rules from (\S+)")
@@ -72,11 +80,12 @@ class OpenMPIVerifier:
         if fmt == "openmpi-han":
             return self._verify_han(path, text, ranks or 2, timeout)
         notes = []
+        malformed = False
         try:
             rules = parse_tuned(text, path)
         except InputError as exc:
             notes.append(f"malformed: {exc}")
-            rules = parse_tuned(text, path, strict=False)
+            rules, malformed = parse_tuned(text, path, strict=False), True
         sizes = sorted({c for blocks in rules.blocks.values() for c, _ in blocks})
         ranks = ranks or max([c for c in sizes if 2 <= c <= 4], default=2)
         points, unchecked = [], []
@@ -114,10 +123,52 @@ class OpenMPIVerifier:
             if really != p.expected:
                 r.ran += f" [Open MPI's own fallback runs {really} here]"
         accepted, evidence = acceptance_from_points(results)
+        if not accepted and not malformed and not any(r.distinguishes for r in results):
+            accepted, evidence = self._canary(path, text, rules, ranks, timeout, evidence)
         if table is not None:
             notes += check_against_table(table, "openmpi", results, ranks,
                                          lambda c: set(self.provider.algorithm_ids(c)))
         return Report("openmpi", fmt, path, ranks, accepted, evidence, results, unchecked, notes)
+
+    def _canary(self, path: str, text: str, rules, ranks: int, timeout: float,
+                why: str) -> tuple[bool, str]:
+        """When no sample point tells the file from the default: a copy of the
+        file with one more collective appended (and the count raised) must make
+        Open MPI run that collective's rule. coll/tuned reads the whole file or
+        nothing, so the copy being read shows the original's body parses."""
+        for coll, alg_name, nbytes in CANARIES:
+            if coll in rules.blocks:
+                continue
+            ids = self.provider.algorithm_ids(coll)
+            if alg_name not in ids:
+                continue
+            alg = ids[alg_name]
+            cols = " 0" if rules.version > 1 else ""
+            body = re.sub(r"^(\s*\d+)", lambda m: str(int(m.group(1)) + 1),
+                          "\n".join(ln if not ln.lstrip().startswith(("#", "rule-file")) else ""
+                                    for ln in text.splitlines()).lstrip("\n"), count=1)
+            header = "rule-file-version-2\n" if rules.version > 1 else ""
+            copy = Path(tempfile.mkdtemp(prefix="colltune-canary-")) / Path(path).name
+            copy.write_text(f"{header}{body}\n{COLL_ID[coll]}\n1\n1 1\n0 {alg} 0 0{cols}\n")
+            point = [Point(coll, nbytes, alg_name, (coll, alg, 0, 0))]
+            env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                   "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(copy),
+                   **self.provider.takeover_env()}
+            default = self._observe(ranks, point, {}, 1, timeout)
+            canary = self._observe(ranks, point, env, 1, timeout)
+            forced = self._observe(ranks, point, self._force_env(coll, alg, 0, 0), 1, timeout)
+            shutil.rmtree(copy.parent, ignore_errors=True)
+            if not (default.ok and canary.ok and forced.ok):
+                continue
+            res = compare(point, default, canary, {point[0].force: forced})[0]
+            if res.distinguishes:
+                if res.honoured:
+                    return True, (f"no sample point differs from the default, but a copy of the file "
+                                  f"with a {coll} rule ({alg_name}) appended was read: that rule ran")
+                return False, (f"no sample point differs from the default, and a copy of the file "
+                               f"with a {coll} rule appended was not read either: the file does "
+                               f"not parse to its end (Open MPI drops it)")
+        return False, why
 
     def _force_env(self, coll: str, alg: int, fan: int, seg: int) -> dict[str, str]:
         """The provider's forcing of algorithm number alg, plus the rule's
