@@ -218,6 +218,13 @@ def algorithm_cvar(collective: str) -> str:
     return f"MPIR_CVAR_{MPICH_NAME[collective]}_INTRA_ALGORITHM"
 
 
+# Enumerated values that are not CPU algorithms to tune: `ccl` hands the call
+# to NCCL/RCCL; on a build without them it still completes when forced (so its
+# times belong to whatever ran instead), and a CSEL file selecting it makes
+# MPICH 5.0.2 segfault in MPI_Init (found by `colltune verify`).
+NOT_CANDIDATES = {"ccl": "needs an accelerator collective library (NCCL/RCCL)"}
+
+
 @PROVIDERS.register("mpich")
 class MPICHProvider(Provider):
     name = "mpich"
@@ -233,7 +240,8 @@ class MPICHProvider(Provider):
         for coll in COLLECTIVES:
             desc = self.cvars.get(algorithm_cvar(coll))
             if desc is not None:
-                self._algos[coll] = [(n, d) for n, d in enum_names(desc) if n != "auto"]
+                self._algos[coll] = [(n, d) for n, d in enum_names(desc)
+                                     if n != "auto" and n not in NOT_CANDIDATES]
         if not self._algos:
             raise BackendError(f"MPICH at {impl.cc} lists no MPIR_CVAR_*_INTRA_ALGORITHM "
                                f"control variables through MPI_T")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..decision import DecisionTable, Entry, rules_from_points
 from ..plan import BenchSpec
+from ..providers.base import ALGORITHM
 from ..results import Results
 from . import TUNERS
 from .base import Tuner
@@ -31,10 +32,20 @@ class ExhaustiveTuner(Tuner):
         return specs
 
     def decide(self, results: Results, provenance: dict) -> DecisionTable:
-        best = results.filter(collective=list(self.space.collectives), scenario="plain").best()
+        entries = []
+        for coll in self.space.collectives:
+            # only this campaign's candidates: a store may hold algorithms the
+            # provider no longer offers (or that the user excluded)
+            names = [a.label for a in self.candidates(coll) if a.kind == ALGORITHM]
+            best = results.filter(collective=coll, scenario="plain", algorithm=names).best()
+            entries += self._entries(best)
+        return DecisionTable(self.name, provenance, tuple(entries))
+
+    @staticmethod
+    def _entries(best) -> list[Entry]:
         entries = []
         for (coll, nodes, ppn), g in best.groupby(["collective", "nodes", "ppn"]):
             pts = [(int(r.msg_size), r.algorithm, r.provider, {}, float(r.ttc_median_s))
                    for r in g.itertuples()]
             entries.append(Entry(coll, int(nodes), int(ppn), rules_from_points(pts)))
-        return DecisionTable(self.name, provenance, tuple(entries))
+        return entries
