@@ -22,6 +22,15 @@ int ct_library_call(ct_coll coll, const ct_args *a)
 
 int ct_library_icall(ct_coll coll, const ct_args *a, MPI_Request *req)
 {
+#ifdef COLLTUNE_SMPI
+    /* SMPI 3.32's MPI_Ireduce / MPI_Iallreduce fold contributions in arrival
+     * order: wrong for non-commutative ops (algotest shows it). Run the
+     * blocking call there; the request is complete on return. */
+    if ((coll == CT_REDUCE || coll == CT_ALLREDUCE) && !ct_is_commutative(a->op)) {
+        *req = MPI_REQUEST_NULL;
+        return ct_library_call(coll, a);
+    }
+#endif
     switch (coll) {
     case CT_BCAST:
         return PMPI_Ibcast(a->recvbuf, a->count, a->dtype, a->root, a->comm, req);

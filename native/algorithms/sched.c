@@ -315,15 +315,34 @@ static int progress(int block)
                 owner[n] = act[i];
                 owner_idx[n++] = j;
             }
-    /* Waitany, not Waitsome: SMPI 3.32's Waitsome makes the simulation slower
-     * and slower over a run (5x over a 9-rank algotest), Waitany does not. */
-    int done = 1;
-    int rc = block ? MPI_Waitany(n, all_req, all_idx, all_st)
-                   : MPI_Testsome(n, all_req, &done, all_idx, all_st);
-    if (block && all_idx[0] == MPI_UNDEFINED) done = 0;
-    else if (block && rc != MPI_SUCCESS) {   /* that one request failed */
-        all_st[0].MPI_ERROR = rc;
-        rc = MPI_ERR_IN_STATUS;
+    int done = n, rc;
+    if (!block) {
+#ifdef COLLTUNE_SMPI
+        /* one Testany: see the Waitany note below. Every failed test costs
+         * SMPI 3.32 simulation speed for the rest of the run (each leaves
+         * state behind), so call ct_test sparingly under SMPI. */
+        int flag = 0;
+        rc = MPI_Testany(n, all_req, all_idx, &flag, all_st);
+        done = flag && all_idx[0] != MPI_UNDEFINED;
+        if (done && rc != MPI_SUCCESS) { all_st[0].MPI_ERROR = rc; rc = MPI_ERR_IN_STATUS; }
+#else
+        rc = MPI_Testsome(n, all_req, &done, all_idx, all_st);
+#endif
+    } else if (nact == 1) {   /* nothing else to progress: one wait for the round */
+        rc = MPI_Waitall(n, all_req, all_st);
+        for (int k = 0; k < n; k++) all_idx[k] = k;
+    } else {
+#ifdef COLLTUNE_SMPI
+        /* SMPI 3.32's Waitsome makes the simulation slower and slower over a
+         * run (5x over a 9-rank algotest); its Waitany does not */
+        done = 1;
+        rc = MPI_Waitany(n, all_req, all_idx, all_st);
+        if (all_idx[0] == MPI_UNDEFINED) done = 0;
+        else if (rc != MPI_SUCCESS) { all_st[0].MPI_ERROR = rc; rc = MPI_ERR_IN_STATUS; }
+#else
+        /* one call per completion batch: on MPICH each wait call is costly */
+        rc = MPI_Waitsome(n, all_req, &done, all_idx, all_st);
+#endif
     }
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
         for (int i = 0; i < n; i++) if (owner[i]->rc == MPI_SUCCESS) owner[i]->rc = rc;
@@ -333,6 +352,7 @@ static int progress(int block)
     for (int k = 0; k < done && done != MPI_UNDEFINED; k++) {
         int i = all_idx[k];
         ct_sched *s = owner[i];
+        if (rc == MPI_ERR_IN_STATUS && all_st[k].MPI_ERROR == MPI_ERR_PENDING) continue;
         s->req[owner_idx[i]] = MPI_REQUEST_NULL;
         s->pending--;
         if (rc == MPI_ERR_IN_STATUS && all_st[k].MPI_ERROR != MPI_SUCCESS && s->rc == MPI_SUCCESS)
