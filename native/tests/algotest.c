@@ -328,6 +328,15 @@ static void api_checks(void)
         if (ct_call(alg->coll, alg->name, NULL, &v, &ran) != MPI_SUCCESS || !ran ||
             strcmp(ran, "library") || (alg->coll != CT_BCAST && (y[0] != 1 || y[2] != 3)))
             api_fail("declined call must run the library and be labelled 'library'");
+        ct_request req;   /* the same through the non-blocking entry */
+        memset(y, 0, sizeof y);
+        if (ct_icall(alg->coll, alg->name, NULL, &v, &req, &ran) != MPI_SUCCESS || !ran ||
+            strcmp(ran, "library") || ct_wait(&req) != MPI_SUCCESS ||
+            (alg->coll != CT_BCAST && (y[0] != 1 || y[2] != 3)))
+            api_fail("declined ct_icall must run the library and be labelled 'library'");
+        if (ct_icall(alg->coll, "no_such_algorithm", NULL, &a, &req, &ran) != MPI_ERR_ARG || ran ||
+            ct_wait(&req) != MPI_SUCCESS)
+            api_fail("ct_icall of an unknown name must return MPI_ERR_ARG and start nothing");
     }
     MPI_Type_free(&vec);
     MPI_Op_free(&vop);
