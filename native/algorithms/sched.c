@@ -29,6 +29,7 @@ struct ct_sched {
     MPI_Request *req;           /* requests of the current round */
     int nreq, capreq, pending;
     int round, active, rc;
+    int starting;               /* inside start_round: a child's start must not advance us */
 };
 
 /* ---- per-communicator state: shadow communicator and sequence number ---- */
@@ -196,6 +197,7 @@ static void start_round(ct_sched *s, int r)
     int rc = MPI_SUCCESS;
     s->round = r;
     s->nreq = s->pending = 0;
+    s->starting = 1;
     for (int i = s->rstart[r]; i < round_end(s, r) && rc == MPI_SUCCESS; i++) {
         op_t *o = &s->ops[i];
         switch (o->kind) {
@@ -219,13 +221,14 @@ static void start_round(ct_sched *s, int r)
         else if (rc != MPI_SUCCESS && (o->kind == OP_SEND || o->kind == OP_RECV))
             s->req[s->nreq - 1] = MPI_REQUEST_NULL;
     }
+    s->starting = 0;
     if (rc != MPI_SUCCESS) { s->rc = rc; finish(s); }
 }
 
 /* Round done: no request pending and every child of the round complete. */
 static int round_done(ct_sched *s)
 {
-    if (s->pending) return 0;
+    if (s->pending || s->starting) return 0;
     for (int i = s->round >= 0 ? s->rstart[s->round] : 0; s->round >= 0 && i < round_end(s, s->round); i++)
         if (s->ops[i].kind == OP_CHILD) {
             if (s->ops[i].child->active) return 0;

@@ -340,6 +340,27 @@ static void api_checks(void)
     }
     MPI_Type_free(&vec);
     MPI_Op_free(&vop);
+    /* engine: a persistent parent whose first round runs a child schedule;
+     * the second round folds what the child received, twice */
+    int in[4] = {1, 2, 3, 4}, mid[4], out[4];
+    ct_sched *parent, *child;
+    ct_sched_create(MPI_COMM_SELF, &parent);
+    ct_sched_create(MPI_COMM_SELF, &child);
+    ct_sched_recv(child, mid, 4, MPI_INT, 0);
+    ct_sched_send(child, in, 4, MPI_INT, 0);
+    ct_sched_child(parent, child);
+    ct_sched_copy(parent, out, in, sizeof in);
+    ct_sched_round(parent);
+    ct_sched_reduce(parent, mid, out, 4, MPI_INT, MPI_SUM);
+    ct_sched_reduce(parent, mid, out, 4, MPI_INT, MPI_SUM);
+    for (int rep = 0; rep < 2; rep++) {
+        memset(mid, 0, sizeof mid);
+        memset(out, 0, sizeof out);
+        if (ct_sched_start(parent) != MPI_SUCCESS || ct_sched_wait(parent) != MPI_SUCCESS ||
+            out[0] != 3 || out[3] != 12)
+            api_fail("schedule with a child, started twice, must fold the child's data");
+    }
+    ct_sched_free(&parent);
 }
 
 static void parse_counts(const char *s)
