@@ -2,13 +2,14 @@
 
 The C driver native/tests/algotest.c iterates the catalogue and checks every
 algorithm x parameter set x communicator x root x count x type x op x in-place
-case against an analytically computed result (docs/algorithms.md). Here it is
-built with smpicc and run under smpirun on the bundled 'small' platform (block
-placement), then built with the Open MPI and MPICH wheels' mpicc and run on the
-real libraries with up to 5 ranks. The number of checked cases must be what the
-matrix implies, computed here from the catalogue listing (`algotest -l`), and
-no case may fail. smpicc/smpirun missing is a failure, never a skip; the MPI
-wheels are optional (skipped when .deps/<mpi>/bin/mpicc is absent).
+case against an analytically computed result (docs/algorithms.md), blocking
+(ct_call) and non-blocking (ct_icall: several schedules in flight, persistent
+restarts, the caller's own traffic overlapped). Here it is built with smpicc
+and run under smpirun on the bundled 'small' platform (block placement);
+tests/test_algorithms_real.py runs it on the real Open MPI and MPICH. The
+number of checked cases must be what the matrix implies, computed here from
+the catalogue listing (`algotest -l`), and no case may fail. smpicc/smpirun
+missing is a failure, never a skip.
 """
 from __future__ import annotations
 
@@ -70,9 +71,13 @@ def parse_listing(text: str) -> list[dict]:
     return algs
 
 
-def expected_cases(algs: list[dict], world: int, maxsub: int, all_roots: bool, counts: list[int]) -> int:
+MODES = {"blocking": 1, "nb": 1, "both": 2}
+
+
+def expected_cases(algs: list[dict], world: int, maxsub: int, all_roots: bool, counts: list[int],
+                   mode: str = "both") -> int:
     """Cases the driver must check: communicators are the first k ranks for
-    k = 1..min(maxsub, world), then MPI_COMM_WORLD."""
+    k = 1..min(maxsub, world), then MPI_COMM_WORLD; each case once per mode."""
     total = 0
     for k in [*range(1, min(maxsub, world) + 1), world]:
         for a in algs:
@@ -80,7 +85,7 @@ def expected_cases(algs: list[dict], world: int, maxsub: int, all_roots: bool, c
             roots = (k if all_roots else len({0, k // 2, k - 1})) if a["coll"] in ROOTED else 1
             combos = 8 if a["coll"] in REDUCTIONS else 3       # (type, op) pairs, testdata.c
             inplace = 1 if a["coll"] == "bcast" else 2
-            total += sets * roots * len(counts) * combos * inplace
+            total += sets * roots * len(counts) * combos * inplace * MODES[mode]
     return total
 
 
@@ -114,16 +119,35 @@ def test_catalogue_one_file_per_algorithm(catalogue):
 
 
 def test_matrix_smpi_17_ranks_every_subcommunicator_every_root(smpi, catalogue):
-    """Communicators of 1..17 ranks (and WORLD), every root, small counts."""
-    out = smpi(17, ["-s", "17", "-r", "all", "-c", ",".join(map(str, COUNTS_SMALL))])
-    check_run(out, expected_cases(catalogue, 17, 17, True, COUNTS_SMALL))
+    """Blocking calls on communicators of 1..17 ranks (and WORLD), every root,
+    small counts."""
+    out = smpi(17, ["-s", "17", "-r", "all", "-m", "blocking", "-c", ",".join(map(str, COUNTS_SMALL))])
+    check_run(out, expected_cases(catalogue, 17, 17, True, COUNTS_SMALL, "blocking"))
+
+
+def test_matrix_smpi_nonblocking_9_ranks_every_subcommunicator(smpi, catalogue):
+    """Non-blocking calls (3 in flight, every third persistent and restarted,
+    with the caller's MPI_ANY_TAG traffic on the same communicator) on
+    communicators of 1..9 ranks, roots 0, k/2, k-1. (17 ranks cost 6+ minutes:
+    every failed MPI_Test slows SMPI down for the rest of a run.)"""
+    out = smpi(9, ["-s", "9", "-r", "few", "-m", "nb", "-c", ",".join(map(str, COUNTS_SMALL))])
+    check_run(out, expected_cases(catalogue, 9, 9, False, COUNTS_SMALL, "nb"))
 
 
 def test_matrix_smpi_24_ranks_all_counts(smpi, catalogue):
-    """WORLD of 24 ranks (not a power of two: 16 + 8 folded), roots 0, 12, 23,
-    counts up to 1031 (non-power-of-two, many segments)."""
-    out = smpi(24, ["-s", "0", "-r", "few", "-c", ",".join(map(str, COUNTS_ALL))])
-    check_run(out, expected_cases(catalogue, 24, 0, False, COUNTS_ALL))
+    """Blocking calls on a WORLD of 24 ranks (not a power of two: 16 + 8
+    folded), roots 0, 12, 23, counts up to 1031 (non-power-of-two, many
+    segments)."""
+    out = smpi(24, ["-s", "0", "-r", "few", "-m", "blocking", "-c", ",".join(map(str, COUNTS_ALL))])
+    check_run(out, expected_cases(catalogue, 24, 0, False, COUNTS_ALL, "blocking"))
+
+
+def test_matrix_smpi_nonblocking_24_ranks_large_counts(smpi, catalogue):
+    """Non-blocking calls on 24 ranks with many segments per schedule (counts
+    100 and 1031), default parameters (the probes double the cost)."""
+    out = smpi(24, ["-s", "0", "-r", "few", "-m", "nb", "-d", "-c", "100,1031"])
+    defaults = [{**a, "params": [{**p, "probe": []} for p in a["params"]]} for a in catalogue]
+    check_run(out, expected_cases(defaults, 24, 0, False, [100, 1031], "nb"))
 
 
 CHARGE_C = r"""
@@ -171,28 +195,6 @@ def test_charging_hook_advances_simulated_time(smpi, tmp_path):
         pytest.approx((0.5, 2.0), rel=1e-6)
     # 0 turns charging off; what remains is SMPI's own 10 ns per MPI_Wtime call
     assert max(times({"COLLTUNE_COPY_RATE": "0", "COLLTUNE_REDUCE_RATE": "0"})) < 1e-6
-
-
-REAL = {
-    "openmpi": (["--oversubscribe"], {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}),
-    # ranks > cores: yield instead of busy-polling, or the run is ~4x slower
-    "mpich": ([], {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}),
-}
-
-
-@pytest.mark.parametrize("mpi", sorted(REAL))
-def test_matrix_real_mpi_5_ranks(mpi, tmp_path, catalogue):
-    """The same driver on the real library: communicators of 1..5 ranks, every root."""
-    bindir = DEPS / mpi / "bin"
-    if not (bindir / "mpicc").exists():
-        pytest.skip(f"{mpi} wheel not installed ({bindir / 'mpicc'} missing)")
-    exe = build(str(bindir / "mpicc"), tmp_path / "build")
-    extra, env = REAL[mpi]
-    cmd = [str(bindir / "mpirun"), *extra, "-np", "5", str(exe), "-s", "5", "-r", "all",
-           "-c", ",".join(map(str, COUNTS_ALL))]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
-    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    check_run(r.stdout, expected_cases(catalogue, 5, 5, True, COUNTS_ALL))
 
 
 def test_large_message_algorithms_win_where_theory_says(smpi, catalogue):

@@ -46,39 +46,3 @@ const ct_algorithm *ct_find(ct_coll coll, const char *name)
         if (table[i]->coll == coll && strcmp(table[i]->name, name) == 0) return table[i];
     return NULL;
 }
-
-int ct_library_call(ct_coll coll, const ct_args *a)
-{
-    switch (coll) {  /* on the collective, not on algorithm names */
-    case CT_BCAST:
-        return PMPI_Bcast(a->recvbuf, a->count, a->dtype, a->root, a->comm);
-    case CT_REDUCE:
-        return PMPI_Reduce(a->sendbuf, a->recvbuf, a->count, a->dtype, a->op, a->root, a->comm);
-    case CT_ALLREDUCE:
-        return PMPI_Allreduce(a->sendbuf, a->recvbuf, a->count, a->dtype, a->op, a->comm);
-    case CT_ALLGATHER:
-        return PMPI_Allgather(a->sendbuf, a->count, a->dtype, a->recvbuf, a->count, a->dtype,
-                              a->comm);
-    default:
-        return MPI_ERR_ARG;
-    }
-}
-
-int ct_call(ct_coll coll, const char *name, const int *params, const ct_args *a,
-            const char **ran)
-{
-    const ct_algorithm *alg = ct_find(coll, name);
-    int p[CT_MAX_PARAMS];
-    if (ran) *ran = NULL;
-    if (!alg) return MPI_ERR_ARG;
-    for (int i = 0; i < alg->nparams; i++) {
-        p[i] = params ? params[i] : alg->params[i].def;
-        if (p[i] < alg->params[i].min || p[i] > alg->params[i].max) return MPI_ERR_ARG;
-    }
-    if (alg->supports(a) != NULL) {
-        if (ran) *ran = "library";
-        return ct_library_call(coll, a);
-    }
-    if (ran) *ran = alg->name;
-    return alg->run(a, p);
-}

@@ -5,10 +5,6 @@
 #include <string.h>
 #include "colltune/algorithms.h"
 
-/* Tags of colltune's point-to-point traffic, one per collective, kept apart
- * from small application tags (MPI guarantees tags up to 32767). */
-enum { CT_TAG_BCAST = 32601, CT_TAG_REDUCE, CT_TAG_ALLREDUCE, CT_TAG_ALLGATHER };
-
 /* Address of element i of a dense buffer. */
 static inline char *ct_at(const void *buf, MPI_Aint ext, MPI_Aint i)
 {
@@ -39,18 +35,22 @@ int ct_seg_elems(int segbytes, MPI_Aint ext, int count);
 typedef enum { CT_TREE_KNOMIAL, CT_TREE_KARY, CT_TREE_CHAIN } ct_tree_kind;
 int ct_tree(ct_tree_kind kind, int radix, int vrank, int size, int *child, int *nchild);
 
+/* Schedule builders shared by the algorithms (one implementation each; the
+ * blocking forms are "build + wait"). Each starts a new round, so it may read
+ * whatever earlier operations produced. Peers are ranks of a->comm. */
+
 /* Segmented tree bcast / commutative tree reduce over any ct_tree shape. */
-int ct_tree_bcast(const ct_args *a, ct_tree_kind kind, int radix, int segbytes);
-int ct_tree_reduce(const ct_args *a, ct_tree_kind kind, int radix, int segbytes);
+void ct_tree_bcast(ct_sched *s, const ct_args *a, ct_tree_kind kind, int radix, int segbytes);
+void ct_tree_reduce(ct_sched *s, const ct_args *a, ct_tree_kind kind, int radix, int segbytes);
 
 /* Order-preserving binomial reduce (used by reduce/binomial and allreduce). */
-int ct_binomial_reduce(const ct_args *a);
+void ct_binomial_reduce(ct_sched *s, const ct_args *a);
 
 /* Recursive-halving helpers for non-powers of two (MPICH's scheme): the first
  * 2*rem ranks fold pairwise, so pof2 "new ranks" remain, each a contiguous
  * range of old ranks in order. */
-int ct_fold_in(void *buf, void *tmp, const ct_args *a, int tag, int *newrank);
-int ct_fold_out(void *buf, const ct_args *a, int tag);
+void ct_fold_in(ct_sched *s, void *buf, void *tmp, const ct_args *a, int *newrank);
+void ct_fold_out(ct_sched *s, void *buf, const ct_args *a);
 int ct_newrank_to_rank(int newrank, int rem);
 
 /* Block b of count elements split into n nearly equal blocks. */
@@ -61,15 +61,23 @@ static inline int ct_block_start(int count, int n, int b)
 
 /* Recursive-halving reduce-scatter among pof2 new ranks: afterwards new rank
  * r holds block r (of pof2 blocks) of the reduction in buf. Commutative op. */
-int ct_rs_halving(void *buf, void *tmp, const ct_args *a, int tag, int newrank, int pof2);
+void ct_rs_halving(ct_sched *s, void *buf, void *tmp, const ct_args *a, int newrank, int pof2);
 
 /* Scatter + allgather building blocks (scatter.c), on the message as bytes
  * cut into size pieces of chunk bytes in virtual-rank order (root = 0). */
-int ct_scatter_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
-int ct_ring_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
-int ct_rdb_pieces(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
+typedef void (*ct_pieces_fn)(ct_sched *s, char *buf, MPI_Aint nbytes, MPI_Aint chunk,
+                             const ct_args *a);
+void ct_scatter_pieces(ct_sched *s, char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
+void ct_ring_pieces(ct_sched *s, char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
+void ct_rdb_pieces(ct_sched *s, char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
 /* The whole scatter + allgather bcast, with the allgather of pieces given. */
-typedef int (*ct_pieces_fn)(char *buf, MPI_Aint nbytes, MPI_Aint chunk, const ct_args *a);
-int ct_bcast_scatter_allgather(const ct_args *a, ct_pieces_fn allgather);
+void ct_bcast_scatter_allgather(ct_sched *s, const ct_args *a, ct_pieces_fn allgather);
+
+/* Communicator size and rank, for builders. */
+static inline void ct_size_rank(const ct_args *a, int *size, int *rank)
+{
+    MPI_Comm_size(a->comm, size);
+    MPI_Comm_rank(a->comm, rank);
+}
 
 #endif

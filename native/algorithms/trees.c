@@ -37,129 +37,106 @@ int ct_tree(ct_tree_kind kind, int radix, int v, int size, int *child, int *nchi
     return parent;
 }
 
-/* Each rank receives segment s from its parent while its sends of segment
- * s-1 to its children are still in flight (one segment of look-ahead). */
-int ct_tree_bcast(const ct_args *a, ct_tree_kind kind, int radix, int segbytes)
+/* Round r: receive segment r from the parent and forward segment r-1 to the
+ * children (the root sends segment r), so a rank receives the next segment
+ * while its sends of the previous one are in flight. */
+void ct_tree_bcast(ct_sched *s, const ct_args *a, ct_tree_kind kind, int radix, int segbytes)
 {
-    int size, rank, nchild, rc = MPI_SUCCESS;
-    MPI_Comm_size(a->comm, &size);
-    MPI_Comm_rank(a->comm, &rank);
-    if (a->count == 0 || size == 1) return MPI_SUCCESS;
+    int size, rank, nchild;
+    ct_size_rank(a, &size, &rank);
+    if (a->count == 0 || size == 1) return;
     int v = (rank - a->root + size) % size;
-    int *child = malloc(sizeof(int) * (size_t)size);
-    MPI_Request *sreq = malloc(sizeof(MPI_Request) * (size_t)size);
+    int *child = ct_sched_alloc(s, sizeof(int) * (size_t)size);
+    if (!child) return;   /* the schedule keeps the error */
     int parent = ct_tree(kind, radix, v, size, child, &nchild);
     MPI_Aint ext = ct_extent(a->dtype);
     int seg = ct_seg_elems(segbytes, ext, a->count), nseg = (a->count + seg - 1) / seg;
-    MPI_Request rreq = MPI_REQUEST_NULL;
-    int prank = (parent + a->root) % size;
-    for (int i = 0; i < nchild; i++) sreq[i] = MPI_REQUEST_NULL;
-    if (parent >= 0)
-        rc = MPI_Irecv(a->recvbuf, seg < a->count ? seg : a->count, a->dtype, prank,
-                       CT_TAG_BCAST, a->comm, &rreq);
-    for (int s = 0; s < nseg && rc == MPI_SUCCESS; s++) {
-        int off = s * seg, n = a->count - off < seg ? a->count - off : seg;
-        if (parent >= 0) {
-            rc = MPI_Wait(&rreq, MPI_STATUS_IGNORE);
-            if (rc == MPI_SUCCESS && s + 1 < nseg) {
-                int n1 = a->count - off - n < seg ? a->count - off - n : seg;
-                rc = MPI_Irecv(ct_at(a->recvbuf, ext, off + n), n1, a->dtype, prank,
-                               CT_TAG_BCAST, a->comm, &rreq);
-            }
+    int lag = parent >= 0, prank = (parent + a->root) % size;
+    ct_sched_round(s);
+    for (int r = 0; r < nseg + lag; r++) {
+        if (parent >= 0 && r < nseg) {
+            int off = r * seg;
+            ct_sched_recv(s, ct_at(a->recvbuf, ext, off), a->count - off < seg ? a->count - off : seg,
+                          a->dtype, prank);
         }
-        if (rc == MPI_SUCCESS) rc = MPI_Waitall(nchild, sreq, MPI_STATUSES_IGNORE);
-        for (int i = 0; i < nchild && rc == MPI_SUCCESS; i++)
-            rc = MPI_Isend(ct_at(a->recvbuf, ext, off), n, a->dtype,
-                           (child[i] + a->root) % size, CT_TAG_BCAST, a->comm, &sreq[i]);
+        int f = r - lag, off = f * seg;
+        for (int i = 0; f >= 0 && i < nchild; i++)
+            ct_sched_send(s, ct_at(a->recvbuf, ext, off), a->count - off < seg ? a->count - off : seg,
+                          a->dtype, (child[i] + a->root) % size);
+        ct_sched_round(s);
     }
-    if (rc == MPI_SUCCESS) rc = MPI_Waitall(nchild, sreq, MPI_STATUSES_IGNORE);
-    free(child);
-    free(sreq);
-    return rc;
 }
 
-/* Commutative reduce up a tree, segment by segment: a rank reduces segment s
- * from all children and sends it up while it starts on segment s+1. */
-int ct_tree_reduce(const ct_args *a, ct_tree_kind kind, int radix, int segbytes)
+/* Commutative reduce up a tree, segment by segment: round r reduces segment
+ * r-1 from all children and sends it up while segment r arrives. */
+void ct_tree_reduce(ct_sched *s, const ct_args *a, ct_tree_kind kind, int radix, int segbytes)
 {
-    int size, rank, nchild, rc = MPI_SUCCESS;
-    MPI_Comm_size(a->comm, &size);
-    MPI_Comm_rank(a->comm, &rank);
-    MPI_Aint ext = ct_extent(a->dtype);
-    char *acc = a->recvbuf, *own = NULL;
-    if (rank != a->root) acc = own = malloc((size_t)(a->count * ext) + 1);
-    if (a->sendbuf != MPI_IN_PLACE) ct_copy(acc, a->sendbuf, a->count * ext);
-    if (a->count == 0 || size == 1) { free(own); return MPI_SUCCESS; }
+    int size, rank, nchild;
+    ct_size_rank(a, &size, &rank);
+    MPI_Aint ext = ct_extent(a->dtype), bytes = a->count * ext;
+    char *acc = rank == a->root ? a->recvbuf : ct_sched_alloc(s, (size_t)bytes);
+    ct_sched_round(s);
+    if (a->sendbuf != MPI_IN_PLACE) ct_sched_copy(s, acc, a->sendbuf, bytes);
+    if (a->count == 0 || size == 1) return;
     int v = (rank - a->root + size) % size;
-    int *child = malloc(sizeof(int) * (size_t)size);
+    int *child = ct_sched_alloc(s, sizeof(int) * (size_t)size);
+    if (!child) return;
     int parent = ct_tree(kind, radix, v, size, child, &nchild);
     int seg = ct_seg_elems(segbytes, ext, a->count), nseg = (a->count + seg - 1) / seg;
-    char *tmp = malloc((size_t)(seg * ext) * (size_t)(nchild > 0 ? nchild : 1));
-    MPI_Request *rreq = malloc(sizeof(MPI_Request) * (size_t)(nchild + 1));
-    MPI_Request sreq = MPI_REQUEST_NULL;
-    for (int s = 0; s < nseg && rc == MPI_SUCCESS; s++) {
-        int off = s * seg, n = a->count - off < seg ? a->count - off : seg;
-        for (int i = 0; i < nchild && rc == MPI_SUCCESS; i++)
-            rc = MPI_Irecv(tmp + (MPI_Aint)i * seg * ext, n, a->dtype, (child[i] + a->root) % size,
-                           CT_TAG_REDUCE, a->comm, &rreq[i]);
-        if (rc == MPI_SUCCESS) rc = MPI_Waitall(nchild, rreq, MPI_STATUSES_IGNORE);
-        for (int i = 0; i < nchild && rc == MPI_SUCCESS; i++)
-            rc = ct_reduce_local(tmp + (MPI_Aint)i * seg * ext, ct_at(acc, ext, off), n,
-                                 a->dtype, a->op);
-        if (parent >= 0 && rc == MPI_SUCCESS) {
-            rc = MPI_Wait(&sreq, MPI_STATUS_IGNORE);
-            if (rc == MPI_SUCCESS)
-                rc = MPI_Isend(ct_at(acc, ext, off), n, a->dtype, (parent + a->root) % size,
-                               CT_TAG_REDUCE, a->comm, &sreq);
+    char *tmp = ct_sched_alloc(s, (size_t)(seg * ext) * (size_t)(nchild > 0 ? nchild : 1));
+    for (int r = 0; r <= nseg; r++) {
+        if (r > 0) {
+            int off = (r - 1) * seg, n = a->count - off < seg ? a->count - off : seg;
+            for (int i = 0; i < nchild; i++)
+                ct_sched_reduce(s, tmp + (MPI_Aint)i * seg * ext, ct_at(acc, ext, off), n, a->dtype, a->op);
+            if (parent >= 0)
+                ct_sched_send(s, ct_at(acc, ext, off), n, a->dtype, (parent + a->root) % size);
         }
+        if (r < nseg) {
+            int off = r * seg, n = a->count - off < seg ? a->count - off : seg;
+            for (int i = 0; i < nchild; i++)
+                ct_sched_recv(s, tmp + (MPI_Aint)i * seg * ext, n, a->dtype, (child[i] + a->root) % size);
+        }
+        ct_sched_round(s);
     }
-    if (rc == MPI_SUCCESS) rc = MPI_Wait(&sreq, MPI_STATUS_IGNORE);
-    free(child); free(tmp); free(rreq); free(own);
-    return rc;
 }
 
 /* Binomial reduce that keeps operands in rank order, so non-commutative ops
  * work: for those the tree is rooted at rank 0 (every subtree is then a
- * contiguous range of ranks) and rank 0 forwards the result to the root. */
-int ct_binomial_reduce(const ct_args *a)
+ * contiguous range of ranks) and rank 0 forwards the result to the root.
+ * Which buffer holds the partial result is decided while building. */
+void ct_binomial_reduce(ct_sched *s, const ct_args *a)
 {
-    int size, rank, rc = MPI_SUCCESS;
-    MPI_Comm_size(a->comm, &size);
-    MPI_Comm_rank(a->comm, &rank);
+    int size, rank;
+    ct_size_rank(a, &size, &rank);
     MPI_Aint ext = ct_extent(a->dtype), bytes = a->count * ext;
     int commute = ct_is_commutative(a->op), troot = commute ? a->root : 0;
-    char *mine = NULL, *tmp = malloc((size_t)bytes + 1), *acc = a->recvbuf;
-    if (rank != a->root) acc = mine = malloc((size_t)bytes + 1);
-    if (a->sendbuf != MPI_IN_PLACE) ct_copy(acc, a->sendbuf, bytes);
+    char *tmp = ct_sched_alloc(s, (size_t)bytes);
+    char *acc = rank == a->root ? a->recvbuf : ct_sched_alloc(s, (size_t)bytes);
+    ct_sched_round(s);
+    if (a->sendbuf != MPI_IN_PLACE) ct_sched_copy(s, acc, a->sendbuf, bytes);
+    if (a->count == 0) return;
     int v = (rank - troot + size) % size;
-    for (int mask = 1; mask < size && a->count > 0 && rc == MPI_SUCCESS; mask <<= 1) {
+    for (int mask = 1; mask < size; mask <<= 1) {
         if (v & mask) {
-            rc = MPI_Send(acc, a->count, a->dtype, (v - mask + troot) % size, CT_TAG_REDUCE, a->comm);
+            ct_sched_send(s, acc, a->count, a->dtype, (v - mask + troot) % size);
             break;
         }
         if (v + mask >= size) continue;
-        rc = MPI_Recv(tmp, a->count, a->dtype, (v + mask + troot) % size, CT_TAG_REDUCE,
-                      a->comm, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) break;
+        ct_sched_recv(s, tmp, a->count, a->dtype, (v + mask + troot) % size);
+        ct_sched_round(s);
         if (commute) {
-            rc = ct_reduce_local(tmp, acc, a->count, a->dtype, a->op);
+            ct_sched_reduce(s, tmp, acc, a->count, a->dtype, a->op);
         } else {  /* acc holds lower ranks: tmp = acc op tmp, then swap roles */
-            rc = ct_reduce_local(acc, tmp, a->count, a->dtype, a->op);
+            ct_sched_reduce(s, acc, tmp, a->count, a->dtype, a->op);
             char *t = acc; acc = tmp; tmp = t;
         }
     }
-    if (rc == MPI_SUCCESS && a->count > 0 && troot != a->root) {
-        if (rank == troot)
-            rc = MPI_Send(acc, a->count, a->dtype, a->root, CT_TAG_REDUCE, a->comm);
-        else if (rank == a->root)
-            rc = MPI_Recv(a->recvbuf, a->count, a->dtype, troot, CT_TAG_REDUCE, a->comm,
-                          MPI_STATUS_IGNORE);
-    } else if (rank == a->root && acc != a->recvbuf) {
-        ct_copy(a->recvbuf, acc, bytes);
+    if (troot != a->root) {
+        ct_sched_round(s);
+        if (rank == troot) ct_sched_send(s, acc, a->count, a->dtype, a->root);
+        else if (rank == a->root) ct_sched_recv(s, a->recvbuf, a->count, a->dtype, troot);
+    } else if (rank == a->root) {
+        ct_sched_copy(s, a->recvbuf, acc, bytes);
     }
-    /* acc and tmp may have swapped: free the two heap blocks, never recvbuf */
-    if (acc != a->recvbuf && acc != mine) free(acc);
-    if (tmp != a->recvbuf && tmp != mine) free(tmp);
-    free(mine);
-    return rc;
 }

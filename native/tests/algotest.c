@@ -1,6 +1,7 @@
 /* Correctness matrix for colltune's flat algorithms (native/algorithms).
  *
- *   algotest [-l] [-s MAXSUB] [-r all|few] [-c COUNTS] [-a FILTER] [-d] [-t BYTES]
+ *   algotest [-l] [-s MAXSUB] [-r all|few] [-c COUNTS] [-a FILTER] [-d]
+ *            [-m blocking|nb|both] [-t BYTES]
  *
  * -l lists the catalogue with parameters (like ucc_info -A) and exits; -t
  * times one call of each algorithm instead (timing.c).
@@ -8,9 +9,16 @@
  * k = 1..MAXSUB, then MPI_COMM_WORLD), every algorithm of the catalogue
  * (filtered by "coll" or "coll/name"), every parameter set (defaults, then each
  * probe value of one parameter at a time; -d: defaults only), it runs every root (-r few: 0, k/2,
- * k-1) x count x type x op x in-place case through ct_call and checks the
- * result against an analytically computed expectation (testdata.c). Declined
- * cases run the library fallback and are checked the same way.
+ * k-1) x count x type x op x in-place case and checks the result against an
+ * analytically computed expectation (testdata.c), in two modes (-m):
+ *   blocking  ct_call, one case at a time;
+ *   nb        ct_icall, BATCH cases in flight at once on the communicator,
+ *             every third one persistent (ct_call_init + ct_start, run twice),
+ *             overlapped with the caller's own traffic on the same
+ *             communicator (an MPI_ANY_SOURCE/MPI_ANY_TAG receive posted
+ *             before, a send after the calls): one ct_test, then ct_wait
+ *             in reverse order.
+ * Declined cases run the library fallback and are checked the same way.
  * Output: one FAIL line per failed case, then "N passed, M failed". */
 #include <limits.h>
 #include <stdio.h>
@@ -23,6 +31,12 @@
 #define GUARD 16
 #define MAXCOUNTS 16
 #define MAXROOTS 4096
+#define BATCH 3
+#define USER_TAG 7
+
+enum { M_BLOCKING, M_NB, NMODES };
+static const char *const mode_name[NMODES] = {"blocking", "nb"};
+static int modes[NMODES] = {1, 1};
 
 static int counts[MAXCOUNTS] = {0, 1, 2, 7, 100, 1031}, ncounts = 6, maxcount = 1031;
 static int all_roots = 1, probes = 1, wrank, wsize;
@@ -100,25 +114,41 @@ static int guard_ok(const char *p)
 /* Sub-communicators are the first k ranks of WORLD, in order. */
 static int world_rank(MPI_Comm comm, int r) { (void)comm; return r; }
 
-/* Runs one case on comm; returns 1 when this rank sees a wrong result. */
-static int run_case(const ct_algorithm *alg, const int *params, const tcase *tc, MPI_Comm comm,
-                    char *sbuf, char *rbuf, const char **ran)
+/* Buffers and call state of one case in flight. */
+typedef struct {
+    char *sbuf, *rbuf;
+    ct_args a;
+    ct_request req;
+    const char *ran;
+    int rc, persistent;
+} slot;
+
+/* Fills the slot's buffers and arguments for the case (on this rank). */
+static void prepare(ct_coll c, const tcase *tc, MPI_Comm comm, slot *sl)
 {
     int k, r, s = td_size(tc->type), n = tc->count;
     MPI_Comm_size(comm, &k);
     MPI_Comm_rank(comm, &r);
-    ct_coll c = alg->coll;
     size_t rbytes = (size_t)s * n * (c == CT_ALLGATHER ? k : 1);
-    memset(rbuf, 0xA5, rbytes + GUARD);
-    memcpy(sbuf, input(tc->type, tc->op, wrank), (size_t)s * n);
-    ct_args a = {sbuf, rbuf, n, td_type(tc->type), td_op(tc->op), tc->root, comm};
-    if (c == CT_BCAST && r == tc->root) memcpy(rbuf, sbuf, (size_t)s * n);
+    memset(sl->rbuf, 0xA5, rbytes + GUARD);
+    memcpy(sl->sbuf, input(tc->type, tc->op, wrank), (size_t)s * n);
+    sl->a = (ct_args){sl->sbuf, sl->rbuf, n, td_type(tc->type), td_op(tc->op), tc->root, comm};
+    if (c == CT_BCAST && r == tc->root) memcpy(sl->rbuf, sl->sbuf, (size_t)s * n);
     if (tc->inplace && (c != CT_REDUCE || r == tc->root)) {
-        memcpy(rbuf + (c == CT_ALLGATHER ? (size_t)s * n * r : 0), sbuf, (size_t)s * n);
-        a.sendbuf = MPI_IN_PLACE;
+        memcpy(sl->rbuf + (c == CT_ALLGATHER ? (size_t)s * n * r : 0), sl->sbuf, (size_t)s * n);
+        sl->a.sendbuf = MPI_IN_PLACE;
     }
-    int rc = ct_call(c, alg->name, params, &a, ran);
-    if (rc != MPI_SUCCESS || !guard_ok(rbuf + rbytes)) return 1;
+}
+
+/* Returns 1 when this rank sees a wrong result (or an error code). */
+static int check(ct_coll c, const tcase *tc, MPI_Comm comm, const slot *sl)
+{
+    int k, r, s = td_size(tc->type), n = tc->count;
+    MPI_Comm_size(comm, &k);
+    MPI_Comm_rank(comm, &r);
+    size_t rbytes = (size_t)s * n * (c == CT_ALLGATHER ? k : 1);
+    const char *sbuf = sl->sbuf, *rbuf = sl->rbuf;
+    if (sl->rc != MPI_SUCCESS || !guard_ok(rbuf + rbytes)) return 1;
     if (c == CT_BCAST || c == CT_ALLGATHER) {
         int nb = c == CT_BCAST ? 1 : k;
         for (int b = 0; b < nb; b++) {
@@ -135,6 +165,54 @@ static int run_case(const ct_algorithm *alg, const int *params, const tcase *tc,
     int m = 0;
     while (red_combos[m][0] != tc->type || red_combos[m][1] != tc->op) m++;
     return check_bytes(rbuf, expect[m], (size_t)s * n);
+}
+
+static slot slots[BATCH];
+
+/* Mode nb: cases [first, first+n) in flight together, see the header. */
+static void run_batch(const ct_algorithm *alg, const int *params, const tcase *tc, int n,
+                      int first, MPI_Comm comm, int *bad, char *lib)
+{
+    int k, r, got = -1, mine;
+    MPI_Request user[2];
+    MPI_Comm_size(comm, &k);
+    MPI_Comm_rank(comm, &r);
+    mine = r;
+    MPI_Irecv(&got, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &user[0]);
+    for (int j = 0; j < n; j++) {
+        slot *sl = &slots[j];
+        prepare(alg->coll, &tc[j], comm, sl);
+        sl->persistent = (first + j) % 3 == 2;
+        if (sl->persistent) {
+            sl->rc = ct_call_init(alg->coll, alg->name, params, &sl->a, &sl->req, &sl->ran);
+            if (sl->rc == MPI_SUCCESS) sl->rc = ct_start(&sl->req);
+        } else {
+            sl->rc = ct_icall(alg->coll, alg->name, params, &sl->a, &sl->req, &sl->ran);
+        }
+    }
+    MPI_Isend(&mine, 1, MPI_INT, (r + 1) % k, USER_TAG, comm, &user[1]);
+    /* one test per batch: every failed test slows SMPI down for the rest of
+     * the run (sched.c) */
+    int done, t = (first / BATCH) % n;
+    if (slots[t].rc == MPI_SUCCESS) slots[t].rc = ct_test(&slots[t].req, &done);
+    for (int j = n - 1; j >= 0; j--)
+        if (slots[j].rc == MPI_SUCCESS) slots[j].rc = ct_wait(&slots[j].req);
+    MPI_Waitall(2, user, MPI_STATUSES_IGNORE);
+    int user_ok = got == (r - 1 + k) % k;
+    for (int j = 0; j < n; j++) {   /* persistent: run again on fresh buffers */
+        slot *sl = &slots[j];
+        if (!sl->persistent) continue;
+        if (sl->rc == MPI_SUCCESS) {
+            prepare(alg->coll, &tc[j], comm, sl);
+            sl->rc = ct_start(&sl->req);
+            if (sl->rc == MPI_SUCCESS) sl->rc = ct_wait(&sl->req);
+        }
+        ct_request_free(&sl->req);
+    }
+    for (int j = 0; j < n; j++) {
+        if (check(alg->coll, &tc[j], comm, &slots[j]) || !user_ok) bad[j] = wrank;
+        lib[j] = slots[j].ran && strcmp(slots[j].ran, "library") == 0;
+    }
 }
 
 static void describe(char *out, size_t len, const ct_algorithm *alg, const int *params)
@@ -162,33 +240,40 @@ static void list_catalogue(void)
 static long passed, failed, declined;
 
 /* One (communicator, algorithm, parameter set) block: all ranks enumerate the
- * same cases, members run them, WORLD rank 0 (always a member) reports. */
+ * same cases, members run them in each mode, WORLD rank 0 (always a member)
+ * reports. bad[] and lib[] hold mode m's results at [m * n, (m + 1) * n). */
 static void run_block(const ct_algorithm *alg, const int *params, MPI_Comm comm, int k,
                       tcase *cases, int *bad, char *sbuf, char *rbuf)
 {
     int n = list_cases(alg->coll, k, cases);
-    char *lib = calloc((size_t)n + 1, 1);
-    for (int i = 0; i < n; i++) {
-        bad[i] = INT_MAX;
-        if (comm == MPI_COMM_NULL) continue;
-        const char *ran = NULL;
-        if (run_case(alg, params, &cases[i], comm, sbuf, rbuf, &ran)) bad[i] = wrank;
-        lib[i] = ran && strcmp(ran, "library") == 0;
+    char *lib = calloc((size_t)n * NMODES + 1, 1);
+    for (int i = 0; i < n * NMODES; i++) bad[i] = INT_MAX;
+    for (int i = 0; i < n && comm != MPI_COMM_NULL && modes[M_BLOCKING]; i++) {
+        slot sl = {.sbuf = sbuf, .rbuf = rbuf};
+        prepare(alg->coll, &cases[i], comm, &sl);
+        sl.rc = ct_call(alg->coll, alg->name, params, &sl.a, &sl.ran);
+        if (check(alg->coll, &cases[i], comm, &sl)) bad[i] = wrank;
+        lib[i] = sl.ran && strcmp(sl.ran, "library") == 0;
     }
-    if (wrank == 0) MPI_Reduce(MPI_IN_PLACE, bad, n, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
-    else MPI_Reduce(bad, NULL, n, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
+    for (int i = 0; i < n && comm != MPI_COMM_NULL && modes[M_NB]; i += BATCH)
+        run_batch(alg, params, cases + i, n - i < BATCH ? n - i : BATCH, i, comm,
+                  bad + M_NB * n + i, lib + M_NB * n + i);
+    if (wrank == 0) MPI_Reduce(MPI_IN_PLACE, bad, n * NMODES, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
+    else MPI_Reduce(bad, NULL, n * NMODES, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
     if (wrank == 0) {
         char name[256];
         describe(name, sizeof name, alg, params);
-        for (int i = 0; i < n; i++) {
-            declined += lib[i];
-            if (bad[i] == INT_MAX) { passed++; continue; }
-            failed++;
-            printf("FAIL %s comm=%d root=%d count=%d type=%s op=%s inplace=%d ran=%s "
-                   "first_bad_world_rank=%d\n", name, k, cases[i].root, cases[i].count,
-                   td_type_name[cases[i].type], td_op_name[cases[i].op], cases[i].inplace,
-                   lib[i] ? "library" : alg->name, bad[i]);
-        }
+        for (int m = 0; m < NMODES; m++)
+            for (int i = 0; i < n && modes[m]; i++) {
+                const tcase *tc = &cases[i];
+                declined += lib[m * n + i];
+                if (bad[m * n + i] == INT_MAX) { passed++; continue; }
+                failed++;
+                printf("FAIL %s mode=%s comm=%d root=%d count=%d type=%s op=%s inplace=%d ran=%s "
+                       "first_bad_world_rank=%d\n", name, mode_name[m], k, tc->root, tc->count,
+                       td_type_name[tc->type], td_op_name[tc->op], tc->inplace,
+                       lib[m * n + i] ? "library" : alg->name, bad[m * n + i]);
+            }
         fflush(stdout);
     }
     free(lib);
@@ -243,9 +328,39 @@ static void api_checks(void)
         if (ct_call(alg->coll, alg->name, NULL, &v, &ran) != MPI_SUCCESS || !ran ||
             strcmp(ran, "library") || (alg->coll != CT_BCAST && (y[0] != 1 || y[2] != 3)))
             api_fail("declined call must run the library and be labelled 'library'");
+        ct_request req;   /* the same through the non-blocking entry */
+        memset(y, 0, sizeof y);
+        if (ct_icall(alg->coll, alg->name, NULL, &v, &req, &ran) != MPI_SUCCESS || !ran ||
+            strcmp(ran, "library") || ct_wait(&req) != MPI_SUCCESS ||
+            (alg->coll != CT_BCAST && (y[0] != 1 || y[2] != 3)))
+            api_fail("declined ct_icall must run the library and be labelled 'library'");
+        if (ct_icall(alg->coll, "no_such_algorithm", NULL, &a, &req, &ran) != MPI_ERR_ARG || ran ||
+            ct_wait(&req) != MPI_SUCCESS)
+            api_fail("ct_icall of an unknown name must return MPI_ERR_ARG and start nothing");
     }
     MPI_Type_free(&vec);
     MPI_Op_free(&vop);
+    /* engine: a persistent parent whose first round runs a child schedule;
+     * the second round folds what the child received, twice */
+    int in[4] = {1, 2, 3, 4}, mid[4], out[4];
+    ct_sched *parent, *child;
+    ct_sched_create(MPI_COMM_SELF, &parent);
+    ct_sched_create(MPI_COMM_SELF, &child);
+    ct_sched_recv(child, mid, 4, MPI_INT, 0);
+    ct_sched_send(child, in, 4, MPI_INT, 0);
+    ct_sched_child(parent, child);
+    ct_sched_copy(parent, out, in, sizeof in);
+    ct_sched_round(parent);
+    ct_sched_reduce(parent, mid, out, 4, MPI_INT, MPI_SUM);
+    ct_sched_reduce(parent, mid, out, 4, MPI_INT, MPI_SUM);
+    for (int rep = 0; rep < 2; rep++) {
+        memset(mid, 0, sizeof mid);
+        memset(out, 0, sizeof out);
+        if (ct_sched_start(parent) != MPI_SUCCESS || ct_sched_wait(parent) != MPI_SUCCESS ||
+            out[0] != 3 || out[3] != 12)
+            api_fail("schedule with a child, started twice, must fold the child's data");
+    }
+    ct_sched_free(&parent);
 }
 
 static void parse_counts(const char *s)
@@ -274,9 +389,15 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-a") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) timing = atol(argv[++i]);
         else if (!strcmp(argv[i], "-d")) probes = 0;
+        else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
+            const char *m = argv[++i];
+            modes[M_BLOCKING] = !strcmp(m, "blocking") || !strcmp(m, "both");
+            modes[M_NB] = !strcmp(m, "nb") || !strcmp(m, "both");
+        }
         else {
             if (wrank == 0) fprintf(stderr, "usage: algotest [-l] [-s MAXSUB] [-r all|few] "
-                                            "[-c C1,C2,..] [-a coll[/name]] [-d] [-t BYTES]\n");
+                                            "[-c C1,C2,..] [-a coll[/name]] [-d] [-m blocking|nb|both] "
+                                            "[-t BYTES]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -292,9 +413,13 @@ int main(int argc, char **argv)
     input_cache = calloc((size_t)NTYPES * NOPS * (size_t)wsize, sizeof(char *));
     size_t cap = (size_t)(maxcount > 0 ? maxcount : 1) * 8;
     char *sbuf = malloc(cap), *rbuf = malloc(cap * (size_t)wsize + GUARD);
+    for (int j = 0; j < BATCH; j++) {
+        slots[j].sbuf = malloc(cap);
+        slots[j].rbuf = malloc(cap * (size_t)wsize + GUARD);
+    }
     for (int m = 0; m < 8; m++) expect[m] = malloc(cap);
     tcase *cases = malloc(sizeof(tcase) * (size_t)(MAXROOTS > wsize ? wsize : MAXROOTS) * MAXCOUNTS * 16);
-    int *bad = malloc(sizeof(int) * (size_t)(wsize > 3 ? wsize : 3) * MAXCOUNTS * 16);
+    int *bad = malloc(sizeof(int) * (size_t)(wsize > 3 ? wsize : 3) * MAXCOUNTS * 16 * NMODES);
     int nsub = maxsub < wsize ? maxsub : wsize;
     for (int ci = 1; ci <= nsub + 1; ci++) {
         MPI_Comm comm = MPI_COMM_WORLD;
@@ -323,6 +448,7 @@ int main(int argc, char **argv)
         printf("%ld passed, %ld failed\n", passed, failed);
     }
     free(sbuf); free(rbuf); free(cases); free(bad);
+    for (int j = 0; j < BATCH; j++) { free(slots[j].sbuf); free(slots[j].rbuf); }
     for (int m = 0; m < 8; m++) free(expect[m]);
     for (size_t i = 0; i < (size_t)NTYPES * NOPS * (size_t)wsize; i++) free(input_cache[i]);
     free(input_cache);

@@ -12,39 +12,38 @@ static const char *supports(const ct_args *a)
     return r ? r : (size % 2 ? "communicator size is odd" : NULL);
 }
 
-static int run(const ct_args *a, const int *p)
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
-    int size, rank, rc;
-    MPI_Comm_size(a->comm, &size);
-    MPI_Comm_rank(a->comm, &rank);
+    int size, rank;
+    ct_size_rank(a, &size, &rank);
     MPI_Aint blk = a->count * ct_extent(a->dtype);
     char *buf = a->recvbuf;
-    if (a->sendbuf != MPI_IN_PLACE) ct_copy(buf + rank * blk, a->sendbuf, blk);
+    if (a->sendbuf != MPI_IN_PLACE) ct_sched_copy(s, buf + rank * blk, a->sendbuf, blk);
     if (a->count == 0) return MPI_SUCCESS;
     int even = rank % 2 == 0;
     int nb[2] = {even ? (rank + 1) % size : (rank - 1 + size) % size,
                  even ? (rank - 1 + size) % size : (rank + 1) % size};
     /* first pair of blocks held: {rank, nb[0]}, aligned on an even index */
-    rc = MPI_Sendrecv(buf + rank * blk, a->count, a->dtype, nb[0], CT_TAG_ALLGATHER,
-                      buf + nb[0] * blk, a->count, a->dtype, nb[0], CT_TAG_ALLGATHER, a->comm,
-                      MPI_STATUS_IGNORE);
+    ct_sched_send(s, buf + rank * blk, a->count, a->dtype, nb[0]);
+    ct_sched_recv(s, buf + nb[0] * blk, a->count, a->dtype, nb[0]);
+    ct_sched_round(s);
     int pair = even ? rank : nb[0];            /* first block of the pair to send */
     int from[2] = {pair, pair};                /* last pair received on each side */
     int off[2] = {even ? 2 : -2, even ? -2 : 2};
-    for (int i = 1; i < size / 2 && rc == MPI_SUCCESS; i++) {
-        int s = i % 2;
-        from[s] = (from[s] + off[s] + size) % size;
-        rc = MPI_Sendrecv(buf + pair * blk, 2 * a->count, a->dtype, nb[s], CT_TAG_ALLGATHER,
-                          buf + from[s] * blk, 2 * a->count, a->dtype, nb[s], CT_TAG_ALLGATHER,
-                          a->comm, MPI_STATUS_IGNORE);
-        pair = from[s];
+    for (int i = 1; i < size / 2; i++) {
+        int k = i % 2;
+        from[k] = (from[k] + off[k] + size) % size;
+        ct_sched_send(s, buf + pair * blk, 2 * a->count, a->dtype, nb[k]);
+        ct_sched_recv(s, buf + from[k] * blk, 2 * a->count, a->dtype, nb[k]);
+        ct_sched_round(s);
+        pair = from[k];
     }
-    return rc;
+    return MPI_SUCCESS;
 }
 
 const ct_algorithm ct_allgather_neighbor_exchange = {
     .id = 4, .name = "neighbor_exchange", .coll = CT_ALLGATHER,
     .description = "neighbour exchange: P/2 steps of two blocks (even sizes)",
-    .nparams = 0, .supports = supports, .run = run,
+    .nparams = 0, .supports = supports, .schedule = schedule,
 };

@@ -9,27 +9,26 @@ static const char *supports(const ct_args *a)
     return r ? r : ct_need_pof2(a);
 }
 
-static int run(const ct_args *a, const int *p)
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
-    int size, rank, rc = MPI_SUCCESS;
-    MPI_Comm_size(a->comm, &size);
-    MPI_Comm_rank(a->comm, &rank);
+    int size, rank;
+    ct_size_rank(a, &size, &rank);
     MPI_Aint blk = a->count * ct_extent(a->dtype);
     char *buf = a->recvbuf;
-    if (a->sendbuf != MPI_IN_PLACE) ct_copy(buf + rank * blk, a->sendbuf, blk);
+    if (a->sendbuf != MPI_IN_PLACE) ct_sched_copy(s, buf + rank * blk, a->sendbuf, blk);
     if (a->count == 0) return MPI_SUCCESS;
-    for (int mask = 1; mask < size && rc == MPI_SUCCESS; mask <<= 1) {
+    for (int mask = 1; mask < size; mask <<= 1) {
         int base = rank & ~(mask - 1), pb = base ^ mask;
-        rc = MPI_Sendrecv(buf + base * blk, mask * a->count, a->dtype, rank ^ mask,
-                          CT_TAG_ALLGATHER, buf + pb * blk, mask * a->count, a->dtype,
-                          rank ^ mask, CT_TAG_ALLGATHER, a->comm, MPI_STATUS_IGNORE);
+        ct_sched_send(s, buf + base * blk, mask * a->count, a->dtype, rank ^ mask);
+        ct_sched_recv(s, buf + pb * blk, mask * a->count, a->dtype, rank ^ mask);
+        ct_sched_round(s);
     }
-    return rc;
+    return MPI_SUCCESS;
 }
 
 const ct_algorithm ct_allgather_recursive_doubling = {
     .id = 2, .name = "recursive_doubling", .coll = CT_ALLGATHER,
     .description = "recursive doubling: log2(P) exchanges (power-of-two sizes)",
-    .nparams = 0, .supports = supports, .run = run,
+    .nparams = 0, .supports = supports, .schedule = schedule,
 };

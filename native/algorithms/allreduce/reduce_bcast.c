@@ -4,7 +4,7 @@
 
 static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
-static int run(const ct_args *a, const int *p)
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
     int rank;
@@ -13,12 +13,13 @@ static int run(const ct_args *a, const int *p)
     r.root = 0;
     /* MPI_IN_PLACE is only legal at a reduce root: elsewhere read recvbuf */
     if (a->sendbuf == MPI_IN_PLACE && rank != 0) r.sendbuf = a->recvbuf;
-    int rc = ct_binomial_reduce(&r);
-    return rc != MPI_SUCCESS ? rc : ct_tree_bcast(&r, CT_TREE_KNOMIAL, 2, 0);
+    ct_binomial_reduce(s, &r);
+    ct_tree_bcast(s, &r, CT_TREE_KNOMIAL, 2, 0);
+    return MPI_SUCCESS;
 }
 
 const ct_algorithm ct_allreduce_reduce_bcast = {
     .id = 4, .name = "reduce_bcast", .coll = CT_ALLREDUCE,
     .description = "binomial reduce to rank 0, then binomial bcast; keeps operand order",
-    .nparams = 0, .supports = supports, .run = run,
+    .nparams = 0, .supports = supports, .schedule = schedule,
 };

@@ -4,7 +4,11 @@
 
 static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
-static int run(const ct_args *a, const int *p) { return ct_tree_bcast(a, CT_TREE_KARY, 2, p[0]); }
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
+{
+    ct_tree_bcast(s, a, CT_TREE_KARY, 2, p[0]);
+    return MPI_SUCCESS;
+}
 
 const ct_algorithm ct_bcast_binary = {
     .id = 3, .name = "binary", .coll = CT_BCAST,
@@ -14,5 +18,5 @@ const ct_algorithm ct_bcast_binary = {
         {.name = "segsize", .unit = "bytes", .help = "segment size, 0 = whole message",
          .def = 8192, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 64}},
     },
-    .supports = supports, .run = run,
+    .supports = supports, .schedule = schedule,
 };

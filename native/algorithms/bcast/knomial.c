@@ -4,7 +4,11 @@
 
 static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
-static int run(const ct_args *a, const int *p) { return ct_tree_bcast(a, CT_TREE_KNOMIAL, p[0], p[1]); }
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
+{
+    ct_tree_bcast(s, a, CT_TREE_KNOMIAL, p[0], p[1]);
+    return MPI_SUCCESS;
+}
 
 const ct_algorithm ct_bcast_knomial = {
     .id = 4, .name = "knomial", .coll = CT_BCAST,
@@ -16,5 +20,5 @@ const ct_algorithm ct_bcast_knomial = {
         {.name = "segsize", .unit = "bytes", .help = "segment size, 0 = whole message",
          .def = 0, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {100}},
     },
-    .supports = supports, .run = run,
+    .supports = supports, .schedule = schedule,
 };

@@ -5,7 +5,11 @@
 
 static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
-static int run(const ct_args *a, const int *p) { return ct_tree_bcast(a, CT_TREE_CHAIN, p[1], p[0]); }
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
+{
+    ct_tree_bcast(s, a, CT_TREE_CHAIN, p[1], p[0]);
+    return MPI_SUCCESS;
+}
 
 const ct_algorithm ct_bcast_pipeline = {
     .id = 5, .name = "pipeline", .coll = CT_BCAST,
@@ -17,5 +21,5 @@ const ct_algorithm ct_bcast_pipeline = {
         {.name = "fanout", .unit = "", .help = "number of chains leaving the root",
          .def = 1, .min = 1, .max = 64, .nprobe = 1, .probe = {4}},
     },
-    .supports = supports, .run = run,
+    .supports = supports, .schedule = schedule,
 };

@@ -10,14 +10,15 @@ static const char *supports(const ct_args *a)
     return r ? r : ct_need_bytes_fit(a, 1);
 }
 
-static int run(const ct_args *a, const int *p)
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
-    return ct_bcast_scatter_allgather(a, ct_rdb_pieces);
+    ct_bcast_scatter_allgather(s, a, ct_rdb_pieces);
+    return MPI_SUCCESS;
 }
 
 const ct_algorithm ct_bcast_scatter_rdb_allgather = {
     .id = 7, .name = "scatter_rdb_allgather", .coll = CT_BCAST,
     .description = "binomial scatter of P pieces, then recursive-doubling allgather (power-of-two sizes)",
-    .nparams = 0, .supports = supports, .run = run,
+    .nparams = 0, .supports = supports, .schedule = schedule,
 };

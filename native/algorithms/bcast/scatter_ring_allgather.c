@@ -9,14 +9,15 @@ static const char *supports(const ct_args *a)
     return r ? r : ct_need_bytes_fit(a, 1);
 }
 
-static int run(const ct_args *a, const int *p)
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
-    return ct_bcast_scatter_allgather(a, ct_ring_pieces);
+    ct_bcast_scatter_allgather(s, a, ct_ring_pieces);
+    return MPI_SUCCESS;
 }
 
 const ct_algorithm ct_bcast_scatter_ring_allgather = {
     .id = 6, .name = "scatter_ring_allgather", .coll = CT_BCAST,
     .description = "binomial scatter of P pieces, then ring allgather (MPICH/van de Geijn, large messages)",
-    .nparams = 0, .supports = supports, .run = run,
+    .nparams = 0, .supports = supports, .schedule = schedule,
 };

@@ -9,7 +9,11 @@ static const char *supports(const ct_args *a)
     return r ? r : ct_need_commutative(a);
 }
 
-static int run(const ct_args *a, const int *p) { return ct_tree_reduce(a, CT_TREE_KARY, 2, p[0]); }
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
+{
+    ct_tree_reduce(s, a, CT_TREE_KARY, 2, p[0]);
+    return MPI_SUCCESS;
+}
 
 const ct_algorithm ct_reduce_binary_pipelined = {
     .id = 3, .name = "binary_pipelined", .coll = CT_REDUCE,
@@ -19,5 +23,5 @@ const ct_algorithm ct_reduce_binary_pipelined = {
         {.name = "segsize", .unit = "bytes", .help = "segment size, 0 = whole message",
          .def = 8192, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
     },
-    .supports = supports, .run = run,
+    .supports = supports, .schedule = schedule,
 };

@@ -4,14 +4,15 @@
 
 static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
-static int run(const ct_args *a, const int *p)
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
-    return ct_binomial_reduce(a);
+    ct_binomial_reduce(s, a);
+    return MPI_SUCCESS;
 }
 
 const ct_algorithm ct_reduce_binomial = {
     .id = 2, .name = "binomial", .coll = CT_REDUCE,
     .description = "binomial tree, whole vector per hop, keeps operand order",
-    .nparams = 0, .supports = supports, .run = run,
+    .nparams = 0, .supports = supports, .schedule = schedule,
 };

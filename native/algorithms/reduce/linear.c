@@ -1,45 +1,46 @@
 /* Linear reduce: the root receives every rank's vector and folds them from
  * the highest rank down (acc = x_i op acc), so rank order is kept and
  * non-commutative ops are fine. */
-#include <stdlib.h>
 #include "../internal.h"
 
 static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
-static int run(const ct_args *a, const int *p)
+/* One vector at a time into one scratch buffer: round i folds the vector that
+ * arrived in round i-1, then posts the next receive. */
+static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
-    int size, rank, rc = MPI_SUCCESS;
-    MPI_Comm_size(a->comm, &size);
-    MPI_Comm_rank(a->comm, &rank);
+    int size, rank;
+    ct_size_rank(a, &size, &rank);
     MPI_Aint ext = ct_extent(a->dtype), bytes = a->count * ext;
-    if (rank != a->root)
-        return a->count == 0 ? MPI_SUCCESS
-                             : MPI_Send(a->sendbuf, a->count, a->dtype, a->root, CT_TAG_REDUCE, a->comm);
+    if (a->count == 0) return MPI_SUCCESS;
+    if (rank != a->root) {
+        ct_sched_send(s, a->sendbuf, a->count, a->dtype, a->root);
+        return MPI_SUCCESS;
+    }
     /* the root's own vector: in recvbuf when in place, so keep a copy of it */
     const char *mine = a->sendbuf;
-    char *saved = NULL, *tmp = malloc((size_t)bytes + 1);
+    char *tmp = ct_sched_alloc(s, (size_t)bytes);
     if (a->sendbuf == MPI_IN_PLACE) {
-        mine = saved = malloc((size_t)bytes + 1);
-        ct_copy(saved, a->recvbuf, bytes);
+        char *saved = ct_sched_alloc(s, (size_t)bytes);
+        ct_sched_copy(s, saved, a->recvbuf, bytes);
+        mine = saved;
     }
-    for (int r = size - 1; r >= 0 && a->count > 0 && rc == MPI_SUCCESS; r--) {
-        const char *x = mine;
-        if (r != rank) {
-            rc = MPI_Recv(tmp, a->count, a->dtype, r, CT_TAG_REDUCE, a->comm, MPI_STATUS_IGNORE);
-            x = tmp;
+    for (int r = size - 1; r >= -1; r--) {
+        int prev = r + 1;   /* fold rank prev's vector, received last round */
+        if (prev < size) {
+            const char *x = prev == rank ? mine : tmp;
+            if (prev == size - 1) ct_sched_copy(s, a->recvbuf, x, bytes);
+            else ct_sched_reduce(s, x, a->recvbuf, a->count, a->dtype, a->op);
         }
-        if (rc != MPI_SUCCESS) break;
-        if (r == size - 1) ct_copy(a->recvbuf, x, bytes);
-        else rc = ct_reduce_local(x, a->recvbuf, a->count, a->dtype, a->op);
+        if (r >= 0 && r != rank) ct_sched_recv(s, tmp, a->count, a->dtype, r);
+        ct_sched_round(s);
     }
-    free(tmp);
-    free(saved);
-    return rc;
+    return MPI_SUCCESS;
 }
 
 const ct_algorithm ct_reduce_linear = {
     .id = 1, .name = "linear", .coll = CT_REDUCE,
     .description = "root receives from every rank and reduces in rank order",
-    .nparams = 0, .supports = supports, .run = run,
+    .nparams = 0, .supports = supports, .schedule = schedule,
 };

@@ -3,13 +3,15 @@
  * Every algorithm is one C file with a static descriptor (ct_algorithm); the
  * catalogue (algorithms/catalog.c) is a table of pointers to those descriptors.
  * Nothing switches on algorithm names: look an algorithm up with ct_find(), or
- * run it with ct_call(), which falls back to the library's own PMPI_ collective
- * when the algorithm declines the arguments (and says which one really ran). */
+ * run it with ct_call() (blocking) or ct_icall() (non-blocking), which fall
+ * back to the library's own PMPI_ collective when the algorithm declines the
+ * arguments (and say which one really ran). */
 #ifndef COLLTUNE_ALGORITHMS_H
 #define COLLTUNE_ALGORITHMS_H
 
 #include <stddef.h>
 #include <mpi.h>
+#include "colltune/sched.h"
 
 typedef enum { CT_BCAST, CT_REDUCE, CT_ALLREDUCE, CT_ALLGATHER, CT_NCOLLS } ct_coll;
 
@@ -53,8 +55,14 @@ typedef struct ct_algorithm {
      * Depends only on values that agree on all ranks (count, type, op, comm
      * size, root), so every rank takes the same decision. */
     const char *(*supports)(const ct_args *a);
-    /* Blocking entry point; params holds nparams values (already validated). */
+    /* Blocking entry point; params holds nparams values (already validated).
+     * NULL: ct_call builds the schedule and waits for it. */
     int (*run)(const ct_args *a, const int *params);
+    /* Non-blocking form: adds the algorithm's operations to s, a fresh
+     * schedule on a->comm (sched.h). Called only when supports() accepted;
+     * every rank of the communicator calls it. NULL: ct_icall runs the
+     * library's MPI_I<coll> instead. */
+    int (*schedule)(const ct_args *a, const int *params, ct_sched *s);
 } ct_algorithm;
 
 const char *ct_coll_name(ct_coll coll);
@@ -71,6 +79,33 @@ const ct_algorithm *ct_find(ct_coll coll, const char *name);
 int ct_call(ct_coll coll, const char *name, const int *params, const ct_args *a,
             const char **ran);
 int ct_library_call(ct_coll coll, const ct_args *a);   /* PMPI_<coll> */
+int ct_library_icall(ct_coll coll, const ct_args *a, MPI_Request *req);  /* PMPI_I<coll> */
+
+/* Non-blocking and persistent calls. A ct_request is owned by the caller;
+ * the fields are private. Same rules as MPI's non-blocking collectives: every
+ * rank issues the calls on a communicator in the same order, buffers stay
+ * untouched until completion; progress happens in ct_test / ct_wait (and
+ * ct_sched_progress), see sched.h. */
+typedef struct {
+    ct_sched *sched;          /* the algorithm's schedule; NULL: the library runs */
+    MPI_Request lib;          /* the library's request */
+    ct_coll coll;
+    ct_args args;             /* to restart the library fallback */
+    int persistent, active;
+} ct_request;
+
+/* Start algorithm `name` (params NULL: defaults) without waiting; fallback and
+ * errors as ct_call. ct_wait / a ct_test that completes releases req. */
+int ct_icall(ct_coll coll, const char *name, const int *params, const ct_args *a,
+             ct_request *req, const char **ran);
+/* Persistent form: build once (not started), then ct_start / ct_wait any
+ * number of times, finally ct_request_free. */
+int ct_call_init(ct_coll coll, const char *name, const int *params, const ct_args *a,
+                 ct_request *req, const char **ran);
+int ct_start(ct_request *req);
+int ct_test(ct_request *req, int *done);
+int ct_wait(ct_request *req);
+void ct_request_free(ct_request *req);
 
 /* Charge CPU work the simulator does not charge by itself (SMPI builds only,
  * no-ops elsewhere): COLLTUNE_REDUCE_RATE / COLLTUNE_COPY_RATE bytes per second. */
