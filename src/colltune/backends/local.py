@@ -24,7 +24,7 @@ from typing import Any
 from .. import native
 from ..errors import BackendError, BuildError
 from . import BACKENDS
-from .base import Backend, Launch, LaunchResult, run_process
+from .base import Backend, Launch, LaunchResult, apply_labels, choose_provider, run_process
 
 LIBRARY = {"openmpi": "Open MPI", "mpich": "MPICH"}
 _RUN_LOCK = threading.Lock()
@@ -127,7 +127,7 @@ class LocalBackend(Backend):
 
     def provider(self):
         if self._provider is None:
-            self._provider = make_provider(self.impl, self.settings.cache_dir)
+            self._provider = choose_provider(self, make_provider(self.impl, self.settings.cache_dir))
         return self._provider
 
     def max_ppn(self) -> int:
@@ -155,7 +155,7 @@ class LocalBackend(Backend):
         cmd = [self.impl.launcher, *launch.mods.launcher_args, "-n", str(nprocs)]
         if self.impl.name == "openmpi" and nprocs > host_cores():
             cmd.append("--oversubscribe")
-        cmd += [str(self.bench), *launch.bench_args, "--json", json_path]
+        cmd += [launch.mods.program or str(self.bench), *launch.bench_args, "--json", json_path]
         if launch.mods.env:
             cmd = ["env", *(f"{k}={v}" for k, v in launch.mods.env.items()), *cmd]
         return cmd
@@ -179,8 +179,5 @@ class LocalBackend(Backend):
                                  workdir, json_path)
             if not result.clean:
                 kill_leftovers(json_path)
-        label = getattr(launch.mods, "label", None)
-        if callable(label):
-            for rec in result.records:
-                rec["labels"] = {**(rec.get("labels") or {}), **label(rec)}
+        apply_labels(launch, result)
         return result
