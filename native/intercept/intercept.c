@@ -45,9 +45,21 @@ static CT_TLS int inside;                   /* > 0 inside colltune's own MPI cal
 /* ---- per-communicator topology, cached as an attribute -------------------- */
 typedef struct { int inter, size, nodes, ppn; } comm_info;
 
+/* One-entry caches in front of the attribute lookup and the datatype query
+ * (each costs tens of ns in the libraries). The communicator cache is dropped
+ * by the delete callback, so a freed handle reused by a new communicator never
+ * hits; it is off under MPI_THREAD_MULTIPLE. Only predefined datatypes are
+ * cached: they are never freed. */
+static int cache_on;
+static MPI_Comm last_comm;
+static comm_info *last_info;
+static MPI_Datatype last_type;
+static int last_type_size;
+
 static int delete_info(MPI_Comm comm, int kv, void *value, void *extra)
 {
     (void)comm, (void)kv, (void)extra;
+    if (value == last_info) last_info = NULL;
     free(value);
     return MPI_SUCCESS;
 }
@@ -58,7 +70,11 @@ static const comm_info *info_of(MPI_Comm comm)
 {
     comm_info *ci;
     int flag = 0;
-    if (PMPI_Comm_get_attr(comm, keyval, &ci, &flag) == MPI_SUCCESS && flag) return ci;
+    if (cache_on && last_info && comm == last_comm) return last_info;
+    if (PMPI_Comm_get_attr(comm, keyval, &ci, &flag) == MPI_SUCCESS && flag) {
+        if (cache_on) last_comm = comm, last_info = ci;
+        return ci;
+    }
     if (!(ci = calloc(1, sizeof *ci))) return NULL;
     inside++;
     PMPI_Comm_test_inter(comm, &ci->inter);
@@ -78,7 +94,8 @@ static const comm_info *info_of(MPI_Comm comm)
         ci->nodes = out[0], ci->ppn = out[1];
     }
     inside--;
-    PMPI_Comm_set_attr(comm, keyval, ci);
+    if (PMPI_Comm_set_attr(comm, keyval, ci) == MPI_SUCCESS && cache_on)
+        last_comm = comm, last_info = ci;
     return ci;
 }
 
@@ -130,9 +147,14 @@ static const ct_rule *choose(ct_coll coll, MPI_Comm comm, int count, MPI_Datatyp
     *cip = ci;
     *bytes = -1;
     if (!ci || ci->inter) return NULL;
-    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
-        comb != MPI_COMBINER_NAMED || PMPI_Type_size(dt, &tsize) != MPI_SUCCESS)
-        return NULL;
+    if (cache_on && dt == last_type && last_type != MPI_DATATYPE_NULL) {
+        tsize = last_type_size;
+    } else {
+        if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
+            comb != MPI_COMBINER_NAMED || PMPI_Type_size(dt, &tsize) != MPI_SUCCESS)
+            return NULL;
+        if (cache_on) last_type = dt, last_type_size = tsize;
+    }
     *bytes = (long long)count * tsize;
     if (sources[FROM_FORCE].count[coll]) {
         *from = FROM_FORCE;
@@ -316,7 +338,11 @@ static void setup(void)
 {
     const char *rules = getenv("COLLTUNE_RULES"), *force = getenv("COLLTUNE_FORCE");
     const char *rep = getenv("COLLTUNE_REPORT"), *verb = getenv("COLLTUNE_VERBOSE");
+    int level = MPI_THREAD_SINGLE;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Query_thread(&level);
+    cache_on = level != MPI_THREAD_MULTIPLE;
+    last_comm = MPI_COMM_NULL, last_type = MPI_DATATYPE_NULL;
     inside++;
     load_agreed(FROM_RULES, "COLLTUNE_RULES", rules);
     load_agreed(FROM_FORCE, "COLLTUNE_FORCE", force);
@@ -353,6 +379,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 int MPI_Finalize(void)
 {
     for (int c = 0; c < CT_NCOLLS; c++) active[c] = 0;
+    cache_on = 0;
     if (report) fclose(report), report = NULL;
     ct_rules_free(&sources[FROM_RULES]);
     ct_rules_free(&sources[FROM_FORCE]);
