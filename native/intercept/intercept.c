@@ -22,7 +22,8 @@
  * its ranks share one OS thread: a plain global is per rank there. */
 #define CT_TLS
 #else
-#define CT_TLS _Thread_local
+/* initial-exec: no __tls_get_addr call per access (fine for a preloaded library) */
+#define CT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
 #include <pthread.h>
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 #define LOCK() pthread_mutex_lock(&log_lock)
@@ -43,7 +44,14 @@ static const char *rules_path;
 static CT_TLS int inside;                   /* > 0 inside colltune's own MPI calls */
 
 /* ---- per-communicator topology, cached as an attribute -------------------- */
-typedef struct { int inter, size, nodes, ppn; } comm_info;
+typedef struct {
+    int inter, size, nodes, ppn;
+    /* last decision per collective (same bytes -> same rule): applications
+     * repeat sizes; MPI forbids concurrent collectives on one communicator */
+    long long memo_bytes[CT_NCOLLS];
+    const ct_rule *memo_rule[CT_NCOLLS];
+    int memo_from[CT_NCOLLS];
+} comm_info;
 
 /* One-entry caches in front of the attribute lookup and the datatype query
  * (each costs tens of ns in the libraries). The communicator cache is dropped
@@ -66,7 +74,7 @@ static int delete_info(MPI_Comm comm, int kv, void *value, void *extra)
 
 /* Collective on comm the first time: every rank of comm reaches it in the same
  * call, because whether a call needs it depends only on agreed values. */
-static const comm_info *info_of(MPI_Comm comm)
+static comm_info *info_of(MPI_Comm comm)
 {
     comm_info *ci;
     int flag = 0;
@@ -76,6 +84,7 @@ static const comm_info *info_of(MPI_Comm comm)
         return ci;
     }
     if (!(ci = calloc(1, sizeof *ci))) return NULL;
+    for (int c = 0; c < CT_NCOLLS; c++) ci->memo_bytes[c] = -1;
     inside++;
     PMPI_Comm_test_inter(comm, &ci->inter);
     if (!ci->inter) {
@@ -143,7 +152,7 @@ static const ct_rule *choose(ct_coll coll, MPI_Comm comm, int count, MPI_Datatyp
                              const comm_info **cip, long long *bytes, int *from)
 {
     int ni, na, nd, comb, tsize;
-    const comm_info *ci = info_of(comm);
+    comm_info *ci = info_of(comm);
     *cip = ci;
     *bytes = -1;
     if (!ci || ci->inter) return NULL;
@@ -156,14 +165,24 @@ static const ct_rule *choose(ct_coll coll, MPI_Comm comm, int count, MPI_Datatyp
         if (cache_on) last_type = dt, last_type_size = tsize;
     }
     *bytes = (long long)count * tsize;
+    if (ci->memo_bytes[coll] == *bytes) {
+        *from = ci->memo_from[coll];
+        return ci->memo_rule[coll];
+    }
+    const ct_rule *r;
     if (sources[FROM_FORCE].count[coll]) {
         *from = FROM_FORCE;
-        return &sources[FROM_FORCE].rules[sources[FROM_FORCE].first[coll]];
+        r = &sources[FROM_FORCE].rules[sources[FROM_FORCE].first[coll]];
+    } else {
+        ct_point p = {{(uint64_t)ci->size, (uint64_t)ci->nodes, (uint64_t)ci->ppn,
+                       (uint64_t)(*bytes < 0 ? 0 : *bytes)}};
+        *from = FROM_RULES;
+        r = ct_rules_match(&sources[FROM_RULES], coll, &p);
     }
-    ct_point p = {{(uint64_t)ci->size, (uint64_t)ci->nodes, (uint64_t)ci->ppn,
-                   (uint64_t)(*bytes < 0 ? 0 : *bytes)}};
-    *from = FROM_RULES;
-    return ct_rules_match(&sources[FROM_RULES], coll, &p);
+    if (*bytes >= 0) {
+        ci->memo_bytes[coll] = *bytes, ci->memo_rule[coll] = r, ci->memo_from[coll] = *from;
+    }
+    return r;
 }
 
 static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info *ci,
