@@ -160,6 +160,13 @@ class LocalBackend(Backend):
             return ["--oversubscribe"]
         return []
 
+    def oversubscription_args(self, launch: Launch) -> list[str]:
+        """More ranks than cores: every repetition has a rank descheduled at its
+        start, so widen the late-start tolerance (the records carry it)."""
+        if launch.nodes * launch.ppn <= host_cores():
+            return []
+        return ["--late-tolerance-us", f"{self.settings.oversubscribed_late_tolerance_us:g}"]
+
     def check_layout(self, launch: Launch) -> None:
         if launch.nodes != 1:
             raise BackendError(f"the local backend runs on this one host: layout "
@@ -175,8 +182,9 @@ class LocalBackend(Backend):
                 *self.placement_args(launch, workdir), "-n", str(launch.nodes * launch.ppn)]
 
     def command(self, launch: Launch, json_path: str) -> list[str]:
-        cmd = [*self.mpiexec(launch, os.path.dirname(json_path)), launch.mods.program or str(self.bench),
-               *launch.bench_args, "--json", json_path]
+        cmd = [*self.mpiexec(launch, os.path.dirname(json_path)),
+               launch.mods.program or str(self.bench), *launch.bench_args,
+               *self.oversubscription_args(launch), "--json", json_path]
         if launch.mods.env:
             cmd = ["env", *(f"{k}={v}" for k, v in launch.mods.env.items()), *cmd]
         return cmd
