@@ -53,6 +53,11 @@ def cmd_info(args, cli) -> int:
         info["providers"][provider.name] = _listing(provider)
     except ColltuneError as exc:
         info["providers_error"] = str(exc)
+    try:                                              # colltune's own, via the interposer
+        from .providers.colltune import info_listing
+        info["providers"].setdefault("colltune", info_listing(session.backend()))
+    except ColltuneError as exc:
+        info.setdefault("local_providers_unavailable", {})["colltune"] = str(exc).splitlines()[0]
     from .backends.local import local_providers      # real libraries found here
     found, errors = local_providers(session.settings)
     for provider in found.values():

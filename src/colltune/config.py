@@ -36,6 +36,9 @@ DEFAULTS: dict[str, Any] = {
     "check": "first",
     "check_memory_mb": 2048.0,
     "cache_dir": ".colltune-cache",
+    # algorithm provider on top of the backend's MPI library; "" = the library's own
+    # (e.g. "colltune": colltune's algorithms through the interposer, docs/interposer.md)
+    "provider": "",
 }
 
 ENV_PREFIX = "COLLTUNE_"

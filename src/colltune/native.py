@@ -37,11 +37,13 @@ def _sources_hash(root: Path) -> str:
     return h.hexdigest()[:12]
 
 
-def build(impl, target: str = "bench", cache_dir: str = ".colltune-cache") -> Path:
-    """Return the path of the built program ``colltune-<target>`` for ``impl``."""
+def build(impl, target: str = "bench", cache_dir: str = ".colltune-cache",
+          product: str | None = None) -> Path:
+    """Return the path of the built program ``colltune-<target>`` for ``impl``
+    (or of ``product``, another file the target makes, e.g. libcolltune.so)."""
     src = native_dir()
     out = Path(cache_dir).resolve() / f"{impl.name}-{impl.identity()}-{_sources_hash(src)}"
-    exe = out / f"colltune-{target}"
+    exe = out / (product or f"colltune-{target}")
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

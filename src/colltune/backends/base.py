@@ -88,6 +88,30 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
                         time.monotonic() - start, header, records, done, tail)
 
 
+def choose_provider(backend, library: Provider) -> Provider:
+    """The provider a backend's launches use: its MPI library's own (``library``),
+    or the one named by the setting ``provider`` built on top of it (e.g.
+    ``colltune``: colltune's algorithms, the library's selectors as baselines)."""
+    wanted = backend.settings.values.get("provider") or library.name
+    if wanted == library.name:
+        return library
+    from ..errors import ConfigError
+    from ..providers import PROVIDERS
+    cls = PROVIDERS.get(wanted)
+    if backend.name not in getattr(cls, "backends", ()):
+        raise ConfigError(f"provider {wanted!r} does not run on backend {backend.name!r} "
+                          f"(it runs on {', '.join(cls.backends) or 'none'})")
+    return cls(backend, library)
+
+
+def apply_labels(launch: Launch, result: LaunchResult) -> None:
+    """Add the provider's labels (e.g. what really ran) to every record."""
+    label = getattr(launch.mods, "label", None)
+    if callable(label):
+        for rec in result.records:
+            rec["labels"] = {**(rec.get("labels") or {}), **label(rec)}
+
+
 class Backend:
     name = "?"
     description = ""

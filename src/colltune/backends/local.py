@@ -24,7 +24,7 @@ from typing import Any
 from .. import native
 from ..errors import BackendError, BuildError
 from . import BACKENDS
-from .base import Backend, Launch, LaunchResult, run_process
+from .base import Backend, Launch, LaunchResult, apply_labels, choose_provider, run_process
 
 LIBRARY = {"openmpi": "Open MPI", "mpich": "MPICH"}
 _RUN_LOCK = threading.Lock()
@@ -127,7 +127,7 @@ class LocalBackend(Backend):
 
     def provider(self):
         if self._provider is None:
-            self._provider = make_provider(self.impl, self.settings.cache_dir)
+            self._provider = choose_provider(self, make_provider(self.impl, self.settings.cache_dir))
         return self._provider
 
     def max_ppn(self) -> int:
@@ -182,8 +182,9 @@ class LocalBackend(Backend):
                 *self.placement_args(launch, workdir), "-n", str(launch.nodes * launch.ppn)]
 
     def command(self, launch: Launch, json_path: str) -> list[str]:
-        cmd = [*self.mpiexec(launch, os.path.dirname(json_path)), str(self.bench),
-               *launch.bench_args, *self.oversubscription_args(launch), "--json", json_path]
+        cmd = [*self.mpiexec(launch, os.path.dirname(json_path)),
+               launch.mods.program or str(self.bench), *launch.bench_args,
+               *self.oversubscription_args(launch), "--json", json_path]
         if launch.mods.env:
             cmd = ["env", *(f"{k}={v}" for k, v in launch.mods.env.items()), *cmd]
         return cmd
@@ -201,8 +202,5 @@ class LocalBackend(Backend):
                                  workdir, json_path)
             if not result.clean:
                 kill_leftovers(json_path)
-        label = getattr(launch.mods, "label", None)
-        if callable(label):
-            for rec in result.records:
-                rec["labels"] = {**(rec.get("labels") or {}), **label(rec)}
+        apply_labels(launch, result)
         return result

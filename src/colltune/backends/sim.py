@@ -7,7 +7,7 @@ from typing import Any
 from .. import native
 from ..errors import BackendError
 from . import BACKENDS
-from .base import Backend, Launch, LaunchResult, run_process
+from .base import Backend, Launch, LaunchResult, apply_labels, choose_provider, run_process
 
 # SimGrid's informational chatter is noise in our logs; errors stay visible.
 QUIET_LOGS = ["--log=xbt_cfg.thres:warning", "--log=smpi_config.thres:error"]
@@ -41,7 +41,7 @@ class SimBackend(Backend):
     def provider(self):
         if self._provider is None:
             from ..providers.smpi import SMPIProvider
-            self._provider = SMPIProvider(self.impl.launcher, str(self.bench))
+            self._provider = choose_provider(self, SMPIProvider(self.impl.launcher, str(self.bench)))
         return self._provider
 
     def max_ppn(self) -> int:
@@ -70,8 +70,11 @@ class SimBackend(Backend):
         cmd = [self.impl.launcher, "-np", str(launch.nodes * launch.ppn),
                "-platform", self.platform.xml_path, "-hostfile", hostfile,
                *self.platform.smpirun_cfg_args(), *QUIET_LOGS, *launch.mods.launcher_args,
-               str(self.bench), *launch.bench_args, "--shared-buffers", "--json", json_path]
+               launch.mods.program or str(self.bench), *launch.bench_args, "--shared-buffers",
+               "--json", json_path]
         env = self.impl.run_env()
         env.update(launch.mods.env)
-        return run_process(cmd, env, launch.timeout, workdir, json_path)
+        result = run_process(cmd, env, launch.timeout, workdir, json_path)
+        apply_labels(launch, result)
+        return result
 

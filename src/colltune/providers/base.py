@@ -31,6 +31,9 @@ class LaunchMods:
     """How a launch is changed to force an algorithm."""
     launcher_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    # run this program instead of the backend's bench (same arguments), e.g. the
+    # bench linked with colltune's interposer; None: the backend's own bench
+    program: str | None = None
 
 
 class Provider:

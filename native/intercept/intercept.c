@@ -1,0 +1,406 @@
+/* libcolltune: PMPI interposition of MPI_Bcast, MPI_Reduce, MPI_Allreduce and
+ * MPI_Allgather (docs/interposer.md).
+ *
+ * At MPI_Init every rank reads COLLTUNE_RULES (a rules file, docs/rules.md)
+ * and COLLTUNE_FORCE; the ranks then agree, with one reduction, on whether
+ * each is usable (a rank-dependent failure or a file that differs between
+ * ranks disables it everywhere, with one warning on rank 0), so every rank
+ * always takes the same decision. A call then looks up (collective,
+ * communicator size, nodes, ppn, bytes per rank) and runs the chosen algorithm
+ * through ct_call, which itself falls back to the library when the algorithm
+ * declines. Anything colltune cannot run identically on every rank (inter-
+ * communicators, derived datatypes, nested calls) goes to the library.
+ * A collective without any rule costs one load and one branch. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rules.h"
+
+#ifdef COLLTUNE_SMPI
+/* SMPI privatizes globals per simulated rank, but not thread-locals, and
+ * its ranks share one OS thread: a plain global is per rank there. */
+#define CT_TLS
+#else
+/* initial-exec: no __tls_get_addr call per access (fine for a preloaded library) */
+#define CT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+#include <pthread.h>
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK() pthread_mutex_lock(&log_lock)
+#define UNLOCK() pthread_mutex_unlock(&log_lock)
+#endif
+#ifndef LOCK
+#define LOCK() ((void)0)
+#define UNLOCK() ((void)0)
+#endif
+
+enum { FROM_RULES, FROM_FORCE };
+static ct_rules sources[2];                 /* rules file, COLLTUNE_FORCE */
+static int active[CT_NCOLLS];               /* the only thing a pass-through call reads */
+static int keyval = MPI_KEYVAL_INVALID;
+static int world_rank, verbose;
+static FILE *report;
+static const char *rules_path;
+static CT_TLS int inside;                   /* > 0 inside colltune's own MPI calls */
+
+/* ---- per-communicator topology, cached as an attribute -------------------- */
+typedef struct {
+    int inter, size, nodes, ppn;
+    /* last decision per collective (same bytes -> same rule): applications
+     * repeat sizes; MPI forbids concurrent collectives on one communicator */
+    long long memo_bytes[CT_NCOLLS];
+    const ct_rule *memo_rule[CT_NCOLLS];
+    int memo_from[CT_NCOLLS];
+} comm_info;
+
+/* One-entry caches in front of the attribute lookup and the datatype query
+ * (each costs tens of ns in the libraries). The communicator cache is dropped
+ * by the delete callback, so a freed handle reused by a new communicator never
+ * hits; it is off under MPI_THREAD_MULTIPLE. Only predefined datatypes are
+ * cached: they are never freed. */
+static int cache_on;
+static MPI_Comm last_comm;
+static comm_info *last_info;
+static MPI_Datatype last_type;
+static int last_type_size;
+
+static int delete_info(MPI_Comm comm, int kv, void *value, void *extra)
+{
+    (void)comm, (void)kv, (void)extra;
+    if (value == last_info) last_info = NULL;
+    free(value);
+    return MPI_SUCCESS;
+}
+
+/* Collective on comm the first time: every rank of comm reaches it in the same
+ * call, because whether a call needs it depends only on agreed values. */
+static comm_info *info_of(MPI_Comm comm)
+{
+    comm_info *ci;
+    int flag = 0;
+    if (cache_on && last_info && comm == last_comm) return last_info;
+    if (PMPI_Comm_get_attr(comm, keyval, &ci, &flag) == MPI_SUCCESS && flag) {
+        if (cache_on) last_comm = comm, last_info = ci;
+        return ci;
+    }
+    if (!(ci = calloc(1, sizeof *ci))) return NULL;
+    for (int c = 0; c < CT_NCOLLS; c++) ci->memo_bytes[c] = -1;
+    inside++;
+    PMPI_Comm_test_inter(comm, &ci->inter);
+    if (!ci->inter) {
+        MPI_Comm node;
+        int local = 1, lrank = 0, in[2], out[2];
+        PMPI_Comm_size(comm, &ci->size);
+        if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+            MPI_SUCCESS) {
+            PMPI_Comm_size(node, &local);
+            PMPI_Comm_rank(node, &lrank);
+            PMPI_Comm_free(&node);
+        }
+        in[0] = lrank == 0, in[1] = local;
+        PMPI_Allreduce(in, out, 1, MPI_INT, MPI_SUM, comm);
+        PMPI_Allreduce(in + 1, out + 1, 1, MPI_INT, MPI_MAX, comm);
+        ci->nodes = out[0], ci->ppn = out[1];
+    }
+    inside--;
+    if (PMPI_Comm_set_attr(comm, keyval, ci) == MPI_SUCCESS && cache_on)
+        last_comm = comm, last_info = ci;
+    return ci;
+}
+
+/* ---- what ran: COLLTUNE_VERBOSE / COLLTUNE_REPORT, once per distinct case --- */
+#define MAX_SEEN 4096
+typedef struct { int coll, size, rule, from; long long bytes; const char *ran; } seen_t;
+static seen_t seen[MAX_SEEN];
+static int nseen;
+
+static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_rule *r, int from,
+                 const char *ran)
+{
+    seen_t s = {coll, ci ? ci->size : -1, r ? r->line : 0, from, bytes, ran};
+    char choice[256], origin[64];
+    LOCK();
+    for (int i = 0; i < nseen; i++)
+        if (!memcmp(&seen[i], &s, sizeof s)) { UNLOCK(); return; }
+    if (nseen < MAX_SEEN) seen[nseen++] = s;
+    UNLOCK();
+    ct_rule_format(r, choice, sizeof choice);
+    if (bytes < 0) snprintf(origin, sizeof origin, "intercommunicator or derived datatype");
+    else if (!r) snprintf(origin, sizeof origin, "no rule");
+    else if (from == FROM_FORCE) snprintf(origin, sizeof origin, "COLLTUNE_FORCE");
+    else snprintf(origin, sizeof origin, "rules line %d", r->line);
+    if (verbose)
+        fprintf(stderr, "colltune: %s size=%d nodes=%d ppn=%d bytes=%lld: %s -> %s (ran %s)\n",
+                ct_coll_name(coll), s.size, ci ? ci->nodes : -1, ci ? ci->ppn : -1, bytes, origin,
+                choice, ran);
+    if (report) {
+        fprintf(report, "{\"collective\":\"%s\",\"comm_size\":%d,\"nodes\":%d,\"ppn\":%d,"
+                "\"bytes\":%lld,\"origin\":\"%s\",\"requested\":\"%s\",\"ran\":\"%s\"}\n",
+                ct_coll_name(coll), s.size, ci ? ci->nodes : -1, ci ? ci->ppn : -1, bytes,
+                origin, choice, ran);
+        fflush(report);
+    }
+}
+#define LOGGING (verbose || report)
+
+/* ---- the decision ---------------------------------------------------------- */
+/* The rule for this call, or NULL for the library. Depends only on values all
+ * ranks agree on; derived datatypes go to the library because ranks may use
+ * different ones with the same type signature, which colltune's element-wise
+ * segmentation would not match. */
+static const ct_rule *choose(ct_coll coll, MPI_Comm comm, int count, MPI_Datatype dt,
+                             const comm_info **cip, long long *bytes, int *from)
+{
+    int ni, na, nd, comb, tsize;
+    comm_info *ci = info_of(comm);
+    *cip = ci;
+    *bytes = -1;
+    if (!ci || ci->inter) return NULL;
+    if (cache_on && dt == last_type && last_type != MPI_DATATYPE_NULL) {
+        tsize = last_type_size;
+    } else {
+        if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
+            comb != MPI_COMBINER_NAMED || PMPI_Type_size(dt, &tsize) != MPI_SUCCESS)
+            return NULL;
+        if (cache_on) last_type = dt, last_type_size = tsize;
+    }
+    *bytes = (long long)count * tsize;
+    if (ci->memo_bytes[coll] == *bytes) {
+        *from = ci->memo_from[coll];
+        return ci->memo_rule[coll];
+    }
+    const ct_rule *r;
+    if (sources[FROM_FORCE].count[coll]) {
+        *from = FROM_FORCE;
+        r = &sources[FROM_FORCE].rules[sources[FROM_FORCE].first[coll]];
+    } else {
+        ct_point p = {{(uint64_t)ci->size, (uint64_t)ci->nodes, (uint64_t)ci->ppn,
+                       (uint64_t)(*bytes < 0 ? 0 : *bytes)}};
+        *from = FROM_RULES;
+        r = ct_rules_match(&sources[FROM_RULES], coll, &p);
+    }
+    if (*bytes >= 0) {
+        ci->memo_bytes[coll] = *bytes, ci->memo_rule[coll] = r, ci->memo_from[coll] = *from;
+    }
+    return r;
+}
+
+static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info *ci,
+               long long bytes, int from)
+{
+    const char *ran = NULL;
+    int rc;
+    inside++;
+    rc = ct_call(coll, r->alg->name, r->params, a, &ran);
+    inside--;
+    if (LOGGING) note(coll, ci, bytes, r, from, ran ? ran : "error");
+    return rc;
+}
+
+#define LIBRARY(coll, call)                                                   \
+    do {                                                                      \
+        if (LOGGING) note(coll, ci, bytes, r, from, "library");               \
+        return call;                                                          \
+    } while (0)
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+    const comm_info *ci;
+    long long bytes;
+    int from = FROM_RULES;
+    if (!active[CT_BCAST] || inside) return PMPI_Bcast(buf, count, dt, root, comm);
+    const ct_rule *r = choose(CT_BCAST, comm, count, dt, &ci, &bytes, &from);
+    if (!r || !r->alg) LIBRARY(CT_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
+    ct_args a = {NULL, buf, count, dt, MPI_OP_NULL, root, comm};
+    return run(CT_BCAST, r, &a, ci, bytes, from);
+}
+
+int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
+               MPI_Comm comm)
+{
+    const comm_info *ci;
+    long long bytes;
+    int from = FROM_RULES;
+    if (!active[CT_REDUCE] || inside) return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
+    const ct_rule *r = choose(CT_REDUCE, comm, count, dt, &ci, &bytes, &from);
+    if (!r || !r->alg) LIBRARY(CT_REDUCE, PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm));
+    ct_args a = {sbuf, rbuf, count, dt, op, root, comm};
+    return run(CT_REDUCE, r, &a, ci, bytes, from);
+}
+
+int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op,
+                  MPI_Comm comm)
+{
+    const comm_info *ci;
+    long long bytes;
+    int from = FROM_RULES;
+    if (!active[CT_ALLREDUCE] || inside) return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
+    const ct_rule *r = choose(CT_ALLREDUCE, comm, count, dt, &ci, &bytes, &from);
+    if (!r || !r->alg) LIBRARY(CT_ALLREDUCE, PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm));
+    ct_args a = {sbuf, rbuf, count, dt, op, 0, comm};
+    return run(CT_ALLREDUCE, r, &a, ci, bytes, from);
+}
+
+/* colltune's allgather takes one count and type for both sides: the decision
+ * uses the receive side (agreed on all ranks); a send side that differs is
+ * first copied into this rank's own block, then the call runs in place. */
+int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm)
+{
+    const comm_info *ci;
+    long long bytes;
+    int from = FROM_RULES;
+    if (!active[CT_ALLGATHER] || inside)
+        return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+    const ct_rule *r = choose(CT_ALLGATHER, comm, rcount, rtype, &ci, &bytes, &from);
+    if (!r || !r->alg)
+        LIBRARY(CT_ALLGATHER, PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+    if (sbuf != MPI_IN_PLACE && (stype != rtype || scount != rcount)) {
+        int rank, rc;
+        MPI_Aint lb, ext;
+        PMPI_Comm_rank(comm, &rank);
+        PMPI_Type_get_extent(rtype, &lb, &ext);
+        rc = PMPI_Sendrecv(sbuf, scount, stype, rank, 0, (char *)rbuf + (MPI_Aint)rank * rcount * ext,
+                           rcount, rtype, rank, 0, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+        sbuf = MPI_IN_PLACE;
+    }
+    ct_args a = {sbuf, rbuf, rcount, rtype, MPI_OP_NULL, 0, comm};
+    return run(CT_ALLGATHER, r, &a, ci, bytes, from);
+}
+
+/* ---- set-up at MPI_Init ------------------------------------------------------ */
+static unsigned hash_text(const char *s)
+{
+    unsigned h = 2166136261u;           /* FNV-1a */
+    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h & 0x7fffffff;
+}
+
+static char *slurp(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    if (!f) {
+        snprintf(err, errlen, "%s:0: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    do {
+        if (n + 4096 + 1 > cap) {
+            char *p = realloc(buf, cap = 2 * cap + 8192);
+            if (!p) break;
+            buf = p;
+        }
+        got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    if (!buf) {
+        snprintf(err, errlen, "%s:0: cannot read it (out of memory)", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        int line = 1;
+        for (char *q = buf; *q; q++) line += *q == '\n';
+        snprintf(err, errlen, "%s:%d: not a text line (byte 0x00)", path, line);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Load one source on every rank, then agree: usable only if it loaded on every
+ * rank and is the same text everywhere; otherwise one warning from rank 0,
+ * naming the first rank that failed and its FILE:LINE: problem. */
+static void load_agreed(int which, const char *var, const char *value)
+{
+    char err[1024] = "";
+    int nranks, ok = 0, in[3], out[3];
+    ct_rules *r = &sources[which];
+    PMPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (value && *value) {
+        if (which == FROM_FORCE) {
+            ok = ct_force_parse(value, r, err, sizeof err) == 0;
+        } else {
+            char *text = slurp(value, err, sizeof err);
+            ok = text && ct_rules_parse(text, value, r, err, sizeof err) == 0;
+            in[1] = (int)hash_text(text);
+            free(text);
+        }
+    } else {
+        ok = 1;                                       /* unset here: nothing to load */
+    }
+    if (which == FROM_FORCE || !(value && *value)) in[1] = (int)hash_text(value);
+    in[0] = ok ? nranks : world_rank;                 /* lowest failing rank */
+    in[2] = -in[1];
+    PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (out[0] == nranks && out[1] == -out[2]) return; /* usable everywhere */
+    ct_rules_free(r);
+    if (out[0] < nranks) {
+        PMPI_Bcast(err, (int)sizeof err, MPI_CHAR, out[0], MPI_COMM_WORLD);
+        err[sizeof err - 1] = '\0';
+        if (world_rank == 0) {
+            char where[48] = "";
+            if (out[0]) snprintf(where, sizeof where, " (on rank %d)", out[0]);
+            fprintf(stderr, "colltune: warning: %s%s: %s; %s ignored, collectives go to the MPI "
+                    "library\n", var, where, err, var);
+        }
+    } else if (world_rank == 0) {
+        fprintf(stderr, "colltune: warning: %s=%s differs between ranks; %s ignored, those "
+                "collectives go to the MPI library\n", var, value ? value : "", var);
+    }
+}
+
+static void setup(void)
+{
+    const char *rules = getenv("COLLTUNE_RULES"), *force = getenv("COLLTUNE_FORCE");
+    const char *rep = getenv("COLLTUNE_REPORT"), *verb = getenv("COLLTUNE_VERBOSE");
+    int level = MPI_THREAD_SINGLE;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Query_thread(&level);
+    cache_on = level != MPI_THREAD_MULTIPLE;
+    last_comm = MPI_COMM_NULL, last_type = MPI_DATATYPE_NULL;
+    inside++;
+    load_agreed(FROM_RULES, "COLLTUNE_RULES", rules);
+    load_agreed(FROM_FORCE, "COLLTUNE_FORCE", force);
+    inside--;
+    rules_path = rules;
+    verbose = world_rank == 0 && verb && *verb && strcmp(verb, "0") != 0;
+    if (world_rank == 0 && rep && *rep && !(report = fopen(rep, "a")))
+        fprintf(stderr, "colltune: warning: COLLTUNE_REPORT=%s: cannot write: %s\n", rep,
+                strerror(errno));
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_info, &keyval, NULL) != MPI_SUCCESS)
+        return;                                     /* stays inactive: pure pass-through */
+    for (int c = 0; c < CT_NCOLLS; c++)
+        active[c] = sources[FROM_RULES].count[c] > 0 || sources[FROM_FORCE].count[c] > 0;
+    if (verbose)
+        fprintf(stderr, "colltune: interposer active: rules %s (%d rules), COLLTUNE_FORCE %s\n",
+                rules_path ? rules_path : "none", sources[FROM_RULES].n,
+                sources[FROM_FORCE].n ? force : "none");
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) setup();
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) setup();
+    return rc;
+}
+
+int MPI_Finalize(void)
+{
+    for (int c = 0; c < CT_NCOLLS; c++) active[c] = 0;
+    cache_on = 0;
+    if (report) fclose(report), report = NULL;
+    ct_rules_free(&sources[FROM_RULES]);
+    ct_rules_free(&sources[FROM_FORCE]);
+    return PMPI_Finalize();
+}

@@ -1,0 +1,293 @@
+"""colltune's own rules file (docs/rules.md): the writer (exporter ``colltune``)
+and a reader/validator with the same grammar and messages as the interposer's
+C parser (native/intercept/rules.c).
+
+    colltune-rules 1
+    # comment
+    bcast nodes=2..3 ppn=* bytes=0..8191 -> binomial
+    bcast bytes=8k.. -> pipeline segsize=16k fanout=2
+
+A rule is ``COLL [KEY=RANGE]... -> ALGORITHM [PARAM=VALUE]...``; keys ``size``
+(communicator size), ``nodes``, ``ppn``, ``bytes`` (per rank); the first rule
+of the collective that matches wins; no match, or ``library``, runs the MPI
+library's own collective.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..decision import DecisionTable, Entry, Rule
+from ..errors import InputError
+from . import EXPORTERS
+from .base import Exported, Exporter, header_lines
+
+VERSION = 1
+HEADER = "colltune-rules"
+COLLS = ("bcast", "reduce", "allreduce", "allgather")
+KEYS = ("size", "nodes", "ppn", "bytes")
+LIBRARY = "library"
+MAXLINE = 4096
+_SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_NUM = re.compile(r"^([0-9]+)([kKmMgG]?)$")
+_LABEL = re.compile(r"^([^\[\]]+)(?:\[(.*)\])?$")
+
+
+class RulesError(InputError):
+    """A problem in a rules file: ``FILE:LINE: what``."""
+
+
+@dataclass(frozen=True)
+class RulesLine:
+    line: int
+    collective: str
+    ranges: dict            # key -> (lo, hi or None)
+    algorithm: str          # catalogue name or "library"
+    params: dict = field(default_factory=dict)
+
+    def matches(self, point: dict) -> bool:
+        return all(lo <= point[k] and (hi is None or point[k] <= hi)
+                   for k, (lo, hi) in self.ranges.items())
+
+
+def parse_number(text: str) -> int | None:
+    m = _NUM.match(text)
+    if not m:
+        return None
+    return int(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1)
+
+
+def _range(where: str, key: str, text: str, floor: int) -> tuple[int, int | None]:
+    if text == "*":
+        return (0, None)
+    lo_t, sep, hi_t = text.partition("..")
+    if not sep:
+        hi_t = lo_t
+    if not lo_t and not hi_t:
+        raise RulesError(f"{where}: {key}: empty range '{text}'")
+    lo, hi = floor, None
+    for part, is_lo in ((lo_t, True), (hi_t, False)):
+        if part:
+            v = parse_number(part)
+            if v is None:
+                raise RulesError(f"{where}: {key}: '{part}' is not a non-negative integer "
+                                 f"(range '{text}')")
+            if v < floor:
+                raise RulesError(f"{where}: {key}: range '{text}' must not go below {floor}")
+            lo, hi = (v, hi) if is_lo else (lo, v)
+    if hi is not None and lo > hi:
+        raise RulesError(f"{where}: {key}: empty range '{text}' (start above end)")
+    return (lo, hi)
+
+
+def _choice(where: str, coll: str, words: list[str], catalogue: dict | None):
+    if not words:
+        raise RulesError(f"{where}: no algorithm after '->'")
+    name, rest = words[0], words[1:]
+    if name == LIBRARY:
+        if rest:
+            raise RulesError(f"{where}: 'library' takes no parameters, got '{rest[0]}'")
+        return name, {}
+    params: dict[str, int] = {}
+    spec = None
+    if catalogue is not None:
+        spec = catalogue.get(coll, {}).get(name)
+        if spec is None:
+            known = ", ".join([*catalogue.get(coll, {}), LIBRARY])
+            raise RulesError(f"{where}: unknown {coll} algorithm '{name}' (known: {known})")
+    for word in rest:
+        key, eq, value = word.partition("=")
+        if not eq:
+            raise RulesError(f"{where}: expected PARAMETER=VALUE after the algorithm, got '{word}'")
+        if spec is not None and key not in spec:
+            names = ", ".join(spec) or "none"
+            raise RulesError(f"{where}: {coll} {name} has no parameter '{key}' (parameters: {names})")
+        if key in params:
+            raise RulesError(f"{where}: parameter '{key}' given twice")
+        v = parse_number(value)
+        lo, hi = (spec[key]["min"], spec[key]["max"]) if spec is not None else (0, 2**31 - 1)
+        if v is None or not lo <= v <= hi:
+            raise RulesError(f"{where}: {coll} {name}: {key}={value} is not an integer in "
+                             f"[{lo}, {hi}]")
+        params[key] = v
+    if spec is not None:     # the interposer fills in defaults: so does the reader
+        params = {k: params.get(k, p["default"]) for k, p in spec.items()}
+    return name, params
+
+
+def parse_rules(text: str, name: str = "<rules>", catalogue: dict | None = None) -> list[RulesLine]:
+    """Parse rules text; RulesError names NAME:LINE and the value. With a
+    catalogue ({coll: {alg: {param: {default, min, max}}}}, see catalogue_index)
+    algorithm names and parameters are checked as the interposer checks them."""
+    out: list[RulesLine] = []
+    header = False
+    lines = text.split("\n")
+    for no, raw in enumerate(lines, 1):
+        where = f"{name}:{no}"
+        if no == len(lines) and raw == "":
+            break
+        if len(raw) > MAXLINE:
+            raise RulesError(f"{where}: line longer than {MAXLINE} characters")
+        for col, ch in enumerate(raw, 1):
+            if not (ch.isprintable() or ch in " \t\r\v\f") or ord(ch) > 126:
+                raise RulesError(f"{where}: not a text line (byte 0x{ord(ch) & 0xff:02x} at column {col})")
+        words = [w for w in re.split(r"[ \t\r]+", raw.split("#", 1)[0]) if w]
+        if not words:
+            continue
+        if len(words) > 64:
+            raise RulesError(f"{where}: more than 64 words")
+        if not header:
+            if words[0] != HEADER:
+                raise RulesError(f"{where}: expected the header '{HEADER} {VERSION}' before any "
+                                 f"rule, got '{words[0]}'")
+            if len(words) != 2 or parse_number(words[1]) != VERSION:
+                got = words[1] if len(words) > 1 else ""
+                raise RulesError(f"{where}: unsupported rules version '{got}' (this interposer "
+                                 f"reads version {VERSION})")
+            header = True
+            continue
+        coll = words[0]
+        if coll not in COLLS:
+            raise RulesError(f"{where}: unknown collective '{coll}' (known: {', '.join(COLLS)})")
+        if "->" not in words:
+            raise RulesError(f"{where}: missing '->' between the conditions and the algorithm")
+        arrow = words.index("->")
+        ranges: dict[str, tuple[int, int | None]] = {}
+        for word in words[1:arrow]:
+            key, eq, value = word.partition("=")
+            if not eq:
+                raise RulesError(f"{where}: expected KEY=RANGE (size, nodes, ppn, bytes), got '{word}'")
+            if key not in KEYS:
+                raise RulesError(f"{where}: unknown key '{key}' (known: {', '.join(KEYS)})")
+            if key in ranges:
+                raise RulesError(f"{where}: key '{key}' given twice")
+            ranges[key] = _range(where, key, value, 0 if key == "bytes" else 1)
+        alg, params = _choice(where, coll, words[arrow + 1:], catalogue)
+        out.append(RulesLine(no, coll, ranges, alg, params))
+    if not header:
+        raise RulesError(f"{name}:{max(1, len(lines) - (lines[-1] == ''))}: no '{HEADER} "
+                         f"{VERSION}' header (empty file?)")
+    return out
+
+
+def read_rules(path: str, catalogue: dict | None = None) -> list[RulesLine]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise RulesError(f"{path}:0: cannot open: {exc.strerror}") from None
+    if b"\0" in data:
+        line = data[:data.index(b"\0")].count(b"\n") + 1
+        raise RulesError(f"{path}:{line}: not a text line (byte 0x00)")
+    return parse_rules(data.decode("latin-1"), path, catalogue)
+
+
+def match(rules: list[RulesLine], collective: str, size: int, nodes: int, ppn: int,
+          nbytes: int) -> RulesLine | None:
+    """The rule the interposer applies to a call, or None (the library)."""
+    point = {"size": size, "nodes": nodes, "ppn": ppn, "bytes": nbytes}
+    return next((r for r in rules if r.collective == collective and r.matches(point)), None)
+
+
+def catalogue_index(listing: dict) -> dict:
+    """{coll: {alg: {param: {default, min, max}}}} from `colltune-rules list`."""
+    out: dict = {}
+    for a in listing["algorithms"]:
+        out.setdefault(a["collective"], {})[a["name"]] = {p["name"]: p for p in a["params"]}
+    return out
+
+
+def split_label(label: str) -> tuple[str, dict[str, int]]:
+    """'pipeline[segsize=16384,fanout=2]' -> ('pipeline', {...}) (Algorithm.label's form)."""
+    m = _LABEL.match(label.strip())
+    if not m:
+        raise InputError(f"bad algorithm label {label!r}")
+    params = {}
+    for item in filter(None, (m.group(2) or "").split(",")):
+        k, eq, v = item.partition("=")
+        if not eq or parse_number(v.strip()) is None:
+            raise InputError(f"bad parameter {item!r} in algorithm label {label!r}")
+        params[k.strip()] = parse_number(v.strip())
+    return m.group(1).strip(), params
+
+
+# ---- writer -------------------------------------------------------------------
+def _cells(values: list[int]) -> list[tuple[int, int, int | None]]:
+    """(tuned value, lo, hi) per distinct tuned value: the integers nearer to it
+    (log scale) than to its neighbours; a tie goes to the smaller value, as in
+    DecisionTable.lookup."""
+    values = sorted(set(values))
+    cuts = [math.isqrt(a * b) + 1 for a, b in zip(values, values[1:])]
+    los = [1] + cuts
+    his: list[int | None] = [c - 1 for c in cuts] + [None]
+    return list(zip(values, los, his))
+
+
+def _fmt_range(lo: int, hi: int | None, floor: int = 1) -> str:
+    if lo <= floor and hi is None:
+        return "*"
+    if hi == lo:
+        return str(lo)
+    return f"{lo}.." + ("" if hi is None else str(hi))
+
+
+@EXPORTERS.register("colltune")
+class ColltuneRulesExporter(Exporter):
+    name = "colltune"
+    library = "colltune"
+    description = "colltune's own rules file, read by the interposer libcolltune (docs/rules.md)"
+    allow_substitute = False
+    catalogue: dict | None = None      # catalogue_index(...) to validate names and parameters
+
+    def _choice(self, entry: Entry, rule: Rule, notes: list[str]) -> str:
+        if rule.provider == "colltune" and entry.collective in COLLS:
+            name, params = split_label(rule.algorithm)
+            params = {**params, **(rule.params or {})}
+            text = " ".join([name, *(f"{k}={v}" for k, v in sorted(params.items()))])
+            _choice(f"decision table {entry.collective} {entry.nodes}x{entry.ppn} from "
+                    f"{rule.min_size} B", entry.collective, text.split(), self.catalogue)
+            return text
+        why = (f"{entry.collective} {entry.nodes}x{entry.ppn} from {rule.min_size} B/rank: "
+               f"{rule.provider} algorithm {rule.algorithm!r} is not one of colltune's")
+        if not self.allow_substitute:
+            raise InputError(f"{why}; --allow-substitute would let the MPI library run it")
+        notes.append(f"{why}: the library's own collective runs there")
+        return LIBRARY
+
+    def export(self, table: DecisionTable, target: str | None = None) -> Exported:
+        notes: list[str] = []
+        out = [f"# {line}" for line in header_lines(table, target, self.name)]
+        out += [f"# first matching rule wins; keys: nodes, ppn, bytes per rank (docs/rules.md)",
+                f"{HEADER} {VERSION}"]
+        for coll in table.collectives():
+            entries = [e for e in table.entries if e.collective == coll]
+            if coll not in COLLS and not self.allow_substitute:
+                raise InputError(f"the interposer handles {', '.join(COLLS)}, not {coll}; "
+                                 f"--allow-substitute leaves it to the library")
+            if coll not in COLLS:
+                notes.append(f"{coll}: not intercepted, the library's own collective runs")
+                continue
+            layouts = sorted({(e.nodes, e.ppn) for e in entries})
+            out.append(f"# {coll}: tuned layouts (nodes x ppn) "
+                       + ", ".join(f"{n}x{p}" for n, p in layouts))
+            for n, nlo, nhi in _cells([e.nodes for e in entries]):
+                for p, plo, phi in _cells([e.ppn for e in entries]):
+                    entry = _entry_at(table, entries, n, p)
+                    for i, rule in enumerate(entry.rules):
+                        hi = entry.rules[i + 1].min_size - 1 if i + 1 < len(entry.rules) else None
+                        out.append(f"{coll} nodes={_fmt_range(nlo, nhi)} ppn={_fmt_range(plo, phi)} "
+                                   f"bytes={_fmt_range(rule.min_size, hi, 0)} -> "
+                                   f"{self._choice(entry, rule, notes)}")
+        text = "\n".join(out) + "\n"
+        parse_rules(text, f"<{self.name} export>", self.catalogue)   # never write what we cannot read
+        return Exported(text, ".rules", env={"COLLTUNE_RULES": "{path}"},
+                        notes=tuple(notes) + (
+                            "run under the interposer: `colltune run --rules FILE -- ./app`, or "
+                            "LD_PRELOAD libcolltune.so built for your MPI (docs/interposer.md)",))
+
+
+def _entry_at(table: DecisionTable, entries: list[Entry], nodes: int, ppn: int) -> Entry:
+    """The entry DecisionTable.lookup picks at this tuned corner."""
+    rule = table.lookup(entries[0].collective, nodes, ppn, 0)
+    return next(e for e in entries if any(r is rule for r in e.rules))

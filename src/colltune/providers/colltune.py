@@ -1,0 +1,212 @@
+"""colltune's own collective algorithms (native/algorithms) as a provider.
+
+The algorithms are read from the native catalogue itself (``colltune-rules
+list``, built against the backend's MPI), never listed here. A benchmark launch
+runs the ordinary bench under the interposer (libcolltune) with
+``COLLTUNE_FORCE=<coll>:<alg>[:k=v,...]``: on SMPI the bench linked with
+libcolltune.a (``colltune-bench-interposed``), on a real MPI the same bench with
+libcolltune.so preloaded into the ranks. ``COLLTUNE_REPORT`` makes the
+interposer write what really ran at each (communicator size, bytes) — the
+algorithm, or ``library`` when it declined — and every record is labelled with
+it. The library's own selectors stay available as baselines (forced by the
+backend's library provider, without the interposer).
+
+Build helpers here are shared with ``colltune run``.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from .. import native
+from ..errors import BackendError, ConfigError
+from . import PROVIDERS
+from .base import ALGORITHM, Algorithm, LaunchMods, Provider
+from .openmpi import LabelledMods
+
+_TINY_PLATFORM = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1"><cluster id="l" prefix="l-" radical="0-0" suffix="" speed="1Gf"
+ bw="1GBps" lat="1us"/></platform>
+"""
+
+
+def is_smpi(impl) -> bool:
+    return impl.name == "smpi"
+
+
+def libcolltune(impl, cache_dir: str) -> Path:
+    """libcolltune built against impl: the archive for SMPI (linked into the
+    program), the shared object for a real MPI (LD_PRELOAD)."""
+    return native.build(impl, "intercept", cache_dir,
+                        product="libcolltune.a" if is_smpi(impl) else "libcolltune.so")
+
+
+def link_args(lib: Path) -> list[str]:
+    """smpicc arguments that link every interposed symbol in."""
+    return ["-Wl,--whole-archive", str(lib), "-Wl,--no-whole-archive", "-lm"]
+
+
+def preload_args(impl, lib: Path) -> list[str]:
+    """mpiexec arguments that preload lib into the ranks only (not into mpiexec)."""
+    if impl.name == "openmpi":
+        return ["-x", f"LD_PRELOAD={lib}"]
+    if impl.name == "mpich":
+        return ["-genv", "LD_PRELOAD", str(lib)]
+    raise BackendError(f"no LD_PRELOAD recipe for {impl.name}")
+
+
+def rules_tool_command(impl, cache_dir: str, workdir: str) -> list[str]:
+    """How to run `colltune-rules` built against impl (smpirun -np 1 on SMPI)."""
+    tool = native.build(impl, "rules-tool", cache_dir, product="colltune-rules")
+    if not is_smpi(impl):
+        return [str(tool)]
+    plat, hosts = os.path.join(workdir, "p.xml"), os.path.join(workdir, "h")
+    Path(plat).write_text(_TINY_PLATFORM)
+    Path(hosts).write_text("l-0\n")
+    return [impl.launcher, "-np", "1", "-platform", plat, "-hostfile", hosts,
+            "--log=root.thres:critical", str(tool)]
+
+
+@lru_cache(maxsize=8)
+def _listing(impl, cache_dir: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = rules_tool_command(impl, cache_dir, tmp) + ["list"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp,
+                              env=impl.run_env())
+    if proc.returncode != 0:
+        raise BackendError(f"listing colltune's algorithms failed ({' '.join(cmd)}): "
+                           f"{(proc.stdout + proc.stderr)[-800:]}")
+    return proc.stdout
+
+
+def catalogue(impl, cache_dir: str) -> dict:
+    """The native catalogue ({"algorithms": [{collective, name, params...}]})."""
+    text = _listing(impl, str(Path(cache_dir).resolve()))
+    try:
+        start = text.index("{")
+        return json.loads(text[start:text.rindex("}") + 1])
+    except ValueError as exc:
+        raise BackendError(f"colltune-rules list printed no catalogue: {exc}: {text[-400:]}") from None
+
+
+def force_spec(algorithm: Algorithm) -> str:
+    """COLLTUNE_FORCE value for one algorithm with its parameters."""
+    spec = f"{algorithm.collective}:{algorithm.name}"
+    if algorithm.params:
+        spec += ":" + ",".join(f"{k}={v}" for k, v in algorithm.params)
+    return spec
+
+
+def read_report(path: str) -> list[dict]:
+    """The interposer's COLLTUNE_REPORT lines (a torn last line is ignored)."""
+    out = []
+    try:
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+    except OSError:
+        pass
+    return out
+
+
+def ran_labels(report: str, algorithm: Algorithm, rec: dict) -> dict:
+    """What really ran at a bench record's point, from the interposer's report."""
+    for r in read_report(report):
+        if (r.get("collective") == rec.get("collective") and r.get("comm_size") == rec.get("participants")
+                and r.get("bytes") == rec.get("bytes")):
+            if r.get("ran") == algorithm.name:
+                return {"ran": algorithm.name}
+            return {"ran": r.get("ran"), "switched_from": algorithm.label}
+    return {"ran": "unknown (the interposer reported no call at this point)"}
+
+
+@PROVIDERS.register("colltune")
+class ColltuneProvider(Provider):
+    name = "colltune"
+    description = "colltune's own algorithms, run through the interposer (COLLTUNE_FORCE)"
+    backends = ("sim", "local")
+
+    def __init__(self, backend, library: Provider):
+        impl = backend.impl
+        self.library, self.impl = library, impl
+        self.default_baselines = library.default_baselines
+        cache = backend.settings.cache_dir
+        self._algs: dict[str, list[Algorithm]] = {}
+        self._params: dict[tuple[str, str], dict] = {}
+        for a in catalogue(impl, cache)["algorithms"]:
+            self._algs.setdefault(a["collective"], []).append(
+                Algorithm(self.name, a["collective"], a["name"], ALGORITHM,
+                          description=a.get("description", "")))
+            self._params[(a["collective"], a["name"])] = {p["name"]: p for p in a["params"]}
+        if is_smpi(impl):
+            self._inject = LaunchMods(program=str(native.build(impl, "bench-interposed", cache)))
+        else:
+            self._inject = LaunchMods(launcher_args=preload_args(impl, libcolltune(impl, cache)))
+        self._reports = tempfile.mkdtemp(prefix="colltune-reports-")
+        atexit.register(shutil.rmtree, self._reports, True)
+
+    def collectives(self) -> list[str]:
+        return [c for c in self.library.collectives() if c in self._algs] + \
+            [c for c in self._algs if c not in self.library.collectives()]
+
+    def algorithms(self, collective: str) -> list[Algorithm]:
+        return list(self._algs.get(collective, []))
+
+    def selectors(self, collective: str) -> list[Algorithm]:
+        return self.library.selectors(collective)
+
+    def parameters(self, collective: str, name: str) -> dict:
+        """{param: {default, min, max, unit}} from the catalogue."""
+        return dict(self._params.get((collective, name), {}))
+
+    def lookup(self, collective: str, name: str) -> Algorithm:
+        """Also accepts a label with parameters, e.g. pipeline[segsize=16384]."""
+        from ..exporters.colltune_rules import split_label
+        base, params = split_label(name)
+        alg = super().lookup(collective, base)
+        if not params or alg.provider != self.name:
+            return alg
+        known = self.parameters(collective, base)
+        for k, v in params.items():
+            if k not in known:
+                raise ConfigError(f"colltune {collective} {base} has no parameter {k!r}; "
+                                  f"it has {', '.join(known) or 'none'}")
+            if not known[k]["min"] <= v <= known[k]["max"]:
+                raise ConfigError(f"colltune {collective} {base}: {k}={v} outside "
+                                  f"[{known[k]['min']}, {known[k]['max']}]")
+        return Algorithm(self.name, collective, base, ALGORITHM, tuple(sorted(params.items())),
+                         alg.description)
+
+    def force(self, algorithm: Algorithm) -> LaunchMods:
+        if algorithm.provider != self.name:
+            return self.library.force(algorithm)      # a library selector: no interposer
+        spec = force_spec(algorithm)
+        fd, report = tempfile.mkstemp(prefix="report-", suffix=".jsonl", dir=self._reports)
+        os.close(fd)
+        return LabelledMods(launcher_args=list(self._inject.launcher_args),
+                            env={"COLLTUNE_FORCE": spec, "COLLTUNE_REPORT": report},
+                            program=self._inject.program,
+                            labels={"forced": f"COLLTUNE_FORCE={spec}"},
+                            per_point=lambda rec: ran_labels(report, algorithm, rec))
+
+
+def info_listing(backend) -> dict:
+    """For `colltune info`: {coll: {algorithms, selectors}} from the catalogue
+    built against the backend's MPI (selectors: the library's, as baselines)."""
+    out: dict = {}
+    library = backend.provider()
+    for a in catalogue(backend.impl, backend.settings.cache_dir)["algorithms"]:
+        coll = out.setdefault(a["collective"], {
+            "algorithms": [], "selectors": [s.name for s in library.selectors(a["collective"])]})
+        coll["algorithms"].append(a["name"])
+    return out

@@ -1,0 +1,183 @@
+"""`colltune run`: launch an application under colltune's interposer.
+
+    colltune run [--rules F] [--force SPEC] [-n N | --layout NxP] -- ./app args
+    colltune run --backend local --mpi mpich -n 2 --rules F -- app.c args
+
+A C source is compiled first (cached by content and MPI identity): on the sim
+backend with smpicc and linked with libcolltune.a, on the local backend with
+the library's mpicc. A ready executable runs as is: on the local backend
+libcolltune.so (built against the same MPI) is preloaded into the ranks; on
+the sim backend it must already be linked with libcolltune.a (`--link-flags`
+prints how). The rules file is checked against the catalogue before launch.
+docs/interposer.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    from ..cli import add_globals
+    p = sub.add_parser("run", help="run an MPI application under colltune's interposer "
+                                   "(rules file or forced algorithms)")
+    add_globals(p)
+    p.add_argument("--rules", help="colltune rules file (docs/rules.md) -> COLLTUNE_RULES")
+    p.add_argument("--force", help="COLL:ALG[:k=v,...][;...] -> COLLTUNE_FORCE")
+    p.add_argument("--verbose", action="store_true", help="rank 0 logs each new decision")
+    p.add_argument("--report", help="rank 0 appends what ran (JSON lines) -> COLLTUNE_REPORT")
+    p.add_argument("-n", "-np", dest="np", type=int, help="number of ranks")
+    p.add_argument("--layout", help="NODESxPPN (sim backend), e.g. 4x8")
+    p.add_argument("--link-flags", action="store_true",
+                   help="print how to build an application with libcolltune for this backend, and exit")
+    p.add_argument("app", nargs="*", help="-- PROGRAM [ARGS...]; PROGRAM may be a C source")
+    p.set_defaults(handler=run)
+
+
+def _layout(args, cores: int, max_nodes: int) -> tuple[int, int, int]:
+    """(nodes, ppn, ranks)."""
+    from ..errors import ConfigError
+    if args.layout:
+        try:
+            n, p = (int(x) for x in args.layout.lower().split("x"))
+        except ValueError:
+            raise ConfigError(f"bad --layout {args.layout!r}: expected NODESxPPN, e.g. 4x8") from None
+        if args.np and args.np != n * p:
+            raise ConfigError(f"-n {args.np} contradicts --layout {args.layout} ({n * p} ranks)")
+        return n, p, n * p
+    if not args.np or args.np < 1:
+        raise ConfigError("say how many ranks: -n N or --layout NODESxPPN")
+    ppn = min(args.np, cores)
+    nodes = math.ceil(args.np / ppn)
+    if nodes > max_nodes:
+        raise ConfigError(f"-n {args.np} needs {nodes} nodes of {cores} cores; the platform has {max_nodes}")
+    return nodes, ppn, args.np
+
+
+def compile_app(impl, source: str, cache_dir: str, extra: list[str]) -> Path:
+    """Build a C source with impl's compiler (+ extra link arguments), cached."""
+    from ..errors import BuildError
+    src = Path(source).resolve()
+    key = hashlib.sha256(src.read_bytes() + "\0".join(extra).encode()).hexdigest()[:12]
+    out = Path(cache_dir).resolve() / f"run-{impl.name}-{impl.identity()}" / f"{src.stem}-{key}"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        cmd = [impl.cc, "-O2", str(src), "-o", str(tmp), *extra]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=impl.run_env())
+        if proc.returncode != 0:
+            raise BuildError(f"compiling {source} failed:\n$ {shlex.join(cmd)}\n{proc.stderr[-3000:]}")
+        os.replace(tmp, out)
+    return out
+
+
+def _linked(program: str) -> bool | None:
+    """Does an SMPI program contain the interposer? None when nm cannot tell."""
+    try:
+        proc = subprocess.run(["nm", "-D", "--defined-only", program], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return "ct_rules_match" in proc.stdout if proc.returncode == 0 else None
+
+
+def _check_rules(impl, settings, path: str) -> None:
+    from ..exporters.colltune_rules import catalogue_index, read_rules
+    from ..providers.colltune import catalogue
+    read_rules(path, catalogue_index(catalogue(impl, settings.cache_dir)))
+
+
+def _sim(args, settings, env: dict, program: list[str]) -> tuple[list[str], dict]:
+    from .. import mpi, platforms
+    from ..backends.sim import QUIET_LOGS
+    from ..errors import BackendError, ConfigError
+    from ..providers.colltune import libcolltune, link_args
+    impl = mpi.find("smpi")
+    lib = libcolltune(impl, settings.cache_dir)
+    if args.link_flags:
+        return ["echo", f"{impl.cc} app.c -o app {shlex.join(link_args(lib))}"], impl.run_env()
+    if args.rules:
+        _check_rules(impl, settings, args.rules)
+    app = program[0]
+    if app.endswith(".c"):
+        app = str(compile_app(impl, app, settings.cache_dir, link_args(lib)))
+    elif _linked(app) is False:
+        raise ConfigError(f"{app} is not linked with libcolltune; build it with:\n  "
+                          f"{impl.cc} app.c -o app {shlex.join(link_args(lib))}")
+    try:
+        plat = platforms.load(settings.platform)
+    except platforms.PlatformError as exc:
+        raise BackendError(str(exc)) from None
+    nodes, ppn, ranks = _layout(args, plat.cores_per_node, plat.nodes)
+    os.makedirs(settings.output_dir, exist_ok=True)
+    hostfile = plat.write_hostfile(nodes, ppn, os.path.join(settings.output_dir, "run.hostfile"))
+    cmd = [impl.launcher, "-np", str(ranks), "-platform", plat.xml_path, "-hostfile", hostfile,
+           *plat.smpirun_cfg_args(), *QUIET_LOGS, "--log=smpi_colls.thres:warning", app,
+           *program[1:]]
+    return cmd, {**impl.run_env(), **env}
+
+
+def _local(args, settings, env: dict, program: list[str]) -> tuple[list[str], dict]:
+    from .. import mpi
+    from ..backends.local import host_cores
+    from ..errors import BackendError, ConfigError
+    from ..providers.colltune import libcolltune, preload_args
+    try:
+        impl = mpi.find(settings.mpi)
+    except mpi.MPINotFound as exc:
+        raise BackendError(str(exc)) from None
+    lib = libcolltune(impl, settings.cache_dir)
+    if args.link_flags:
+        return ["echo", f"{impl.cc} app.c -o app; mpiexec {shlex.join(preload_args(impl, lib))} "
+                        f"-n N ./app   (or link: {impl.cc} app.c -o app {lib})"], impl.run_env()
+    if args.rules:
+        _check_rules(impl, settings, args.rules)
+    if args.layout and not args.layout.lower().startswith("1x"):
+        raise ConfigError(f"the local backend runs on this one host: --layout {args.layout}")
+    _, _, ranks = _layout(args, 10**6, 1)
+    app = program[0]
+    if app.endswith(".c"):
+        app = str(compile_app(impl, app, settings.cache_dir, []))
+    cmd = [impl.launcher, *preload_args(impl, lib), "-n", str(ranks)]
+    if impl.name == "openmpi" and ranks > host_cores():
+        cmd.append("--oversubscribe")
+    return cmd + [app, *program[1:]], {**impl.run_env(), **env}
+
+
+RUNNERS = {"sim": _sim, "local": _local}
+
+
+def run(args, cli) -> int:
+    from ..errors import ConfigError
+    from ..session import Session
+    settings = Session(cli, args.config).settings
+    runner = RUNNERS.get(settings.backend)
+    if runner is None:
+        raise ConfigError(f"colltune run supports the backends {', '.join(RUNNERS)}, "
+                          f"not {settings.backend!r}")
+    program = [a for a in args.app]
+    if not program and not args.link_flags:
+        raise ConfigError("no program: colltune run [options] -- PROGRAM [ARGS...]")
+    if program and not (os.path.exists(program[0]) or program[0].endswith(".c")):
+        raise ConfigError(f"program {program[0]!r} not found")
+    env = {}
+    for var, value in (("COLLTUNE_RULES", args.rules and os.path.abspath(args.rules)),
+                       ("COLLTUNE_FORCE", args.force), ("COLLTUNE_VERBOSE", args.verbose and "1"),
+                       ("COLLTUNE_REPORT", args.report and os.path.abspath(args.report))):
+        if value:
+            env[var] = value
+    cmd, full_env = runner(args, settings, env, program)
+    if not args.quiet:
+        print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+              + " " + shlex.join(cmd), file=sys.stderr, flush=True)
+    timeout = settings.timeout if settings.source_of("timeout") != "default" else None
+    try:
+        return subprocess.run(cmd, env=full_env, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)
+        return 124

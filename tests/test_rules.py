@@ -1,0 +1,211 @@
+"""colltune's rules file: the Python reader and the interposer's C parser
+(colltune-rules, built against a real MPI) agree on good files and on every
+kind of error (same FILE:LINE: message), and the exporter writes files that
+select, at every layout and size, what the decision table says."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import CACHE
+
+from colltune import mpi
+from colltune.decision import DecisionTable, Entry, Rule
+from colltune.errors import InputError
+from colltune.exporters import EXPORTERS
+from colltune.exporters.colltune_rules import (RulesError, catalogue_index, match, parse_rules,
+                                               read_rules)
+from colltune.providers.colltune import catalogue, rules_tool_command
+
+
+@pytest.fixture(scope="module")
+def tool(tmp_path_factory):
+    impl = mpi.find("openmpi")
+    return rules_tool_command(impl, CACHE, str(tmp_path_factory.mktemp("tool"))), impl
+
+
+@pytest.fixture(scope="module")
+def cat(tool):
+    return catalogue_index(catalogue(tool[1], CACHE))
+
+
+def c_tool(tool, *args):
+    cmd, impl = tool
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60,
+                          env=impl.run_env())
+
+
+GOOD = """# a comment line
+  colltune-rules 1   # header with a comment
+
+bcast size=2..8 bytes=0..1k -> binomial
+bcast nodes=2.. ppn=4 bytes=1025.. -> pipeline segsize=16k fanout=2
+bcast -> library
+reduce bytes=..64 -> linear
+allreduce nodes=1 size=* -> ring segsize=4096
+allgather ppn=3..3 -> bruck\t# tab before the comment
+"""
+
+
+def _normal(rules):
+    """Python RulesLine list -> the C tool's JSON form."""
+    out = []
+    for r in rules:
+        d = {"line": r.line, "collective": r.collective}
+        for k in ("size", "nodes", "ppn", "bytes"):
+            d[k] = list(r.ranges.get(k, (0, None)))
+        d.update(algorithm=r.algorithm, params=r.params)
+        out.append(d)
+    return out
+
+
+def test_good_file_python_and_c_agree(tool, cat, tmp_path):
+    path = tmp_path / "good.rules"
+    path.write_text(GOOD)
+    rules = read_rules(str(path), cat)
+    assert [r.line for r in rules] == [4, 5, 6, 7, 8, 9]
+    assert rules[1].ranges == {"nodes": (2, None), "ppn": (4, 4), "bytes": (1025, None)}
+    assert rules[1].params == {"segsize": 16384, "fanout": 2}
+    assert rules[4].params == {"segsize": 4096}
+    assert rules[3].params == {}                       # linear has no parameters
+    proc = c_tool(tool, "check", str(path))
+    assert proc.returncode == 0, proc.stderr
+    c_rules = [json.loads(line) for line in proc.stdout.splitlines()]
+    # C groups rules by collective; within one, file order is kept
+    key = lambda d: (["bcast", "reduce", "allreduce", "allgather"].index(d["collective"]), d["line"])
+    assert sorted(_normal(rules), key=key) == c_rules
+
+
+@pytest.mark.parametrize("point", [
+    ("bcast", 4, 1, 4, 1024), ("bcast", 4, 1, 4, 1025), ("bcast", 16, 4, 4, 1 << 20),
+    ("bcast", 16, 4, 3, 1 << 20), ("reduce", 2, 1, 2, 64), ("reduce", 2, 1, 2, 65),
+    ("allreduce", 7, 1, 7, 0), ("allreduce", 8, 2, 4, 8), ("allgather", 6, 2, 3, 12),
+    ("allgather", 6, 3, 2, 12)])
+def test_first_match_python_and_c_agree(tool, cat, tmp_path, point):
+    path = tmp_path / "good.rules"
+    path.write_text(GOOD)
+    r = match(read_rules(str(path), cat), *point)
+    want = "library @line 0" if r is None else " ".join(
+        [r.algorithm, *(f"{k}={v}" for k, v in r.params.items())]) + f" @line {r.line}"
+    got = c_tool(tool, "match", str(path), *map(str, point)).stdout.strip()
+    assert got == want
+
+
+BAD = [
+    ("bcast -> linear\n", 1, "expected the header 'colltune-rules 1' before any rule, got 'bcast'"),
+    ("colltune-rules 2\n", 1, "unsupported rules version '2' (this interposer reads version 1)"),
+    ("colltune-rules\n", 1, "unsupported rules version ''"),
+    ("# nothing\n\n", 2, "no 'colltune-rules 1' header (empty file?)"),
+    ("colltune-rules 1\nbcastx -> linear\n", 2, "unknown collective 'bcastx'"),
+    ("colltune-rules 1\n\nbcast linear\n", 3, "missing '->' between the conditions and the algorithm"),
+    ("colltune-rules 1\nbcast size -> linear\n", 2, "expected KEY=RANGE (size, nodes, ppn, bytes), got 'size'"),
+    ("colltune-rules 1\nbcast count=3 -> linear\n", 2, "unknown key 'count'"),
+    ("colltune-rules 1\nbcast ppn=2 ppn=3 -> linear\n", 2, "key 'ppn' given twice"),
+    ("colltune-rules 1\nbcast bytes=1..x -> linear\n", 2, "bytes: 'x' is not a non-negative integer (range '1..x')"),
+    ("colltune-rules 1\nbcast bytes=-5 -> linear\n", 2, "bytes: '-5' is not a non-negative integer"),
+    ("colltune-rules 1\nbcast bytes=9..3 -> linear\n", 2, "bytes: empty range '9..3' (start above end)"),
+    ("colltune-rules 1\nbcast bytes=.. -> linear\n", 2, "bytes: empty range '..'"),
+    ("colltune-rules 1\nbcast nodes=0 -> linear\n", 2, "nodes: range '0' must not go below 1"),
+    ("colltune-rules 1\nbcast ->\n", 2, "no algorithm after '->'"),
+    ("colltune-rules 1\nreduce -> ring\n", 2, "unknown reduce algorithm 'ring' (known: linear, binomial"),
+    ("colltune-rules 1\nbcast -> pipeline seg=4\n", 2, "bcast pipeline has no parameter 'seg' (parameters: segsize, fanout)"),
+    ("colltune-rules 1\nbcast -> linear segsize=4\n", 2, "bcast linear has no parameter 'segsize' (parameters: none)"),
+    ("colltune-rules 1\nbcast -> pipeline fanout=0\n", 2, "bcast pipeline: fanout=0 is not an integer in [1, 64]"),
+    ("colltune-rules 1\nbcast -> pipeline fanout=two\n", 2, "fanout=two is not an integer in [1, 64]"),
+    ("colltune-rules 1\nbcast -> pipeline fanout=2 fanout=3\n", 2, "parameter 'fanout' given twice"),
+    ("colltune-rules 1\nbcast -> pipeline 4\n", 2, "expected PARAMETER=VALUE after the algorithm, got '4'"),
+    ("colltune-rules 1\nbcast -> library segsize=1\n", 2, "'library' takes no parameters, got 'segsize=1'"),
+    ("colltune-rules 1\nbcast -> linear\nbcast -> linear \x01\n", 3, "not a text line (byte 0x01 at column 17)"),
+    ("colltune-rules 1\n" + "#" * 5000 + "\n", 2, "line longer than 4096 characters"),
+]
+
+
+@pytest.mark.parametrize("text,line,problem", BAD)
+def test_errors_name_file_line_and_value(tool, cat, tmp_path, text, line, problem):
+    path = tmp_path / "bad.rules"
+    path.write_text(text)
+    with pytest.raises(RulesError) as exc:
+        read_rules(str(path), cat)
+    assert str(exc.value).startswith(f"{path}:{line}: ")
+    assert problem in str(exc.value)
+    proc = c_tool(tool, "check", str(path))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == str(exc.value)      # the interposer says exactly the same
+
+
+def test_missing_and_binary_files(tool, tmp_path):
+    for path, line in ((tmp_path / "absent.rules", 0), (tmp_path / "nul.rules", 2)):
+        if line:
+            path.write_bytes(b"colltune-rules 1\nbcast\0 -> linear\n")
+        with pytest.raises(RulesError, match=rf"^{path}:{line}: "):
+            read_rules(str(path))
+        assert c_tool(tool, "check", str(path)).stderr.startswith(f"{path}:{line}: ")
+
+
+def test_force_syntax(tool):
+    proc = c_tool(tool, "force", "bcast:pipeline:segsize=1k,fanout=3; allreduce:ring")
+    got = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(g["collective"], g["algorithm"], g["params"]) for g in got] == [
+        ("bcast", "pipeline", {"segsize": 1024, "fanout": 3}), ("allreduce", "ring", {"segsize": 65536})]
+    for spec, problem in (("bcast", "expected COLL:ALGORITHM"), ("gather:linear", "unknown collective 'gather'"),
+                          ("bcast:linear;allgather:nope", "COLLTUNE_FORCE:2: unknown allgather algorithm 'nope'"),
+                          ("bcast:pipeline:fanout=99", "fanout=99 is not an integer in [1, 64]")):
+        proc = c_tool(tool, "force", spec)
+        assert proc.returncode == 1 and problem in proc.stderr, (spec, proc.stderr)
+
+
+def _table(provider="colltune"):
+    def entry(coll, n, p, rules):
+        return Entry(coll, n, p, tuple(Rule(m, a, provider, {}) for m, a in rules))
+    entries = []
+    for n in (2, 8):
+        for p in (2, 6):
+            big = "pipeline[segsize=16384]" if n * p > 12 else "scatter_ring_allgather"
+            entries.append(entry("bcast", n, p, [(0, "binomial"), (1000 * n, "knomial[radix=3]"),
+                                                 (20000 * p, big)]))
+            entries.append(entry("allreduce", n, p, [(0, "recursive_doubling"), (4096 * p, "ring")]))
+    return DecisionTable("exhaustive", {"backend": "sim", "platform": "small"}, tuple(entries))
+
+
+def test_export_selects_what_the_table_says(tool, cat, tmp_path):
+    exporter = EXPORTERS.get("colltune")()
+    exporter.catalogue = cat
+    table = _table()
+    exported = exporter.export(table)
+    path = tmp_path / "t.rules"
+    path.write_text(exported.text)
+    assert exported.env_for(str(path)) == {"COLLTUNE_RULES": str(path)}
+    rules = read_rules(str(path), cat)
+    assert exported.text.splitlines()[0].startswith("# colltune ")      # provenance header
+    checked = 0
+    for coll in ("bcast", "allreduce"):
+        for nodes in (1, 2, 3, 4, 5, 8, 40):
+            for ppn in (1, 2, 3, 4, 6, 12):
+                for size in (0, 999, 1000, 2000, 8000, 24575, 24576, 40000, 120000, 1 << 24):
+                    want = table.lookup(coll, nodes, ppn, size)
+                    got = match(rules, coll, nodes * ppn, nodes, ppn, size)
+                    name = want.algorithm.split("[")[0]
+                    assert got is not None and got.algorithm == name, (coll, nodes, ppn, size)
+                    if "[" in want.algorithm:
+                        k, v = want.algorithm[len(name) + 1:-1].split("=")
+                        assert got.params[k] == int(v)
+                    checked += 1
+    assert checked == 2 * 7 * 6 * 10
+    # and the interposer's own parser picks the same at a few of those points
+    for coll, n, p, size in (("bcast", 8, 6, 1 << 24), ("bcast", 3, 3, 1500), ("allreduce", 5, 4, 20000)):
+        want = match(rules, coll, n * p, n, p, size)
+        got = c_tool(tool, "match", str(path), coll, str(n * p), str(n), str(p), str(size)).stdout
+        assert got.startswith(want.algorithm + " ") and got.strip().endswith(f"@line {want.line}")
+
+
+def test_export_refuses_other_providers_unless_substituted(cat):
+    exporter = EXPORTERS.get("colltune")()
+    table = _table(provider="smpi")
+    with pytest.raises(InputError, match=r"allreduce 2x2 from 0 B/rank: smpi algorithm 'recursive_doubling' is not one of colltune's"):
+        exporter.export(table)
+    exporter.allow_substitute = True
+    out = exporter.export(table)
+    rules = parse_rules(out.text, "x", cat)
+    assert {r.algorithm for r in rules} == {"library"} and out.notes
