@@ -33,6 +33,17 @@ DEFAULTS: dict[str, Any] = {
     "check": "first",
     "check_memory_mb": 2048.0,
     "cache_dir": ".colltune-cache",
+    # active learning (tuners/active.py, docs/active.md: the defaults are justified there)
+    "active_threshold": 0.02,       # stop when the summed variance changes by less (relative)
+    "active_patience": 3,           # ... for this many consecutive iterations
+    "active_min_points": 16,        # points measured before convergence may be declared
+    "active_budget_s": 1800.0,      # wall-clock budget of a tuning session (seconds)
+    "active_max_points": 0,         # points per collective at most (0 = no limit)
+    "active_batch": 4,              # points selected per iteration (collected in parallel)
+    "active_initial_points": 4,     # points measured before the first model
+    "active_nonpow2_every": 5,      # every n-th point uses a random non-power-of-two size
+    "active_trees": 64,             # trees per random forest
+    "active_seed": 1,               # forest and random-size seed (reproducible runs)
 }
 
 ENV_PREFIX = "COLLTUNE_"
@@ -113,7 +124,7 @@ def load(cli: Mapping[str, Any] | None = None,
         if v is not None and key in DEFAULTS:
             values[key], sources[key] = v, "command line"
 
-    for key in ("timeout", "rse", "check_memory_mb"):
+    for key in ("timeout", "rse", "check_memory_mb", "active_threshold", "active_budget_s"):
         if isinstance(values[key], int):
             values[key] = float(values[key])
     try:
