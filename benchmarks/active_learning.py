@@ -170,6 +170,7 @@ def main() -> int:
     ap.add_argument("--json", default="results/active-eval.json")
     ap.add_argument("--html", default="results/active-eval.html")
     ap.add_argument("--placement-only", action="store_true")
+    ap.add_argument("--no-placement", action="store_true")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args()
     report: dict = {}
@@ -178,12 +179,19 @@ def main() -> int:
         with session.store as store:
             for coll in a.collectives.split(","):
                 learning(a, session, store, coll, report)
+    ok = True
+    if a.no_placement:
+        return finish(a, report, ok)
     print("\nparallel collection (simulated benchmark seconds; SMPI simulates each launch alone, "
           "so the makespan is the greedy schedule of measured durations on disjoint groups):")
     print(f"{'platform':<13} {'groups':>6} {'launches':>8} {'multi-group':>11} {'sequential ms':>13} "
           f"{'makespan ms':>12} {'speedup':>9} {'real runs':>9} {'shared':>7}")
     ok = placement(a, "fattree64x12", [(n, 2) for n in (2, 3, 8, 16, 24)], report)
     ok &= placement(a, "dragonfly", [(n, 2) for n in (2, 3, 8, 16)], report)
+    return finish(a, report, ok)
+
+
+def finish(a, report, ok) -> int:
     with open(a.json, "w") as fh:
         json.dump(report, fh, indent=1, default=str)
     if not a.placement_only:

@@ -38,8 +38,10 @@ def variance_figure(curve: list[dict], title: str, slowdown_key: str | None = No
 
 def learning_figure(curves: dict[str, list[dict]], exhaustive_s: float, key: str, title: str) -> bytes:
     fig, ax = plt.subplots(figsize=(7, 3.8))
+    others = iter(["tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:grey"])
     for name, curve in sorted(curves.items()):
-        style = dict(lw=2, color="tab:blue") if name.startswith("variance") else dict(lw=1, ls="--")
+        style = (dict(lw=2, color="tab:blue") if name.startswith("variance")
+                 else dict(lw=1, ls="--", color=next(others, "grey")))
         ax.plot([c["cost_s"] / exhaustive_s for c in curve], [c[key]["avg_slowdown"] for c in curve],
                 marker=".", label="active (variance)" if name.startswith("variance") else name, **style)
     ax.axhline(1.03, color="grey", lw=0.8, ls=":")
