@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
+import tempfile
 import sys
 import time
 
@@ -110,6 +112,10 @@ def learning(a, session, store, coll, report):
           f"{len(candidates)} candidate points, test sets: "
           + ", ".join(f"{k} {len(v)}" for k, v in tests.items()))
     print(f"exhaustive (power-of-two grid, all algorithms): {exhaustive_s * 1e3:.2f} ms simulated benchmark time")
+    pow2_table = ExhaustiveTuner(None, TuningSpace((coll,), tuple(LAYOUTS), tuple(POW2)), []).decide(
+        gt_results.filter(msg_size=POW2), {})
+    print("reference, the exhaustive table of every power-of-two point on the same test sets: "
+          + "; ".join(f"{k} {fmt(score(pow2_table, coll, truth, v))}" for k, v in tests.items()))
     learner, out, curve, wall = runs[("variance", 1)]
     conv = learner.states[coll].converged_at
     at = curve[conv - 1] if conv else curve[-1]
@@ -143,7 +149,9 @@ def learning(a, session, store, coll, report):
 
 
 def placement(a, platform, layouts, report):
-    session = Session({"platform": platform, "store": a.store, "jobs": 2, "min_reps": 2,
+    # a fresh store: every launch really runs (and is checked for shared groups)
+    store_path = os.path.join(tempfile.mkdtemp(prefix="colltune-placement-"), "s.sqlite")
+    session = Session({"platform": platform, "store": store_path, "jobs": 2, "min_reps": 2,
                        "active_batch": 4, "active_max_points": 12, "active_initial_points": 4})
     backend = session.backend()
     with session.store as store:

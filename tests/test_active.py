@@ -192,3 +192,16 @@ def test_cli_tune_strategy_active(workdir):
     table = DecisionTable.load(str(path))
     assert table.tuner == "active" and {(e.nodes, e.ppn) for e in table.entries} == {(2, 2), (3, 2)}
     assert "decision table" in out.stdout
+
+
+def test_report_draws_the_variance_curve(capped, store, tmp_path):
+    from colltune.report import render
+    from colltune.report.active import active_section
+    from colltune.results import Results
+    learner, out, _ = capped
+    history = out.table.provenance["active"]["history"]
+    assert [h["iteration"] for h in history] == list(range(1, len(history) + 1))
+    path = render(Results.from_store(store, "capped"), [], str(tmp_path / "r.html"),
+                  extra=(active_section(history),))
+    text = open(path).read()
+    assert "<h2>Active learning</h2>" in text and 'alt="bcast variance"' in text

@@ -161,8 +161,8 @@ class Campaign:
         return result, {"groups": list(held.groups), "hosts": list(held.hosts)}
 
     def measured(self, spec: BenchSpec) -> list[dict]:
-        """The stored rows of a spec's points (any campaign: points are found by key),
-        each with its ident fields; unmeasured points are left out."""
+        """The stored measurement rows of a spec's points, in the spec's order; points are
+        found by key, whichever campaign measured them; unmeasured ones are left out."""
         keys = [spec.key_of(p, self.context) for p in spec.points()]
         rows: dict[str, dict] = {}
         for i in range(0, len(keys), 500):

@@ -34,8 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "check_memory_mb": 2048.0,
     "cache_dir": ".colltune-cache",
     # active learning (tuners/active.py, docs/active.md: the defaults are justified there)
-    "active_threshold": 0.02,       # stop when the summed variance changes by less (relative)
-    "active_patience": 3,           # ... for this many consecutive iterations
+    "active_threshold": 0.05,       # stop when the summed variance changes by less (relative)
+    "active_patience": 2,           # ... for this many consecutive iterations
     "active_min_points": 16,        # points measured before convergence may be declared
     "active_budget_s": 1800.0,      # wall-clock budget of a tuning session (seconds)
     "active_max_points": 0,         # points per collective at most (0 = no limit)

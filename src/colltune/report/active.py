@@ -1,7 +1,8 @@
 """Report figures of the active learner: learning curve and variance convergence.
 
 `active_section(history)` is HTML for `report.render(..., extra=[...])`: the summed
-variance per iteration (what the stopping rule watches) and the training cost.
+variance per iteration (what the stopping rule watches); `history` is an active
+decision table's `provenance["active"]["history"]` or `ActiveOutcome.history`.
 `render_evaluation(report, path)` is the page of benchmarks/active_learning.py:
 average slowdown against training cost for the active learner and the random
 baseline, and the variance curve against the slowdown curve.

@@ -283,7 +283,9 @@ class ActiveLearner:
             "converged_at_iteration": {c: st.converged_at for c, st in self.states.items()},
             "points": {c: len(st.measured) for c, st in self.states.items()},
             "benchmark_s": {c: st.cost_s for c, st in self.states.items()},
-            "variance_sum": {c: st.variance for c, st in self.states.items()},
+            "history": [{k: h[k] for k in ("collective", "iteration", "points", "cost_s",
+                                           "variance_sum", "converged", "stop")}
+                        for h in self.history],   # report.active.active_section draws it
             "select": self.select_mode,
             "settings": {k: v for k, v in self.settings.values.items() if k.startswith("active_")}}}
         prov = {**(provenance or self.campaign.provenance), **info}
