@@ -36,7 +36,7 @@ from ..results import Results
 from ..store import OK
 from . import TUNERS
 from .active_model import CollectiveModel, is_pow2
-from .active_rules import rules_from_choices
+from .active_rules import midpoint, rules_from_choices
 from .base import Tuner, TuningSpace
 
 Point = tuple[int, int, int]        # nodes, ppn, size
@@ -268,10 +268,18 @@ class ActiveLearner:
         pow2 = [1 << e for e in range(max(lo, 1).bit_length() - 1, hi.bit_length())
                 if lo <= 1 << e <= hi] or sorted({m for *_, m in st.grid})
         provider = st.algorithms[0].provider
+        layouts = sorted({(n, p) for n, p, _ in st.grid} | set(self.layouts))
+        # one batched model query for every size rule generation may ask about
+        asked = [(n, p, m) for n, p in layouts
+                 for m in pow2 + [midpoint(a, c) for a, c in zip(pow2, pow2[1:]) if c - a >= 2]]
+        cache = dict(zip(asked, st.model.best(np.array(asked))))
         out = []
-        for n, p in sorted({(n, p) for n, p, _ in st.grid} | set(self.layouts)):
+        for n, p in layouts:
             def choose(sizes, n=n, p=p):
-                return st.model.best(np.array([(n, p, m) for m in sizes])) if sizes else []
+                missing = [(n, p, m) for m in sizes if (n, p, m) not in cache]
+                if missing:
+                    cache.update(zip(missing, st.model.best(np.array(missing))))
+                return [cache[(n, p, m)] for m in sizes]
             measured = {m for (a, b, m) in st.measured if (a, b) == (n, p)}
             out.append(Entry(coll, n, p, rules_from_choices(pow2, choose, provider, measured)))
         return out
