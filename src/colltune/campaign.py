@@ -5,6 +5,10 @@ failing launch (abort, hang, wrong data) is recorded and the campaign goes on â€
 after a crash the remaining points of that launch are relaunched, so one bad
 message size does not hide the others; results of a launch are written as soon
 as it ends, so killing the campaign loses at most the launches in flight.
+
+With a ``placer`` (colltune.placement.GroupAllocator) every launch first takes whole
+groups of hosts (leaf switches / dragonfly groups) that no running launch holds and
+runs on their hosts; the hosts and groups are recorded with the launch.
 """
 from __future__ import annotations
 
@@ -61,8 +65,9 @@ def _ident(point: dict[str, Any]) -> tuple:
 
 class Campaign:
     def __init__(self, name: str, backend: Backend, store: Store, settings,
-                 show_progress: bool = True, retry_failed: bool = False):
+                 show_progress: bool = True, retry_failed: bool = False, placer=None):
         self.name, self.backend, self.store, self.settings = name, backend, store, settings
+        self.placer = placer
         self.show_progress, self.retry_failed = show_progress, retry_failed
         self.provenance = backend.provenance()
         self.context = {k: v for k, v in self.provenance.items() if k != "smpi_config"}
@@ -131,7 +136,7 @@ class Campaign:
         while True:
             launch = Launch(spec.nodes, spec.ppn, spec.bench_args(self.settings, job.check),
                             self.backend.provider().force(spec.algorithm), self.settings.timeout)
-            result = self.backend.run(launch, workdir)
+            result, placed = self._launch(launch, workdir, spec)
             points, unreached = self._classify(spec, job, result)
             stalled = stalled + 1 if result.timed_out and not result.records else 0
             if unreached and stalled >= MAX_STALLED_LAUNCHES:
@@ -139,13 +144,34 @@ class Campaign:
                 points += [self._not_attempted(ident, job, stalled) for ident in unreached]
                 unreached = []
             with self._lock:
-                self._write(job, result, points)
+                self._write(job, result, points, placed)
                 summary.launches += 1
                 for p in points:
                     summary.add(p["status"])
             if not unreached:
                 return
             spec = spec.with_sizes(sorted({i[1] for i in unreached}))
+
+    def _launch(self, launch: Launch, workdir: str, spec: BenchSpec):
+        if self.placer is None:
+            return self.backend.run(launch, workdir), None
+        with self.placer.hold(launch.nodes, task=spec) as held:
+            launch.hosts = list(held.hosts)
+            result = self.backend.run(launch, workdir)
+        return result, {"groups": list(held.groups), "hosts": list(held.hosts)}
+
+    def measured(self, spec: BenchSpec) -> list[dict]:
+        """The stored measurement rows of a spec's points, in the spec's order; points are
+        found by key, whichever campaign measured them; unmeasured ones are left out."""
+        keys = [spec.key_of(p, self.context) for p in spec.points()]
+        rows: dict[str, dict] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = (f"SELECT * FROM measurements WHERE key IN ({','.join('?' * len(chunk))}) "
+                 "ORDER BY point_id")
+            with self._lock:
+                rows.update((r["key"], dict(r)) for r in self.store.db.execute(q, chunk))
+        return [rows[k] for k in keys if k in rows]
 
     @staticmethod
     def _not_attempted(ident: tuple, job: Job, stalled: int) -> dict:
@@ -186,7 +212,8 @@ class Campaign:
                     p["check_error"] = "launch ended abnormally after this point: " + _failure_text(result)[:200]
         return points, unreached
 
-    def _write(self, job: Job, result: LaunchResult, points: list[dict]) -> None:
+    def _write(self, job: Job, result: LaunchResult, points: list[dict],
+               placed: dict | None = None) -> None:
         spec, hdr = job.spec, result.header or {}
         status = "ok" if result.clean else ("timeout" if result.timed_out else "crashed")
         prov = self.provenance
@@ -199,7 +226,8 @@ class Campaign:
             "algorithm": spec.algorithm.label, "algorithm_kind": spec.algorithm.kind,
             "nodes": spec.nodes, "ppn": spec.ppn, "nprocs": spec.nprocs, "scenario": spec.scenario,
             "settings_json": json.dumps({"check": job.check, **self.context["bench"],
-                                         "smpi_config": prov.get("smpi_config")}),
+                                         "smpi_config": prov.get("smpi_config"),
+                                         **({"placement": placed} if placed else {})}),
             "colltune_version": __version__, "exit_code": result.exit_code,
             "error": None if result.clean else _failure_text(result),
             "wall_s": result.wall_s, "command": " ".join(result.command),

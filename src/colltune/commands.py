@@ -141,8 +141,8 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
                         tuple(algorithms) if algorithms else None, getattr(args, "root", 0))
     tuner = TUNERS.get(strategy)(provider, space, baselines)
     with session.store as store:
-        summary = Campaign(name, backend, store, session.settings, not args.quiet,
-                           getattr(args, "retry_failed", False)).run(tuner.plan())
+        summary = tuner.run(Campaign(name, backend, store, session.settings, not args.quiet,
+                                     getattr(args, "retry_failed", False)))
         results = Results.from_store(store, name)
     table = tuner.decide(results, {**backend.provenance(), "campaign": name,
                                    "baselines": baselines})

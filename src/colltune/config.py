@@ -39,6 +39,17 @@ DEFAULTS: dict[str, Any] = {
     # algorithm provider on top of the backend's MPI library; "" = the library's own
     # (e.g. "colltune": colltune's algorithms through the interposer, docs/interposer.md)
     "provider": "",
+    # active learning (tuners/active.py, docs/active.md: the defaults are justified there)
+    "active_threshold": 0.05,       # stop when the summed variance changes by less (relative)
+    "active_patience": 2,           # ... for this many consecutive iterations
+    "active_min_points": 16,        # points measured before convergence may be declared
+    "active_budget_s": 1800.0,      # wall-clock budget of a tuning session (seconds)
+    "active_max_points": 0,         # points per collective at most (0 = no limit)
+    "active_batch": 4,              # points selected per iteration (collected in parallel)
+    "active_initial_points": 4,     # points measured before the first model
+    "active_nonpow2_every": 5,      # every n-th point uses a random non-power-of-two size
+    "active_trees": 64,             # trees per random forest
+    "active_seed": 1,               # forest and random-size seed (reproducible runs)
 }
 
 ENV_PREFIX = "COLLTUNE_"
@@ -119,7 +130,8 @@ def load(cli: Mapping[str, Any] | None = None,
         if v is not None and key in DEFAULTS:
             values[key], sources[key] = v, "command line"
 
-    for key in ("timeout", "rse", "check_memory_mb", "oversubscribed_late_tolerance_us"):
+    for key in ("timeout", "rse", "check_memory_mb", "oversubscribed_late_tolerance_us",
+                "active_threshold", "active_budget_s"):
         if isinstance(values[key], int):
             values[key] = float(values[key])
     try:

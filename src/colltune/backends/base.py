@@ -24,6 +24,7 @@ class Launch:
     bench_args: list[str]
     mods: LaunchMods = field(default_factory=LaunchMods)
     timeout: float = 300.0
+    hosts: list[str] | None = None      # placed launch: run on these hosts (None = backend's default)
 
 
 @dataclass

@@ -50,6 +50,11 @@ class SimBackend(Backend):
     def max_nodes(self) -> int:
         return self.platform.nodes
 
+    def host_groups(self) -> dict[str, list[str]]:
+        """Placement units of the platform (leaf switches / dragonfly groups) -> hosts;
+        launches placed on disjoint groups share no leaf switch or group (colltune.placement)."""
+        return self.platform.groups()
+
     def provenance(self) -> dict[str, Any]:
         return {
             "backend": self.name,
@@ -63,7 +68,7 @@ class SimBackend(Backend):
     def run(self, launch: Launch, workdir: str) -> LaunchResult:
         os.makedirs(workdir, exist_ok=True)
         hostfile = self.platform.write_hostfile(launch.nodes, launch.ppn,
-                                                os.path.join(workdir, "hostfile"))
+                                                os.path.join(workdir, "hostfile"), launch.hosts)
         json_path = os.path.join(workdir, "records.jsonl")
         if os.path.exists(json_path):
             os.remove(json_path)

@@ -12,6 +12,10 @@ order used for block placement. ``leaf_of(host)`` is computed from that position
 FLAT -> "<cluster>/switch"; FAT_TREE -> "<cluster>/leaf-<pos // downlinks of level 1>";
 DRAGONFLY -> "<cluster>/group-<pos // (chassis * routers * nodes per router)>";
 TORUS -> "<cluster>"; plain ``<host>`` elements -> id of the enclosing zone.
+
+Groups (for placement): ``groups()`` lists the leaf units in host order, each with its
+hosts. Two launches placed on disjoint groups share no leaf switch (fat-tree) or
+dragonfly group; ``hostfile_lines(nodes, ppn, hosts=...)`` places a launch on given hosts.
 """
 from __future__ import annotations
 
@@ -60,8 +64,9 @@ class Platform:
     def nodes(self) -> int:
         return len(self.hosts)
 
-    def hostfile_lines(self, nodes: int, ppn: int) -> list[str]:
-        """Block placement: ranks r*ppn .. r*ppn+ppn-1 on host r, for the first `nodes` hosts."""
+    def hostfile_lines(self, nodes: int, ppn: int, hosts: list[str] | None = None) -> list[str]:
+        """Block placement: ranks r*ppn .. r*ppn+ppn-1 on host r, for the first `nodes` hosts
+        (or, given `hosts`, on those hosts in that order: a placed launch)."""
         for what, val, top in (("nodes", nodes, self.nodes), ("ppn", ppn, self.cores_per_node)):
             if isinstance(val, bool) or not isinstance(val, int):
                 raise PlatformError(f"{what} must be an integer, got {val!r}")
@@ -70,11 +75,19 @@ class Platform:
             if val > top:
                 limit = "nodes" if what == "nodes" else "cores per node"
                 raise PlatformError(f"platform '{self.name}' has {top} {limit}, {what}={val} does not fit")
-        return [h for h in self.hosts[:nodes] for _ in range(ppn)]
+        if hosts is None:
+            return [h for h in self.hosts[:nodes] for _ in range(ppn)]
+        unknown = [h for h in hosts if h not in self._leaves]
+        if unknown:
+            raise PlatformError(f"host '{unknown[0]}' is not in platform '{self.name}'")
+        if len(hosts) != nodes or len(set(hosts)) != nodes:
+            raise PlatformError(f"placement needs {nodes} distinct hosts, got {list(hosts)}")
+        return [h for h in hosts for _ in range(ppn)]
 
-    def write_hostfile(self, nodes: int, ppn: int, path: str | os.PathLike) -> str:
-        """Write hostfile_lines(nodes, ppn), one host per rank; return the absolute path."""
-        lines = self.hostfile_lines(nodes, ppn)
+    def write_hostfile(self, nodes: int, ppn: int, path: str | os.PathLike,
+                       hosts: list[str] | None = None) -> str:
+        """Write hostfile_lines(nodes, ppn, hosts), one host per rank; return the absolute path."""
+        lines = self.hostfile_lines(nodes, ppn, hosts)
         path = os.path.abspath(os.fspath(path))
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
@@ -90,6 +103,14 @@ class Platform:
             return self._leaves[host]
         except KeyError:
             raise PlatformError(f"host '{host}' is not in platform '{self.name}'") from None
+
+    def groups(self) -> dict[str, list[str]]:
+        """Leaf units (leaf switch, dragonfly group, single switch, zone) -> their hosts,
+        both in host order. The unit of topology-aware placement (colltune.placement)."""
+        out: dict[str, list[str]] = {}
+        for h in self.hosts:
+            out.setdefault(self._leaves[h], []).append(h)
+        return out
 
     def flops_to_charge(self, kind: str, nbytes: float) -> float:
         """Flops to pass to smpi_execute_flops() to charge `nbytes` of `kind` work

@@ -37,7 +37,9 @@ def _table(df: pd.DataFrame, left: set[str] = frozenset(), floatfmt: str = "{:.3
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def render(results: Results, baselines: list[str], path: str, title: str = "colltune report") -> str:
+def render(results: Results, baselines: list[str], path: str, title: str = "colltune report",
+           extra: tuple[str, ...] = ()) -> str:
+    """`extra`: further HTML sections (e.g. report.active.active_section) before Failures."""
     pts = results.ok().filter(scenario="plain").points
     best = results.best()
     cmp = compare_to_baselines(results, baselines)
@@ -74,6 +76,7 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
             parts.append("<details><summary>per-point table</summary>"
                          + _table(c, {"best_algorithm"} | {f"{b}_choice" for b in baselines},
                                   "{:.4g}") + "</details>")
+    parts.extend(extra)
     fails = results.failures()
     parts.append("<h2>Failures</h2>")
     if fails.empty:

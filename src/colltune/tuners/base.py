@@ -27,5 +27,9 @@ class Tuner:
     def plan(self) -> list[BenchSpec]:
         raise NotImplementedError
 
+    def run(self, campaign):
+        """Measure what the tuner needs; a tuner that learns as it goes overrides this."""
+        return campaign.run(self.plan())
+
     def decide(self, results: Results, provenance: dict) -> DecisionTable:
         raise NotImplementedError

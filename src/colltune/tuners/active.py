@@ -1,0 +1,339 @@
+"""Active-learning autotuner (ACCLAiM: Wilkins et al., "ACCLAiM: Advancing the
+Practicality of MPI Collective Communication Autotuning Using Machine Learning",
+CLUSTER 2022).
+
+Loop, per collective (one model each, tuners/active_model.py):
+1. measure a few spread initial points (every algorithm at each point);
+2. fit the forest; compute the jackknife variance of every candidate point
+   (nodes, ppn, size) of the grid — all node counts, not only powers of two;
+3. select the batch of unmeasured points with the highest variance (a point's
+   variance is its most uncertain algorithm's, as in ACCLAiM), every n-th selected
+   point moved to a random non-power-of-two size between the neighbouring powers
+   of two of its size; measure every algorithm there, the launches placed on
+   disjoint groups of the platform (colltune.placement);
+4. stop when the summed variance over the candidate space changes by less than
+   `active_threshold` (relative) for `active_patience` consecutive iterations, or at
+   the wall-clock budget, the point cap, or when no candidate is left.
+Then rules are generated from the model (tuners/active_rules.py).
+
+`tune_active(...)` is the entry point for other commands; `colltune tune
+--strategy active` goes through `ActiveTuner.run`.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..campaign import Campaign, CampaignSummary
+from ..decision import DecisionTable, Entry
+from ..plan import BenchSpec
+from ..placement import GroupAllocator, Hold, greedy_schedule, groups_of, makespan
+from ..results import Results
+from ..store import OK
+from . import TUNERS
+from .active_model import CollectiveModel, is_pow2
+from .active_rules import midpoint, rules_from_choices
+from .base import Tuner, TuningSpace
+
+Point = tuple[int, int, int]        # nodes, ppn, size
+
+
+def point_cost(row: dict) -> float:
+    """Simulated (or wall) seconds a measured point kept its ranks busy: warm-up
+    and timed repetitions of the collective (sync windows and checks excluded)."""
+    if row.get("status") != OK or row.get("ttc_mean_s") is None:
+        return 0.0
+    return float((row.get("warmup") or 0) + (row.get("reps") or 0)) * float(row["ttc_mean_s"])
+
+
+@dataclass
+class CollectiveState:
+    collective: str
+    algorithms: list                      # provider Algorithm objects
+    grid: list[Point]
+    model: CollectiveModel
+    measured: dict[Point, dict[str, float | None]] = field(default_factory=dict)
+    cost_s: float = 0.0
+    picks: int = 0                        # points selected so far (for the non-pow2 rule)
+    variance: list[float] = field(default_factory=list)
+    calm: int = 0                         # consecutive iterations below the threshold
+    converged_at: int | None = None       # iteration at which the criterion first held
+    stop: str | None = None
+
+
+@dataclass
+class ActiveOutcome:
+    table: DecisionTable
+    history: list[dict]
+    summary: CampaignSummary
+    stops: dict[str, str]
+    real_holds: list[Hold]                # launches really run, with their groups and times
+    schedule: list[Hold]                  # simulated-duration schedule of every batch
+    sequential_s: float
+    makespan_s: float
+    models: dict[str, CollectiveModel]
+
+
+class ActiveLearner:
+    """select: 'variance' (ACCLAiM) or 'random' (the baseline it is compared with)."""
+
+    def __init__(self, campaign: Campaign, provider, collectives, layouts, sizes,
+                 algorithms=None, candidates: dict[str, list[Point]] | None = None,
+                 select: str = "variance", budget_s: float | None = None, on_iteration=None,
+                 keep_going: bool = False):
+        s = campaign.settings
+        self.campaign, self.provider, self.settings = campaign, provider, s
+        # keep_going: note convergence but go on (learning curves past the stopping point)
+        self.select_mode, self.on_iteration, self.keep_going = select, on_iteration, keep_going
+        self.budget_s = s.active_budget_s if budget_s is None else budget_s
+        self.sizes = sorted(set(int(m) for m in sizes))
+        self.layouts = sorted(set((int(n), int(p)) for n, p in layouts))
+        self.rng = random.Random(s.active_seed)
+        self.groups = groups_of(campaign.backend)
+        if campaign.placer is None and self.groups:
+            campaign.placer = GroupAllocator(self.groups)
+        self.states: dict[str, CollectiveState] = {}
+        for coll in collectives:
+            algs = [a for a in provider.algorithms(coll) if not algorithms or a.name in algorithms]
+            grid = (candidates or {}).get(coll) or [(n, p, m) for n, p in self.layouts
+                                                    for m in self.sizes]
+            grid = [g for g in grid if g[0] * g[1] > 1]     # one rank: nothing to choose
+            self.states[coll] = CollectiveState(coll, algs, sorted(set(grid)), CollectiveModel(
+                [a.label for a in algs], s.active_trees, s.active_seed))
+        self.history: list[dict] = []
+        self.schedule: list[Hold] = []
+        self.sequential_s = self.makespan_s = 0.0
+
+    # -- point selection -------------------------------------------------------
+    def _initial(self, st: CollectiveState) -> list[Point]:
+        """Spread start: smallest and largest layout at the smallest and largest size,
+        then seeded random points of the grid."""
+        lay = sorted({(n, p) for n, p, _ in st.grid}, key=lambda t: (t[0] * t[1], t))
+        lo, hi = min(m for *_, m in st.grid), max(m for *_, m in st.grid)
+        want = [(*lay[-1], hi), (*lay[-1], lo), (*lay[len(lay) // 2], lo), (*lay[len(lay) // 2], hi)]
+        out = [p for p in dict.fromkeys(want) if p in set(st.grid)]
+        rest = [p for p in st.grid if p not in out]
+        self.rng.shuffle(rest)
+        return (out + rest)[:self.settings.active_initial_points]
+
+    def _nonpow2(self, st: CollectiveState, point: Point) -> Point:
+        """A random non-power-of-two size between the powers of two around the point's
+        size, within the grid's size range (a multiple of 8 when there is one)."""
+        n, p, m = point
+        lo = max(m // 2 + 1, min(s for *_, s in st.grid))
+        hi = min(2 * m - 1, max(s for *_, s in st.grid))
+        cands = [v for v in range(-(-lo // 8) * 8, hi + 1, 8) if not is_pow2(v)] or \
+                [v for v in range(lo, hi + 1) if not is_pow2(v)]
+        for _ in range(8):
+            if not cands:
+                break
+            q = (n, p, self.rng.choice(cands))
+            if q not in st.measured:
+                return q
+        return point
+
+    def _select(self, st: CollectiveState, k: int) -> list[Point]:
+        todo = [p for p in st.grid if p not in st.measured]
+        if not todo:
+            return []
+        if self.select_mode == "random":
+            order = self.rng.sample(todo, len(todo))
+        else:
+            var = st.model.variance(np.array(todo)).max(axis=1)
+            order = [todo[i] for i in np.argsort(-var, kind="stable")]
+        batch: list[Point] = []
+        for pt in order:                      # distinct sizes first: a batch spreads out
+            if len(batch) < k and pt[2] not in {q[2] for q in batch}:
+                batch.append(pt)
+        for pt in order:
+            if len(batch) < k and pt not in batch:
+                batch.append(pt)
+        out = []
+        for pt in batch:
+            st.picks += 1
+            every = self.settings.active_nonpow2_every
+            out.append(self._nonpow2(st, pt) if st.picks % every == 0 else pt)
+        return list(dict.fromkeys(out))
+
+    # -- measuring -------------------------------------------------------------
+    def _specs(self, coll: str, points: list[Point]) -> list[BenchSpec]:
+        by_layout: dict[tuple[int, int], list[int]] = {}
+        for n, p, m in points:
+            by_layout.setdefault((n, p), []).append(m)
+        return [BenchSpec(coll, alg, n, p, tuple(sorted(set(ms))))
+                for (n, p), ms in sorted(by_layout.items()) for alg in self.states[coll].algorithms]
+
+    def _collect(self, batch: dict[str, list[Point]]) -> CampaignSummary:
+        specs = {c: self._specs(c, pts) for c, pts in batch.items() if pts}
+        summary = self.campaign.run([s for ss in specs.values() for s in ss])
+        tasks = []
+        for coll, ss in specs.items():
+            st = self.states[coll]
+            for spec in ss:
+                dur = 0.0
+                for row in self.campaign.measured(spec):
+                    pt = (spec.nodes, spec.ppn, int(row["msg_size"]))
+                    ok = row["status"] == OK and row["ttc_median_s"] is not None
+                    st.measured.setdefault(pt, {})[spec.algorithm.label] = \
+                        float(row["ttc_median_s"]) if ok else None
+                    dur += point_cost(row)
+                st.cost_s += dur
+                tasks.append((spec, spec.nodes, dur))
+        seq = sum(t[2] for t in tasks)
+        # batches run one after the other (the model is refitted in between)
+        sched = [replace(h, start=h.start + self.makespan_s, end=h.end + self.makespan_s)
+                 for h in (greedy_schedule(tasks, self.groups) if self.groups else [])]
+        self.schedule += sched
+        self.sequential_s += seq
+        self.makespan_s += makespan(sched) if self.groups else seq
+        return summary
+
+    # -- the loop --------------------------------------------------------------
+    def _converged(self, st: CollectiveState) -> bool:
+        v = st.variance
+        if len(v) >= 2 and v[-2] > 0:
+            st.calm = st.calm + 1 if abs(v[-1] - v[-2]) / v[-2] < self.settings.active_threshold else 0
+        return st.calm >= self.settings.active_patience and len(st.measured) >= self.settings.active_min_points
+
+    def run(self) -> ActiveOutcome:
+        start = time.monotonic()
+        total = CampaignSummary()
+        batch = {c: self._initial(st) for c, st in self.states.items()}
+        iteration = 0
+        while True:
+            s = self._collect(batch)
+            total.launches += s.launches
+            total.skipped_points += s.skipped_points
+            for k, v in s.measured.items():
+                total.measured[k] = total.measured.get(k, 0) + v
+            iteration += 1
+            wall = time.monotonic() - start
+            for coll, st in self.states.items():
+                if st.stop or not batch.get(coll):
+                    continue
+                try:
+                    st.model.fit(st.measured)
+                except ValueError:
+                    st.stop = "no successful measurement"
+                    continue
+                st.variance.append(float(st.model.variance(np.array(st.grid)).sum()))
+                prev = st.variance[-2] if len(st.variance) > 1 else math.nan
+                rec = {"collective": coll, "iteration": iteration, "points": len(st.measured),
+                       "new_points": [list(p) for p in batch[coll]], "cost_s": st.cost_s,
+                       "variance_sum": st.variance[-1],
+                       "rel_change": abs(st.variance[-1] - prev) / prev if prev > 0 else None,
+                       "wall_s": wall, "makespan_s": self.makespan_s,
+                       "sequential_s": self.sequential_s}
+                if st.converged_at is None and self._converged(st):
+                    st.converged_at = iteration
+                rec["converged"] = st.converged_at is not None
+                if st.converged_at is not None and not self.keep_going:
+                    st.stop = "converged"
+                elif all(p in st.measured for p in st.grid):
+                    st.stop = "no candidate left"
+                elif self.settings.active_max_points and len(st.measured) >= self.settings.active_max_points:
+                    st.stop = "point cap"
+                rec["stop"] = st.stop
+                self.history.append(rec)
+                if self.on_iteration:
+                    self.on_iteration(self, rec)
+            live = [st for st in self.states.values() if not st.stop]
+            if not live:
+                break
+            if time.monotonic() - start >= self.budget_s:
+                for st in live:
+                    st.stop = "budget"
+                break
+            k = self.settings.active_batch
+            batch = {st.collective: self._select(st, k if not self.settings.active_max_points else
+                                                 min(k, self.settings.active_max_points - len(st.measured)))
+                     for st in live}
+        total.wall_s = time.monotonic() - start
+        return ActiveOutcome(self.decide(), self.history, total,
+                             {c: st.stop for c, st in self.states.items()},
+                             list(self.campaign.placer.log) if self.campaign.placer else [],
+                             self.schedule, self.sequential_s, self.makespan_s,
+                             {c: st.model for c, st in self.states.items()})
+
+    # -- rules -----------------------------------------------------------------
+    def entries(self, coll: str) -> list[Entry]:
+        st = self.states[coll]
+        if st.model.forest is None:
+            return []
+        lo, hi = min(m for *_, m in st.grid), max(m for *_, m in st.grid)
+        pow2 = [1 << e for e in range(max(lo, 1).bit_length() - 1, hi.bit_length())
+                if lo <= 1 << e <= hi] or sorted({m for *_, m in st.grid})
+        provider = st.algorithms[0].provider
+        layouts = sorted({(n, p) for n, p, _ in st.grid} | set(self.layouts))
+        # one batched model query for every size rule generation may ask about
+        asked = [(n, p, m) for n, p in layouts
+                 for m in pow2 + [midpoint(a, c) for a, c in zip(pow2, pow2[1:]) if c - a >= 2]]
+        cache = dict(zip(asked, st.model.best(np.array(asked))))
+        out = []
+        for n, p in layouts:
+            def choose(sizes, n=n, p=p):
+                missing = [(n, p, m) for m in sizes if (n, p, m) not in cache]
+                if missing:
+                    cache.update(zip(missing, st.model.best(np.array(missing))))
+                return [cache[(n, p, m)] for m in sizes]
+            measured = {m for (a, b, m) in st.measured if (a, b) == (n, p)}
+            out.append(Entry(coll, n, p, rules_from_choices(pow2, choose, provider, measured)))
+        return out
+
+    def decide(self, provenance: dict | None = None) -> DecisionTable:
+        entries = [e for c in self.states for e in self.entries(c)]
+        info = {"active": {
+            "stops": {c: st.stop for c, st in self.states.items()},
+            "converged_at_iteration": {c: st.converged_at for c, st in self.states.items()},
+            "points": {c: len(st.measured) for c, st in self.states.items()},
+            "benchmark_s": {c: st.cost_s for c, st in self.states.items()},
+            "history": [{k: h[k] for k in ("collective", "iteration", "points", "cost_s",
+                                           "variance_sum", "converged", "stop")}
+                        for h in self.history],   # report.active.active_section draws it
+            "select": self.select_mode,
+            "settings": {k: v for k, v in self.settings.values.items() if k.startswith("active_")}}}
+        prov = {**(provenance or self.campaign.provenance), **info}
+        return DecisionTable("active", prov, tuple(entries))
+
+
+def tune_active(backend, store, settings, collectives, layouts, sizes, *, campaign: str = "active",
+                budget_s: float | None = None, algorithms=None, show_progress: bool = False,
+                **learner_options) -> ActiveOutcome:
+    """Active tuning of `collectives` over layouts x sizes within `budget_s` wall
+    seconds (default: the `active_budget_s` setting); returns the outcome, whose
+    `.table` is the DecisionTable."""
+    backend.provider()
+    groups = groups_of(backend)
+    camp = Campaign(campaign, backend, store, settings, show_progress,
+                    placer=GroupAllocator(groups) if groups else None)
+    learner = ActiveLearner(camp, backend.provider(), collectives, layouts, sizes, algorithms,
+                            budget_s=budget_s, **learner_options)
+    return learner.run()
+
+
+@TUNERS.register("active")
+class ActiveTuner(Tuner):
+    name = "active"
+
+    def __init__(self, provider, space: TuningSpace, baselines: list[str]):
+        super().__init__(provider, space, baselines)
+        self.outcome: ActiveOutcome | None = None
+
+    def plan(self) -> list[BenchSpec]:
+        raise NotImplementedError("the active tuner chooses its points as it learns: use run()")
+
+    def run(self, campaign: Campaign) -> CampaignSummary:
+        learner = ActiveLearner(campaign, self.provider, self.space.collectives, self.space.layouts,
+                                self.space.sizes, self.space.algorithms)
+        self.outcome = learner.run()
+        self._learner = learner
+        return self.outcome.summary
+
+    def decide(self, results: Results, provenance: dict) -> DecisionTable:
+        if self.outcome is None:
+            raise RuntimeError("ActiveTuner.decide() before run()")
+        return self._learner.decide(provenance)

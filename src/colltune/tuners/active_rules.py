@@ -1,0 +1,55 @@
+"""Rules from a model (ACCLAiM's rule generation).
+
+The model is asked for the best algorithm at every power-of-two size A of a layout.
+Where the choice changes between A and the next power of two C, it is asked again
+at the non-power-of-two midpoint B (geometric: the middle of the interval on the
+log2-size axis the model learns on). Three rules come out — sizes up to A take A's
+choice, sizes strictly between take B's, sizes from C on take C's — and consecutive
+rules with the same choice are merged (pruned).
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from ..decision import Rule
+from .active_model import is_pow2
+
+
+def midpoint(a: int, c: int) -> int:
+    """Non-power-of-two size between a and c (a < c, c > a + 1), near sqrt(a*c)."""
+    if c - a < 2:
+        raise ValueError(f"no size strictly between {a} and {c}")
+    b = min(max(int(round(math.sqrt(max(a, 1) * c))), a + 1), c - 1)
+    if is_pow2(b):
+        b = b + 1 if b + 1 < c else b - 1
+    return b
+
+
+def rules_from_choices(sizes: list[int], choose: Callable[[list[int]], list[str]],
+                       provider: str, measured: set[int] | None = None) -> tuple[Rule, ...]:
+    """Rules of one layout. `sizes`: the increasing sizes (powers of two) the model is
+    queried at; `choose(sizes) -> algorithm per size` asks the model; `measured`:
+    the sizes measured at this layout (each rule lists those it covers)."""
+    if not sizes:
+        raise ValueError("no sizes to generate rules from")
+    sizes = sorted(set(sizes))
+    picks = choose(sizes)
+    rules: list[tuple[int, str]] = [(0, picks[0])]
+    between = [(a, c) for a, c, pa, pc in zip(sizes, sizes[1:], picks, picks[1:])
+               if pa != pc and c - a >= 2]
+    mids = choose([midpoint(a, c) for a, c in between]) if between else []
+    mid_of = {a: m for (a, _), m in zip(between, mids)}
+    for a, c, pc in zip(sizes, sizes[1:], picks[1:]):
+        if a in mid_of:
+            rules.append((a + 1, mid_of[a]))
+        rules.append((c, pc))
+    pruned: list[tuple[int, str]] = []
+    for start, alg in rules:
+        if not pruned or pruned[-1][1] != alg:
+            pruned.append((start, alg))
+    ends = [s for s, _ in pruned[1:]] + [math.inf]
+    measured = measured or set()
+    return tuple(Rule(start, alg, provider, {}, None,
+                      tuple(m for m in sorted(measured) if start <= m < end))
+                 for (start, alg), end in zip(pruned, ends))

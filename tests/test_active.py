@@ -1,0 +1,208 @@
+"""Active-learning tuner: rule generation and the model (unit), the loop on real
+smpirun runs on the small platform (selection by variance, non-power-of-two sizes
+every fifth point, stopping by cap / budget / convergence, a valid pruned table)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from colltune import config
+from colltune.decision import DecisionTable
+from colltune.store import Store
+from colltune.tuners.active import ActiveLearner, tune_active
+from colltune.tuners.active_model import CollectiveModel, is_pow2
+from colltune.tuners.active_rules import midpoint, rules_from_choices
+
+from conftest import CACHE, run_cli
+
+ALGS = ["binomial_tree", "flattree", "scatter_rdb_allgather", "NTSL"]
+LAYOUTS = [(n, p) for n in (1, 2, 3, 4) for p in (1, 2)]
+SIZES = [8, 32, 128, 512, 2048, 8192]
+
+
+# -- rule generation (unit) ------------------------------------------------------
+def _chooser(table):
+    def choose(sizes):
+        return [table(m) for m in sizes]
+    return choose
+
+
+def test_midpoint_is_between_and_not_a_power_of_two():
+    for e in range(1, 20):
+        a, c = 1 << e, 1 << (e + 1)
+        b = midpoint(a, c)
+        assert a < b < c and not is_pow2(b)
+    assert midpoint(8, 64) not in (8, 64) and not is_pow2(midpoint(8, 64))
+
+
+@pytest.mark.parametrize("at_mid,expected", [
+    ("A", [(0, "A"), (32, "B")]),            # middle agrees with A: break at C
+    ("B", [(0, "A"), (17, "B")]),            # middle agrees with C: break just above A
+    ("C", [(0, "A"), (17, "C"), (32, "B")]),  # a third algorithm in between
+])
+def test_rules_query_the_midpoint_and_prune(at_mid, expected):
+    asked = []
+
+    def pick(m):
+        asked.append(m)
+        return "A" if m <= 16 else "B" if is_pow2(m) else at_mid
+    rules = rules_from_choices([8, 16, 32, 64], _chooser(pick), "smpi", {8, 64})
+    assert [(r.min_size, r.algorithm) for r in rules] == expected
+    assert [m for m in asked if not is_pow2(m)] == [midpoint(16, 32)]   # only where it changes
+    assert sorted(m for r in rules for m in r.measured_sizes) == [8, 64]
+
+
+def test_rules_without_change_are_one_rule():
+    rules = rules_from_choices([8, 16, 32], _chooser(lambda m: "X"), "smpi")
+    assert [(r.min_size, r.algorithm) for r in rules] == [(0, "X")]
+
+
+# -- the model (unit) ----------------------------------------------------------
+def _synthetic():
+    """'fast' wins below 1 KiB, 'big' above; 'broken' always fails."""
+    measured = {}
+    for n in (2, 4, 8):
+        for e in range(3, 15, 2):
+            m = 1 << e
+            measured[(n, 2, m)] = {"fast": 1e-6 * (1 + m / 1024), "big": 2e-6 * (1 + m / 4096),
+                                   "broken": None}
+    return measured
+
+
+def test_jackknife_variance_matches_leave_one_tree_out():
+    model = CollectiveModel(["fast", "big", "broken"], trees=16, seed=3)
+    model.fit(_synthetic())
+    pts = np.array([(3, 2, 100), (8, 2, 1 << 20)])
+    trees = model.tree_predictions(pts)
+    b = trees.shape[0]
+    mean = trees.mean(axis=0)
+    loo = np.stack([np.delete(trees, i, axis=0).mean(axis=0) for i in range(b)])
+    expect = (b - 1) / b * ((loo - mean) ** 2).sum(axis=0)
+    assert np.allclose(model.variance(pts), expect)
+    assert (model.variance(pts) >= 0).all()
+
+
+def test_model_picks_the_faster_and_never_a_failing_algorithm():
+    model = CollectiveModel(["broken", "fast", "big"], trees=32, seed=1)
+    model.fit(_synthetic())
+    best = model.best(np.array([(4, 2, 16), (4, 2, 1 << 13)]))
+    assert best == ["fast", "big"]
+    assert (model.ok_probability(np.array([(4, 2, 64)]))[0, 0]) == 0.0
+
+
+# -- the loop on real smpirun runs -------------------------------------------------
+def _settings(**kw):
+    base = {"cache_dir": CACHE, "platform": "small", "min_reps": 2, "check": "none",
+            "active_batch": 2, "active_initial_points": 3, "active_max_points": 13,
+            "active_min_points": 4, "active_trees": 32}
+    return config.load({**base, **kw}, environ={})
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    with Store(str(tmp_path_factory.mktemp("active") / "s.sqlite")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def capped(sim_backend, store):
+    """One learner run to the point cap, with the variance of every candidate
+    recorded after each fit (before the next selection)."""
+    from colltune.campaign import Campaign
+    sim_backend.settings = _settings()
+    seen = []
+
+    def on_iteration(learner, rec):
+        st = learner.states["bcast"]
+        todo = [p for p in st.grid if p not in st.measured]
+        var = st.model.variance(np.array(todo)).max(axis=1) if todo else np.array([])
+        seen.append({"rec": rec, "todo": todo, "var": var, "picks": st.picks})
+
+    camp = Campaign("capped", sim_backend, store, sim_backend.settings, False)
+    learner = ActiveLearner(camp, sim_backend.provider(), ["bcast"], LAYOUTS, SIZES, ALGS,
+                            on_iteration=on_iteration)
+    return learner, learner.run(), seen
+
+
+def test_loop_selects_by_variance_and_stops_at_the_cap(capped):
+    learner, out, seen = capped
+    st = learner.states["bcast"]
+    assert out.stops == {"bcast": "point cap"}
+    assert len(st.measured) == 13 and len(seen) >= 5
+    assert all(n * p > 1 for n, p, _ in st.grid)              # one rank: nothing to choose
+    checked = 0
+    for before, after in zip(seen, seen[1:]):
+        first = tuple(after["rec"]["new_points"][0])
+        if is_pow2(first[2]):                                  # not moved to a non-pow2 size
+            checked += 1
+            top = before["var"].max()
+            assert before["var"][before["todo"].index(first)] == top
+            assert before["var"][before["todo"].index(first)] > np.median(before["var"])
+    assert checked >= 3
+    # every algorithm measured at every point (or recorded as failed, never timed)
+    assert all(set(v) == set(ALGS) for v in st.measured.values())
+    assert out.sequential_s > 0 and out.makespan_s == pytest.approx(out.sequential_s)  # one group
+
+
+def test_every_fifth_point_has_a_random_non_power_of_two_size(capped):
+    learner, out, seen = capped
+    selected = [tuple(p) for s in seen[1:] for p in s["rec"]["new_points"]]
+    assert len(selected) >= 10
+    # picks 5 and 10 (1-based) are non-powers of two within the powers of two around a grid size
+    for k in (4, 9):
+        n, p, m = selected[k]
+        assert not is_pow2(m) and SIZES[0] <= m <= SIZES[-1]
+        assert any(g // 2 < m < 2 * g for g in SIZES)
+    assert all(is_pow2(m) for i, (_, _, m) in enumerate(selected) if (i + 1) % 5)
+
+
+def test_table_is_valid_pruned_and_covers_every_layout(capped):
+    learner, out, _ = capped
+    table = DecisionTable.from_dict(json.loads(json.dumps(out.table.to_dict())))
+    assert {(e.nodes, e.ppn) for e in table.entries} == set(LAYOUTS)
+    for e in table.entries:
+        algs = [r.algorithm for r in e.rules]
+        assert all(a != b for a, b in zip(algs, algs[1:]))     # pruned
+        assert set(algs) <= set(ALGS)
+    assert table.provenance["active"]["points"] == {"bcast": 13}
+
+
+def test_budget_and_convergence_stop_the_loop(sim_backend, store):
+    sim_backend.settings = _settings(active_max_points=0)
+    out = tune_active(sim_backend, store, sim_backend.settings, ["bcast"], LAYOUTS, SIZES,
+                      algorithms=ALGS, budget_s=1e-3, campaign="budget")
+    assert out.stops == {"bcast": "budget"} and len(out.history) == 1
+    # any relative change passes a threshold of 100: converged after patience + 1 fits
+    sim_backend.settings = _settings(active_max_points=0, active_threshold=100.0, active_patience=2,
+                                     active_min_points=3)
+    out = tune_active(sim_backend, store, sim_backend.settings, ["bcast"], LAYOUTS, SIZES,
+                      algorithms=ALGS, campaign="converge")
+    assert out.stops == {"bcast": "converged"}
+    assert len(out.history) == 3 and out.history[-1]["converged"]
+
+
+def test_cli_tune_strategy_active(workdir):
+    out = run_cli("tune", "--strategy", "active", "--collectives", "bcast", "--nodes", "2-3",
+                  "--ppn", "2", "--sizes", "8..512", "--algorithms", ",".join(ALGS[:3]),
+                  "--campaign", "cli", "--check", "none", "--min-reps", "2", "-q",
+                  env={"COLLTUNE_ACTIVE_MAX_POINTS": "5", "COLLTUNE_ACTIVE_BATCH": "2"})
+    path = workdir / "out" / "cli.table.json"
+    table = DecisionTable.load(str(path))
+    assert table.tuner == "active" and {(e.nodes, e.ppn) for e in table.entries} == {(2, 2), (3, 2)}
+    assert "decision table" in out.stdout
+
+
+def test_report_draws_the_variance_curve(capped, store, tmp_path):
+    from colltune.report import render
+    from colltune.report.active import active_section
+    from colltune.results import Results
+    learner, out, _ = capped
+    history = out.table.provenance["active"]["history"]
+    assert [h["iteration"] for h in history] == list(range(1, len(history) + 1))
+    # (an empty campaign: the per-collective plots of render() need measured selectors)
+    path = render(Results.from_store(store, "no such campaign"), ["ompi"], str(tmp_path / "r.html"),
+                  extra=(active_section(history),))
+    text = open(path).read()
+    assert "<h2>Active learning</h2>" in text and 'alt="bcast variance"' in text
