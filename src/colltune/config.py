@@ -33,6 +33,13 @@ DEFAULTS: dict[str, Any] = {
     "check": "first",
     "check_memory_mb": 2048.0,
     "cache_dir": ".colltune-cache",
+    # Slurm backend and batch scripts (docs/slurm.md); "" = the cluster's default.
+    "slurm_partition": "",
+    "slurm_account": "",
+    "slurm_time": "",               # time limit of generated batch jobs (sbatch --time)
+    "slurm_mpi": "auto",            # srun --mpi plugin; auto: pmix (Open MPI), pmi2 (MPICH)
+    "slurm_srun_args": "",          # extra srun options for every step (shell words)
+    "slurm_sbatch_args": "",        # extra #SBATCH options of generated scripts (shell words)
 }
 
 ENV_PREFIX = "COLLTUNE_"
