@@ -208,12 +208,13 @@ def slurm_cluster(tmp_path_factory):
 
 if __name__ == "__main__":
     root = sys.argv[1] if len(sys.argv) > 1 else "/tmp/colltune-slurm"
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))    # stop the daemons on kill too
     c = SlurmCluster(root).start()
     print(f"test Slurm running (nodes {', '.join(NODES)}; logs in {root}/log).\n"
           f"  export SLURM_CONF={c.conf}\n  salloc -N2 ...\nCtrl-C stops it.")
     try:
         signal.pause()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         pass
     finally:
         c.stop()
