@@ -75,7 +75,8 @@ def test_batch_script_sizes_the_allocation_from_the_campaign(tmp_path):
     for line in ("#SBATCH --nodes=12", "#SBATCH --ntasks-per-node=8", "#SBATCH --exclusive",
                  "#SBATCH --partition=batch", "#SBATCH --account=hpc42",
                  "#SBATCH --time=1:30:00", "#SBATCH --qos=long",
-                 "#SBATCH '--constraint=ib&skylake'",  # sbatch strips the quotes (checked), "#SBATCH --job-name=colltune-c1",
+                 "#SBATCH '--constraint=ib&skylake'",      # sbatch strips quotes (checked)
+                 "#SBATCH --job-name=colltune-c1",
                  f"cd {tmp_path}", "export COLLTUNE_STORE=/data/s.sqlite",
                  "exec /opt/py -m colltune.cli tune --layouts 2x4,4x8 --jobs 3 "
                  "--campaign c1 --backend slurm"):
