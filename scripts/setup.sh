@@ -32,6 +32,7 @@ APT_PACKAGES=(
   fonts-dejavu-core         # so those screenshots have glyphs
   iproute2 util-linux       # ip netns (emulated hosts), unshare, flock
   slurmctld slurmd slurm-client munge   # one-node Slurm for the Slurm backend tests
+  libpmix-dev               # slurm: srun --mpi=pmix loads pmix2/lib/libpmix.so from it (Open MPI 5)
 )
 
 say()  { printf 'setup: %s\n' "$*"; }
