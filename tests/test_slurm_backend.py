@@ -237,3 +237,13 @@ def test_hung_step_times_out_and_is_cancelled(slurm_cluster, monkeypatch, tmp_pa
         assert ok.records[0]["labels"]["slurm_step"].startswith(f"{job}.")
     finally:
         slurm_cluster.run(["scancel", job], check=False)
+
+
+def test_sbatch_refusal_is_a_clear_error(slurm_cluster, env, tmp_path):
+    proc = slurm_cluster.run([sys.executable, "-m", "colltune.cli", "slurm", "submit",
+                              "--partition", "nosuchpartition", "--", "tune",
+                              "--layouts", "1x1", "--sizes", "8"],
+                             check=False, env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--parsable" in proc.stderr and "exited 1" in proc.stderr, proc.stderr
+    assert "invalid partition" in proc.stderr.lower(), proc.stderr    # sbatch's words
