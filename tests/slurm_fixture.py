@@ -6,7 +6,10 @@ so ``NodeName=n1,n2 NodeHostname=<this host> Port=<own port>`` and
 ``slurmd -N n1`` / ``slurmd -N n2`` give two real compute nodes that Slurm
 schedules separately (``srun --nodelist=n2`` runs on n2's slurmd only). Both
 have the machine's CPUs (2): four CPU slots over two cores, fine for
-correctness, not for timings. ``TmpFS=<scratch>/tmp/%n`` gives each node its own
+correctness, not for timings. ``FirstJobId`` is random: MPICH names its
+shared-memory segments after the PMI job (``<job>.<step>`` under srun), and
+segments left in /dev/shm by killed ranks of an earlier cluster that also
+started at job 1 broke ``MPI_Init`` ("Message truncated"). ``TmpFS=<scratch>/tmp/%n`` gives each node its own
 temporary folder: mpi/pmix makes ``<TmpFS>/spmix_appdir_<uid>_<job>.<step>``
 per node, and two nodes sharing /tmp collide on it ("File exists").
 
@@ -17,11 +20,13 @@ not. ``python tests/slurm_fixture.py`` starts one by hand and prints how to use 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import closing
 
@@ -34,6 +39,7 @@ CLUSTER = "colltune-test"
 
 SLURM_CONF = """\
 ClusterName={cluster}
+FirstJobId={first_job}
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
@@ -117,6 +123,7 @@ class SlurmCluster:
         with open(self.conf, "w") as fh:
             fh.write(SLURM_CONF.format(cluster=CLUSTER, host=host, ctld_port=ctld,
                                        slurmd_port=slurmd, root=self.root, nodes=nodes,
+                                       first_job=random.randrange(1000, 60_000_000),
                                        partition=PARTITION, node_list=",".join(NODES)))
         try:
             m = os.path.join(self.root, "munge")
@@ -194,16 +201,20 @@ class SlurmCluster:
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory):
+def slurm_cluster(request):
     why = missing()
     if why:
         pytest.skip(f"no Slurm here: {why}")
-    cluster = SlurmCluster(str(tmp_path_factory.mktemp("slurm")))
+    # Not under pytest's basetemp: concurrent pytest runs prune old basetemps.
+    root = tempfile.mkdtemp(prefix="colltune-slurm-")
+    cluster = SlurmCluster(root)
     cluster.start()
     try:
         yield cluster
     finally:
         cluster.stop()
+        if request.session.testsfailed == 0:
+            shutil.rmtree(root, ignore_errors=True)     # kept, with its logs, after a failure
 
 
 if __name__ == "__main__":
