@@ -22,15 +22,8 @@ CHECKED = (*QUICK, "--check", "only")
 FORCED = {"openmpi": "binomial", "mpich": "binomial"}     # a bcast algorithm both have
 
 
-def _have(name: str) -> bool:
-    try:
-        mpi.find(name)
-        return True
-    except mpi.MPINotFound:
-        return False
-
-
-LIBS = [pytest.param(n, marks=pytest.mark.skipif(not _have(n), reason=f"{n} not installed"))
+FOUND = {impl.name for impl in mpi.discover()}
+LIBS = [pytest.param(n, marks=pytest.mark.skipif(n not in FOUND, reason=f"{n} not installed"))
         for n in ("openmpi", "mpich")]
 
 
