@@ -98,3 +98,17 @@ def test_batch_script_refuses_what_cannot_run(tmp_path):
         batch_script(["tune", "--layouts", "1x1"], _settings(slurm_sbatch_args="--x='open"))
     with pytest.raises(ConfigError, match="slurm_time from environment"):
         config.load({}, environ={"COLLTUNE_SLURM_TIME": "2 hours"})
+
+
+def test_settings_given_to_the_script_command_hold_in_the_job(tmp_path):
+    s = config.load({"jobs": 3, "slurm_mpi": "pmix", "backend": "sim",
+                     "output_dir": str(tmp_path)}, environ={"COLLTUNE_MIN_REPS": "7"})
+    lines = batch_script(["tune", "--layouts", "2x1"], s, cwd=str(tmp_path)).text.splitlines()
+    assert "#SBATCH --nodes=6" in lines                  # 2 nodes x 3 concurrent steps
+    for line in ("export COLLTUNE_JOBS=3", "export COLLTUNE_SLURM_MPI=pmix",
+                 "export COLLTUNE_MIN_REPS=7"):
+        assert line in lines
+    assert not any("COLLTUNE_BACKEND" in line for line in lines)
+    # the campaign command's own option wins (and sizes the allocation)
+    text = batch_script(["tune", "--layouts", "2x1", "--jobs", "1"], s, cwd=str(tmp_path)).text
+    assert "#SBATCH --nodes=2" in text.splitlines()

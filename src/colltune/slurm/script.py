@@ -77,8 +77,11 @@ def batch_script(inner: list[str], settings, nodes: int | None = None,
         if settings.values[key]:
             sbatch.append(f"--{option}={settings.values[key]}")
     sbatch += _words(settings, "slurm_sbatch_args")
-    frozen = {f"COLLTUNE_{k.upper()}": str(settings.values[k]) for k in settings.values
-              if settings.source_of(k).startswith("environment")}
+    # Settings given to `colltune slurm script` itself (its options or COLLTUNE_*
+    # variables) hold in the job too; the campaign command's own options win.
+    frozen = {f"COLLTUNE_{k.upper()}": str(v) for k, v in settings.values.items()
+              if k != "backend" and (settings.source_of(k) == "command line"
+                                     or settings.source_of(k).startswith("environment"))}
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["#!/bin/bash",
              f"# colltune {__version__} batch job, written by `colltune slurm script` on {when}.",

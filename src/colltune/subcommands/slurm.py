@@ -39,9 +39,10 @@ def add_parser(sub) -> None:
     for name, helptext in (("script", "write an sbatch script running a campaign"),
                            ("submit", "write the script and sbatch it")):
         q = ss.add_parser(name, help=helptext, description=(
-            "Arguments after `--` are the campaign command, e.g. "
-            "`colltune slurm %s -- tune --collectives bcast --layouts 2x4 --sizes 8..1M`"
-            % name))
+            "Arguments after `--` are the campaign command, e.g. `colltune slurm %s "
+            "--time 2:00:00 -- tune --collectives bcast --layouts 2x4 --sizes 8..1M`. "
+            "Settings given here (options or COLLTUNE_* variables) are exported in the "
+            "script; the campaign command's own options win over them." % name))
         add_globals(q)
         _add(q, SBATCH_OPTIONS, "batch job")
         _add(q, STEP_OPTIONS, "steps")
@@ -61,9 +62,6 @@ def _inner(args) -> list[str]:
     inner = list(args.campaign)
     if inner and inner[0] == "--":
         inner = inner[1:]
-    for key, (flag, _) in STEP_OPTIONS.items():   # step settings given here go to the run
-        if getattr(args, key, None) is not None and flag not in inner:
-            inner += [flag, getattr(args, key)]
     return inner
 
 
