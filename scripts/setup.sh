@@ -31,6 +31,7 @@ APT_PACKAGES=(
   chromium                  # headless screenshots of the HTML report
   fonts-dejavu-core         # so those screenshots have glyphs
   iproute2 util-linux       # ip netns (emulated hosts), unshare, flock
+  binutils                  # nm: `colltune verify` lists libmpi's algorithm functions
   slurmctld slurmd slurm-client munge   # one-node Slurm for the Slurm backend tests
   libpmix-dev               # slurm: srun --mpi=pmix loads pmix2/lib/libpmix.so from it (Open MPI 5)
 )

@@ -127,7 +127,8 @@ typedef struct {
  * on a busy machine): discard the repetition, keep the window. */
 static int account(const point_t *pt, const double *ase, double t_start, int kind, series_t *s, double *window)
 {
-    double lo = ase[1], hi = ase[2], dmax = 0, dsum = 0, tol = clock_late_tolerance();
+    double lo = ase[1], hi = ase[2], dmax = 0, dsum = 0;
+    double tol = pt->o->late_tolerance_us > 0 ? pt->o->late_tolerance_us * 1e-6 : clock_late_tolerance();
     int late = 0, short_window = 0;
     for (int r = 0; r < pt->size; r++) {
         double ar = ase[3 * r], st = ase[3 * r + 1], en = ase[3 * r + 2];

@@ -30,6 +30,9 @@ const char options_usage[] =
     "  --json FILE             JSON lines (default stdout)\n"
     "  --table FILE|-          also write the classic table ('-' = stdout; then --json is required)\n"
     "  --sync-window-us X      initial synchronised-start window (default 50)\n"
+    "  --late-tolerance-us X   a repetition whose start is later than this is discarded\n"
+    "                          (default: 0.01 under SMPI, 1 on real clocks; raise it when\n"
+    "                          ranks oversubscribe the cores, or no repetition is ever valid)\n"
     "  --label KEY=VALUE       copied into every record (repeatable)\n";
 
 #define FAIL(...) do { snprintf(err, errlen, "colltune-bench: " __VA_ARGS__); return 2; } while (0)
@@ -113,6 +116,7 @@ int options_parse(int argc, char **argv, options_t *o, char *err, size_t errlen)
     o->rse = 0.02;
     o->max_seconds = 10;
     o->sync_window_us = 50;
+    o->late_tolerance_us = -1;  /* the clock's own, see clock_late_tolerance() */
     o->argv_joined = join_argv(argc, argv);
     o->label_keys = calloc((size_t)argc + 1, sizeof *o->label_keys);
     o->label_vals = calloc((size_t)argc + 1, sizeof *o->label_vals);
@@ -196,6 +200,10 @@ int options_parse(int argc, char **argv, options_t *o, char *err, size_t errlen)
         } else if (!strcmp(name, "sync-window-us")) {
             if (one_double(val, &d) || d <= 0) FAIL("--sync-window-us: invalid value '%s' (a number > 0)", val);
             o->sync_window_us = d;
+        } else if (!strcmp(name, "late-tolerance-us")) {
+            if (one_double(val, &d) || d <= 0)
+                FAIL("--late-tolerance-us: invalid value '%s' (a number > 0)", val);
+            o->late_tolerance_us = d;
         } else if (!strcmp(name, "check")) {
             if (!strcmp(val, "none")) o->check = CHECK_NONE;
             else if (!strcmp(val, "first")) o->check = CHECK_FIRST;

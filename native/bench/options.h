@@ -19,6 +19,7 @@ typedef struct {
     double *tcalc_us;  int ntcalc;      /* overlap scenario */
     int warmup, min_reps, max_reps;
     double rse, max_seconds, sync_window_us;
+    double late_tolerance_us;           /* < 0: the clock's default */
     check_mode_t check;
     int shared_buffers;
     dtype_kind_t dtype;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "colls.h"
 
 static FILE *json, *table;
@@ -120,6 +121,8 @@ void out_record(const options_t *o, const record_t *r)
     put_str(r->has_delay ? (o->delayed_last ? "last" : "first") : NULL);
     put_num("tcalc_us", r->tcalc_us, r->has_tcalc);
     fprintf(json, ",\"warmup\":%d,\"reps\":%d,\"late_starts\":%d", o->warmup, r->reps, r->late_starts);
+    fprintf(json, ",\"late_tolerance_us\":%g",
+            o->late_tolerance_us > 0 ? o->late_tolerance_us : clock_late_tolerance() * 1e6);
     int t = r->timed;
     put_time("ttc_median_s", r->ttc.median, t);
     put_time("ttc_mean_s", r->ttc.mean, t);

@@ -30,6 +30,9 @@ DEFAULTS: dict[str, Any] = {
     "min_reps": 5,
     "max_reps": 200,
     "rse": 0.02,
+    # real MPI with more ranks than cores: descheduled ranks start late by up
+    # to a scheduler time slice (ms); a tighter tolerance discards every rep
+    "oversubscribed_late_tolerance_us": 20000.0,
     "check": "first",
     "check_memory_mb": 2048.0,
     "cache_dir": ".colltune-cache",
@@ -120,7 +123,7 @@ def load(cli: Mapping[str, Any] | None = None,
         if v is not None and key in DEFAULTS:
             values[key], sources[key] = v, "command line"
 
-    for key in ("timeout", "rse", "check_memory_mb"):
+    for key in ("timeout", "rse", "check_memory_mb", "oversubscribed_late_tolerance_us"):
         if isinstance(values[key], int):
             values[key] = float(values[key])
     try:

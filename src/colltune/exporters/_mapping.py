@@ -1,0 +1,160 @@
+"""Which algorithm a library runs for a decision-table rule.
+
+A rule tuned on the local backend with the target library's own provider
+(``openmpi`` / ``mpich``) names that library's algorithm directly. A rule tuned
+in simulation names an SMPI algorithm; SMPI re-implements many Open MPI and
+MPICH algorithms under its own names, and EQUIVALENT says which library
+algorithm each one is (same communication pattern, from the algorithms'
+descriptions in SMPI's and the libraries' sources; verify proves the mapped
+algorithm runs, not that it performs as SMPI's did). A rule
+with no equivalent, or naming an algorithm that cannot be deployed through a
+rules file (UNDEPLOYABLE), is an error, unless the user allows SUBSTITUTE: the
+library's general-purpose algorithm for that collective, named in the file header.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..decision import Entry, Rule
+from ..errors import InputError
+
+# Segment size of SMPI's pipelined bcasts NTSL / NTSB (bcast-NTSL.cpp, bcast-NTSB.cpp).
+SMPI_SEGMENT = 8192
+
+# (library, collective) -> {smpi algorithm: library algorithm (provider name), or
+# (name, parameters) when the library algorithm needs parameters to match}
+EQUIVALENT: dict[tuple[str, str], dict[str, str | tuple[str, dict]]] = {
+    ("openmpi", "bcast"): {
+        "binomial_tree": "binomial", "flattree": "basic_linear",
+        "NTSL": ("pipeline", {"segsize": SMPI_SEGMENT}),          # pipelined chain
+        "NTSB": ("binary_tree", {"segsize": SMPI_SEGMENT}),       # pipelined binary tree
+        "ompi_split_bintree": "split_binary_tree", "ompi_pipeline": "pipeline",
+        "scatter_rdb_allgather": "scatter_allgather", "scatter_LR_allgather": "scatter_allgather_ring"},
+    ("openmpi", "reduce"): {
+        "ompi_chain": "chain", "ompi_pipeline": "pipeline", "ompi_basic_linear": "linear",
+        "flat_tree": "linear", "ompi_in_order_binary": "in-order_binary", "ompi_binary": "binary",
+        "ompi_binomial": "binomial", "rab": "rabenseifner"},
+    ("openmpi", "allreduce"): {
+        "ompi_ring_segmented": "segmented_ring", "lr": "ring", "rdb": "recursive_doubling",
+        "redbcast": "nonoverlapping", "rab_rdb": "rabenseifner"},
+    ("openmpi", "allgather"): {
+        "bruck": "bruck", "rdb": "recursive_doubling", "ring": "ring",
+        "ompi_neighborexchange": "neighbor", "GB": "linear"},
+    ("openmpi", "gather"): {
+        "ompi_basic_linear": "basic_linear", "ompi_binomial": "binomial",
+        "ompi_linear_sync": "linear_sync"},
+    ("openmpi", "scatter"): {
+        "ompi_basic_linear": "basic_linear", "ompi_binomial": "binomial",
+        "ompi_linear_nb": "linear_nb"},
+    ("openmpi", "alltoall"): {"basic_linear": "linear", "pair": "pairwise"},
+    ("openmpi", "reduce_scatter_block"): {
+        "ompi_basic_recursivehalving": "recursive_halving", "ompi_butterfly": "butterfly",
+        "mpich_rdb": "recursive_doubling"},
+    ("openmpi", "barrier"): {
+        "ompi_basic_linear": "linear", "ompi_two_procs": "two_proc", "ompi_tree": "tree",
+        "ompi_bruck": "bruck", "ompi_recursivedoubling": "recursive_doubling",
+        "ompi_doublering": "double_ring"},
+    ("mpich", "bcast"): {
+        "binomial_tree": "binomial", "scatter_rdb_allgather": "scatter_recursive_doubling_allgather",
+        "scatter_LR_allgather": "scatter_ring_allgather",
+        "NTSB": ("pipelined_tree", {"tree_type": "kary", "k": 2, "chunk_size": SMPI_SEGMENT}),
+        "NTSL": ("pipelined_tree", {"tree_type": "kary", "k": 1, "chunk_size": SMPI_SEGMENT})},
+    ("mpich", "reduce"): {"binomial": "binomial", "scatter_gather": "reduce_scatter_gather"},
+    ("mpich", "allreduce"): {
+        "rdb": "recursive_doubling", "rab_rdb": "reduce_scatter_allgather", "lr": "ring"},
+    ("mpich", "allgather"): {"bruck": "brucks", "rdb": "recursive_doubling", "ring": "ring"},
+    ("mpich", "gather"): {"ompi_binomial": "binomial"},
+    ("mpich", "scatter"): {"ompi_binomial": "binomial"},
+    ("mpich", "alltoall"): {"bruck": "brucks", "pair": "pairwise"},
+    ("mpich", "reduce_scatter_block"): {
+        "mpich_pair": "pairwise", "mpich_rdb": "recursive_doubling",
+        "mpich_noncomm": "noncommutative", "ompi_basic_recursivehalving": "recursive_halving"},
+    ("mpich", "barrier"): {"mpich_smp": "smp"},
+}
+
+# The general-purpose algorithm used by --allow-substitute when a rule has no equivalent.
+SUBSTITUTE: dict[tuple[str, str], str] = {
+    ("openmpi", "bcast"): "binomial", ("openmpi", "reduce"): "binomial",
+    ("openmpi", "allreduce"): "recursive_doubling", ("openmpi", "allgather"): "ring",
+    ("openmpi", "gather"): "binomial", ("openmpi", "scatter"): "binomial",
+    ("openmpi", "alltoall"): "pairwise", ("openmpi", "reduce_scatter_block"): "recursive_halving",
+    ("openmpi", "barrier"): "recursive_doubling",
+    ("mpich", "bcast"): "binomial", ("mpich", "reduce"): "binomial",
+    ("mpich", "allreduce"): "recursive_doubling", ("mpich", "allgather"): "ring",
+    ("mpich", "gather"): "binomial", ("mpich", "scatter"): "binomial",
+    ("mpich", "alltoall"): "pairwise", ("mpich", "reduce_scatter_block"): "recursive_halving",
+    ("mpich", "barrier"): "k_dissemination",
+}
+
+# Library algorithms a rules file must not select, with the reason (found by
+# running the exported file).
+UNDEPLOYABLE: dict[tuple[str, str], dict[str, str]] = {
+    ("mpich", "allreduce"): {
+        "ccl": "it needs NCCL/RCCL: selected by a CSEL file, MPICH 5.0.2 segfaults in MPI_Init "
+               "on this CPU-only host (forced after MPI_Init, as when tuning, it completes)"},
+}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    algorithm: str          # the library's (provider) name
+    substituted: str = ""   # "" or a sentence for the file header
+    params: dict = field(default_factory=dict)   # the equivalent's parameters + the rule's
+
+
+def describe(entry: Entry, rule: Rule) -> str:
+    return (f"{entry.collective} layout {entry.nodes}x{entry.ppn} from {rule.min_size} B/rank: "
+            f"{rule.provider} algorithm {rule.algorithm!r}")
+
+
+def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
+            allow_substitute: bool) -> Resolved:
+    """The library algorithm for rule, or InputError naming the rule. known: the
+    target's algorithm names (None: not known, names are not checked)."""
+    coll = entry.collective
+    banned = UNDEPLOYABLE.get((library, coll), {})
+
+    def usable(name: str | None) -> bool:
+        return name is not None and (known is None or name in known) and name not in banned
+
+    if rule.provider == library:
+        name = rule.algorithm
+        if usable(name):
+            return Resolved(name, params=dict(rule.params))
+        problem = banned.get(name, f"{library} has no such {coll} algorithm in the target version")
+    elif rule.provider == "smpi":
+        equiv = EQUIVALENT.get((library, coll), {}).get(rule.algorithm)
+        name, params = equiv if isinstance(equiv, tuple) else (equiv, {})
+        if usable(name):
+            return Resolved(name, params={**params, **rule.params})
+        problem = (f"SMPI's {rule.algorithm!r} has no {library} equivalent"
+                   if name is None else f"its equivalent {name!r} is not in the target version")
+    else:
+        problem = f"rules of provider {rule.provider!r} cannot be expressed for {library}"
+    sub = SUBSTITUTE.get((library, coll))
+    if allow_substitute and usable(sub):
+        return Resolved(sub, f"{describe(entry, rule)} -> substituted by {sub!r} ({problem})")
+    known_list = "not checked" if known is None else ", ".join(sorted(set(known) - set(banned)))
+    raise InputError(f"{describe(entry, rule)}: {problem} (known: {known_list}); "
+                     f"--allow-substitute would use {sub!r}")
+
+
+class Problems:
+    """Collects the rules an export cannot express, to report them all at once."""
+
+    def __init__(self, allow_substitute: bool = False) -> None:
+        self.allow_substitute = allow_substitute
+        self.items: list[str] = []
+
+    def resolve(self, *args) -> Resolved | None:
+        try:
+            return resolve(*args)
+        except InputError as exc:
+            self.items.append(str(exc))
+            return None
+
+    def check(self, fmt: str, shown: int = 12) -> None:
+        if self.items:
+            more = f"\n  ... and {len(self.items) - shown} more" if len(self.items) > shown else ""
+            raise InputError(f"{len(self.items)} rule(s) cannot be exported as {fmt}:\n  "
+                             + "\n  ".join(self.items[:shown]) + more)

@@ -1,0 +1,145 @@
+"""`colltune verify`: prove on the real library that a rules file is read and
+honoured (docs/exporters.md).
+
+Three checks, each from the library's own evidence:
+1. accepted: the library read the file (Open MPI coll/tuned: the file's
+   algorithm runs where the library default runs another one — a malformed
+   file is dropped silently; coll/han: its own rules dump; MPICH: its
+   debug summary names the file, and it aborts on files it cannot use);
+2. honoured: at sample points the algorithm that ran is the file's: the
+   observation of the run with the file equals that of a run with the file's
+   algorithm forced explicitly (Open MPI: which of libmpi's algorithm functions
+   ran; MPICH: per-peer message counts and bytes handed to UCX);
+3. ratio: library default time / time with the file, measured in the same
+   verify run (launches back to back; on a busy 2-core machine only indicative).
+A library module registers a Verifier per library name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..registry import Registry
+
+VERIFIERS: Registry[type] = Registry("verify library")
+
+
+@dataclass(frozen=True)
+class Point:
+    collective: str
+    nbytes: int                 # bytes per rank
+    expected: str               # the file's algorithm (library name)
+    force: tuple = ()           # how to force it: hashable, library-specific
+
+
+@dataclass
+class PointResult:
+    point: Point
+    honoured: bool
+    distinguishes: bool         # forcing the file's algorithm looks different from the default
+    ran: str                    # what the file run looked like
+    ratio: float | None = None  # default time / time with the file
+
+
+@dataclass
+class Report:
+    library: str
+    fmt: str
+    path: str
+    ranks: int
+    accepted: bool
+    evidence: str
+    results: list[PointResult] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.accepted and all(r.honoured for r in self.results)
+
+    def render(self) -> str:
+        out = [f"verify {self.path} ({self.fmt}) on {self.library}, {self.ranks} ranks",
+               f"(1) file accepted: {'yes' if self.accepted else 'NO'} - {self.evidence}"]
+        if self.results:
+            bad = [r for r in self.results if not r.honoured]
+            out.append(f"(2) file honoured at {len(self.results) - len(bad)}/{len(self.results)} "
+                       f"sample points")
+            for r in self.results:
+                p = r.point
+                mark = ("ok  " if r.distinguishes else "ok* ") if r.honoured else "FAIL"
+                ratio = f"  default/file time {r.ratio:.3g}" if r.ratio else ""
+                out.append(f"  {mark} {p.collective:<21} {p.nbytes:>9} B/rank  file says "
+                           f"{p.expected:<28} ran: {r.ran}{ratio}")
+        if any(r.honoured and not r.distinguishes for r in self.results):
+            out.append("  * the file's algorithm and the library default look alike at this "
+                       "point: it agrees with the file but does not prove it")
+        for u in self.unchecked:
+            out.append(f"(2) not checked: {u}")
+        times = [r.ratio for r in self.results if r.ratio]
+        if times:
+            out.append(f"(3) default/file time ratio: median {sorted(times)[len(times) // 2]:.3g} over "
+                       f"{len(times)} points (same verify run, launches back to back; on an "
+                       f"oversubscribed or busy host this is noise)")
+        out += [f"note: {n}" for n in self.notes]
+        out.append("RESULT: " + ("PASS" if self.ok else "FAIL"))
+        return "\n".join(out)
+
+
+def compare(points: list[Point], default, with_file, forced: dict) -> list[PointResult]:
+    """Per point: did the file run look like the forced run of its algorithm?
+    ``forced`` maps Point.force to the Observed of that forced launch; each
+    Observed indexes points by their position in ``points``."""
+    results = []
+    for i, p in enumerate(points):
+        ref = forced[p.force]
+        want = ref.signature(i)
+        got, dflt = with_file.signature(i), default.signature(i)
+        honoured = ref.ok and got == want and bool(got)
+        if not ref.ok:
+            last = [ln for ln in ref.output.splitlines() if ln.strip()][-1:] or ["no output"]
+            ran = f"cannot tell: forcing {p.expected} alone failed ({last[0].strip()[:160]})"
+        elif honoured:
+            ran = f"{p.expected} (same as forced)"
+        elif got == dflt:
+            ran = "the library default (not the file's algorithm)"
+        else:
+            ran = "something else: " + _short(got)
+        ratio = None
+        if i in default.times and with_file.times.get(i):
+            ratio = default.times[i] / with_file.times[i]
+        results.append(PointResult(p, honoured, want != dflt, ran, ratio))
+    return results
+
+
+def acceptance_from_points(results: list[PointResult]) -> tuple[bool, str]:
+    """Accepted when some point ran the file's algorithm where the default differs."""
+    proof = [r for r in results if r.honoured and r.distinguishes]
+    if proof:
+        p = proof[0].point
+        return True, (f"{len(proof)} point(s) ran the file's algorithm where the library default "
+                      f"runs another, e.g. {p.collective} {p.nbytes} B/rank -> {p.expected}")
+    telling = [r for r in results if r.distinguishes]
+    if telling and all(r.ran.startswith("the library default") for r in telling):
+        return False, ("the library ran its default everywhere the file differs from it: the file "
+                       "was dropped (Open MPI drops a malformed file without a word)")
+    if not telling:
+        return False, ("cannot tell: at every sample point the file's algorithm looks like the "
+                       "library default (choose other --ranks)")
+    return False, "the file's algorithms did not run where they differ from the default"
+
+
+def _short(sig: tuple) -> str:
+    if not sig:
+        return "nothing observed"
+    parts = []
+    for rank, fns, peers in sig[:2]:
+        what = ",".join(f.replace("ompi_coll_base_", "") for f in fns) or \
+            " ".join(f"{n}msg/{b}B" for n, b in peers)
+        parts.append(f"rank {rank}: {what}")
+    return "; ".join(parts)
+
+
+from ..registry import import_plugins  # noqa: E402
+
+import_plugins(__name__, __path__, skip=("probe", "rules", "table_check"))  # each registers itself
+
+__all__ = ["VERIFIERS", "Point", "PointResult", "Report", "compare", "acceptance_from_points"]

@@ -1,0 +1,192 @@
+"""Verify an MPICH CSEL JSON file on the real MPICH.
+
+Acceptance: with MPIR_CVAR_DEBUG_SUMMARY=1 MPICH prints which JSON its MPIR
+selection came from ("MPIR: <file>" or its built-in "MPII_coll_generic_json");
+a file it cannot use aborts MPI_Init with an assertion, which is reported.
+Which algorithm ran: MPICH's algorithm functions are not exported, but with
+MPIR_CVAR_NOLOCAL=1 every message, collective-internal ones included, goes
+through UCX's ucp_*_send_nbx, which the tracer wraps: the per-peer message
+counts and bytes at a point with the file must equal those with the file's
+algorithm forced (MPIR_CVAR_<COLL>_INTRA_ALGORITHM through the MPI_T shim of
+providers/mpich.py, MPIR_CVAR_COLLECTIVE_FALLBACK=error). All runs of one verify
+use NOLOCAL, so they differ from a deployment only in locality.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import InputError
+from ..exporters.mpich_json import library_json
+from ..providers.base import Algorithm
+from ..providers.mpich import MPICH_NAME, MPICHProvider
+from . import VERIFIERS, Point, Report, compare
+from . import probe as _probe
+from .rules import AVG_KEY, comm_branch, csel_leaf, cvar_name, load_csel
+from .table_check import check_against_table
+
+REDUCTIONS = ("reduce", "allreduce", "reduce_scatter_block")
+_C = "MPIR_CVAR_"
+# The CVARs a forced run sets so that a parametrised leaf runs with the file's
+# parameters (is_non_blocking has none: the CVAR default is used).
+_TOPO = {f"topo_{k}": k.upper() for k in ("overhead", "diff_groups", "diff_switches", "same_switches")}
+PARAM_CVARS = {
+    "MPIR_Bcast_intra_tree": {"k": f"{_C}BCAST_TREE_KVAL", "tree_type": f"{_C}BCAST_TREE_TYPE",
+                              **{k: f"{_C}BCAST_TOPO_{v}" for k, v in _TOPO.items()}},
+    "MPIR_Bcast_intra_pipelined_tree": {
+        "k": f"{_C}BCAST_TREE_KVAL", "tree_type": f"{_C}BCAST_TREE_TYPE",
+        "chunk_size": f"{_C}BCAST_TREE_PIPELINE_CHUNK_SIZE", "recv_pre_posted": f"{_C}BCAST_RECV_PRE_POST"},
+    "MPIR_Allreduce_intra_tree": {
+        "k": f"{_C}ALLREDUCE_TREE_KVAL", "tree_type": f"{_C}ALLREDUCE_TREE_TYPE",
+        "chunk_size": f"{_C}ALLREDUCE_TREE_PIPELINE_CHUNK_SIZE",
+        "buffer_per_child": f"{_C}ALLREDUCE_TREE_BUFFER_PER_CHILD",
+        **{k: f"{_C}ALLREDUCE_TOPO_{v}" for k, v in _TOPO.items()}},
+    "MPIR_Allreduce_intra_recexch": {"k": f"{_C}ALLREDUCE_RECEXCH_KVAL",
+                                     "single_phase_recv": f"{_C}ALLREDUCE_RECEXCH_SINGLE_PHASE_RECV"},
+    "MPIR_Allreduce_intra_recursive_multiplying": {"k": f"{_C}ALLREDUCE_RECURSIVE_MULTIPLYING_KVAL"},
+    "MPIR_Allgather_intra_k_brucks": {"k": f"{_C}ALLGATHER_BRUCKS_KVAL"},
+    "MPIR_Allgather_intra_recexch_doubling": {
+        "k": f"{_C}ALLGATHER_RECEXCH_KVAL", "single_phase_recv": f"{_C}ALLGATHER_RECEXCH_SINGLE_PHASE_RECV"},
+    "MPIR_Allgather_intra_recexch_halving": {
+        "k": f"{_C}ALLGATHER_RECEXCH_KVAL", "single_phase_recv": f"{_C}ALLGATHER_RECEXCH_SINGLE_PHASE_RECV"},
+    "MPIR_Alltoall_intra_k_brucks": {"k": f"{_C}ALLTOALL_BRUCKS_KVAL"},
+    "MPIR_Barrier_intra_k_dissemination": {"k": f"{_C}BARRIER_DISSEM_KVAL"},
+    "MPIR_Barrier_intra_recexch": {"k": f"{_C}BARRIER_RECEXCH_KVAL",
+                                   "single_phase_recv": f"{_C}BARRIER_RECEXCH_SINGLE_PHASE_RECV"},
+}
+_TREE_NAMES = ("kary", "knomial_1", "knomial_2")
+
+
+def param_env(func: str, params: dict) -> dict[str, str]:
+    """Environment that gives a forced run the leaf's parameters."""
+    env = {}
+    for key, cvar in PARAM_CVARS.get(func, {}).items():
+        if key in params:
+            value = str(params[key])
+            if key == "tree_type" and value.isdigit() and int(value) < len(_TREE_NAMES):
+                value = _TREE_NAMES[int(value)]      # files up to 4.2 carry the integer
+            env[cvar] = value
+    return env
+_THRESH = re.compile(r"(avg|total)_msg_size<=?(\d+)")
+
+
+def sample_sizes(branch: dict, coll: str, ranks: int, limit: int = 8) -> list[int]:
+    """Bytes per rank on both sides of every message-size threshold in branch."""
+    unit = 4 if coll in REDUCTIONS else 1
+    div = 1 if coll in AVG_KEY else ranks
+    found: set[int] = set()
+
+    def walk(node):
+        for key, sub in node.items():
+            m = _THRESH.fullmatch(key.replace(" ", ""))
+            if m:
+                edge = int(m.group(2)) // div
+                found.update({edge, edge + 1})
+            if isinstance(sub, dict) and not key.startswith("algorithm="):
+                walk(sub)
+    walk(branch)
+    sizes = sorted({max(unit, s // unit * unit) for s in found} | {unit})
+    return [0] if coll == "barrier" else sizes[:limit]
+
+
+@VERIFIERS.register("mpich")
+class MPICHVerifier:
+    formats = ("mpich-json",)
+
+    def __init__(self, impl, cache_dir: str):
+        self.impl = impl
+        self.provider = MPICHProvider(impl, cache_dir)
+        self.tools = _probe.build(impl, cache_dir)
+
+    def guess_format(self, text: str) -> str:
+        return "mpich-json"
+
+    def _observe(self, ranks, points, env, reps, timeout, preload=(), nolocal=True):
+        """A probe launch; nolocal routes all traffic through UCX (observed), and
+        is left out of the timing launches, which run as deployed."""
+        libs = " ".join([*map(str, preload), str(self.tools.tracer)])
+        cmd = [self.impl.launcher, "-genv", "LD_PRELOAD", libs, "-n", str(ranks)]
+        local = {"MPIR_CVAR_NOLOCAL": "1"} if nolocal else {}
+        return _probe.launch(cmd, self.tools, [f"{p.collective}:{p.nbytes}" for p in points],
+                             reps, {**self.impl.run_env(), **local, **env}, timeout)
+
+    def _tuned_collectives(self, tree: dict, table) -> list[str]:
+        """The table's collectives, else those whose intra branch differs from the
+        library's built-in selection."""
+        if table is not None:
+            return [c for c in table.collectives() if c in MPICH_NAME]
+        libs = sorted(Path(self.impl.prefix or "/nonexistent", "lib").glob("libmpi.so.*"))
+        base = library_json(str(libs[0]))[0] if libs else {}
+        return [c for c in MPICH_NAME
+                if tree.get(f"collective={c}", {}).get("comm_type=intra")
+                != base.get(f"collective={c}", {}).get("comm_type=intra")]
+
+    def verify(self, path: str, fmt: str, table, ranks: int | None, reps: int,
+               timeout: float) -> Report:
+        ranks = ranks or 2
+        notes: list[str] = []
+        env_file = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(Path(path).resolve()),
+                    "MPIR_CVAR_DEVICE_COLLECTIVES": "none", "MPIR_CVAR_DEBUG_SUMMARY": "1"}
+        try:
+            tree = load_csel(path)
+        except InputError as exc:
+            notes.append(str(exc))
+            tree = {}
+        points, unchecked = [], []
+        for coll in self._tuned_collectives(tree, table):
+            branch = comm_branch(tree, coll, ranks)
+            for nbytes in sample_sizes(branch, coll, ranks):
+                leaf = csel_leaf(tree, coll, ranks, nbytes)
+                if isinstance(leaf, str):
+                    unchecked.append(f"{coll} {nbytes} B/rank: {leaf}")
+                    continue
+                name = cvar_name(coll, leaf[0])
+                params = tuple(sorted(param_env(leaf[0], leaf[1]).items()))
+                points.append(Point(coll, nbytes, name or leaf[0], (coll, name, params)))
+        probe_points = points or [Point("barrier", 0, "")]
+        with_file = self._observe(ranks, probe_points, env_file, 0, timeout)
+        accepted, evidence = self._acceptance(with_file, env_file)
+        if not accepted or not points:
+            if not points:
+                unchecked.append("no sample point: the file changes no collective's intra branch")
+            return Report("mpich", fmt, path, ranks, accepted, evidence, unchecked=unchecked,
+                          notes=notes)
+        default = _probe.require_ok(self._observe(ranks, points, {}, 0, timeout),
+                                    "the run with the library default")
+        forced = {}
+        for key in dict.fromkeys(p.force for p in points):
+            coll, name, params = key
+            mods = self.provider.force(Algorithm("mpich", coll, name))
+            forced[key] = self._observe(ranks, points, {**mods.env, **dict(params)}, 0, timeout,
+                                        [self.provider.shim])
+        results = compare(points, default, with_file, forced)
+        # timings as deployed: shared memory on, no debug summary, back to back
+        env_timed = {k: v for k, v in env_file.items() if k != "MPIR_CVAR_DEBUG_SUMMARY"}
+        t_default = self._observe(ranks, points, {}, reps, timeout, nolocal=False)
+        t_file = self._observe(ranks, points, env_timed, reps, timeout, nolocal=False)
+        for i, r in enumerate(results):
+            if t_default.times.get(i) and t_file.times.get(i):
+                r.ratio = t_default.times[i] / t_file.times[i]
+        if table is not None:
+            notes += check_against_table(table, "mpich", results, ranks,
+                                         lambda c: {a.name for a in self.provider.algorithms(c)})
+        return Report("mpich", fmt, path, ranks, accepted, evidence, results, unchecked, notes)
+
+    @staticmethod
+    def _acceptance(obs, env: dict) -> tuple[bool, str]:
+        wanted = env["MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"]
+        if not obs.ok:
+            why = [ln.strip() for ln in obs.output.splitlines()
+                   if "Assertion failed" in ln or "unknown key" in ln or "unrecognized key" in ln
+                   or "Internal error" in ln or "timed out" in ln]
+            crash = re.search(r"EXIT STRING: (.+)|EXIT CODE: (\d+)", obs.output)
+            return False, ("MPICH rejected the file (the run with it failed"
+                           + (f": {(crash.group(1) or 'exit code ' + crash.group(2)).strip()}"
+                              if crash else "") + "): "
+                           + (" | ".join(dict.fromkeys(why)) or obs.output.strip()[-300:]))
+        m = re.search(r"^MPIR: (.+)$", obs.output, re.MULTILINE)
+        if m is None:
+            return False, "MPICH's debug summary did not say where its selection came from"
+        if m.group(1).strip() != wanted:
+            return False, f"MPICH's selection came from {m.group(1).strip()}, not the file"
+        return True, f"MPICH's debug summary says its MPIR selection came from {wanted}"

@@ -1,0 +1,144 @@
+"""The probe program and the tracer (C, next to this file), built per library,
+and one observed launch of them.
+
+A launch runs the probe on N ranks over the sample points with a given
+environment; it returns the timings rank 0 printed and, per (rank, point), what
+the tracer saw during the observed call: the library's algorithm functions
+(Open MPI) and the messages handed to UCX (MPICH with MPIR_CVAR_NOLOCAL=1).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BackendError, BuildError
+
+HERE = Path(__file__).resolve().parent
+# Library functions whose calls identify the algorithm that ran (exported by libmpi).
+TRACED = re.compile(r"^ompi_coll_base_(bcast|reduce|allreduce|allgather|gather|scatter|"
+                    r"alltoall|reduce_scatter_block|barrier)_intra_\w+$")
+
+
+def library_symbols(impl) -> list[str]:
+    """Exported functions of impl's libmpi that the tracer wraps (none for MPICH,
+    whose algorithm functions are not exported)."""
+    libs = sorted(Path(impl.prefix or "/nonexistent", "lib").glob("libmpi.so.*"))
+    if not libs:
+        return []
+    nm = shutil.which("nm")
+    if nm is None:
+        raise BuildError("nm (binutils) is needed to list libmpi's functions for the tracer")
+    out = subprocess.run([nm, "-D", "--defined-only", str(libs[0])], capture_output=True,
+                         text=True, check=False).stdout
+    names = {parts[2] for parts in (ln.split() for ln in out.splitlines())
+             if len(parts) == 3 and parts[1] == "T" and TRACED.match(parts[2])}
+    return sorted(names)
+
+
+def _wrappers(symbols: list[str]) -> str:
+    names = ", ".join(f'"{s}"' for s in symbols) or '"none"'
+    body = "\n".join(f"WRAP({i}, {s})" for i, s in enumerate(symbols))
+    return f"static const char *fn_names[] = {{{names}}};\n{body}\n"
+
+
+@dataclass
+class Tools:
+    probe: Path
+    tracer: Path
+    symbols: list[str]
+
+
+def build(impl, cache_dir: str) -> Tools:
+    """Build probe and tracer with impl's mpicc, once per identity and source."""
+    symbols = library_symbols(impl)
+    wrappers = _wrappers(symbols)
+    h = hashlib.sha256(wrappers.encode())
+    for name in ("probe.c", "tracer.c"):
+        h.update((HERE / name).read_bytes())
+    out = Path(cache_dir).resolve() / f"verify-{impl.name}-{impl.identity()}-{h.hexdigest()[:12]}"
+    out.mkdir(parents=True, exist_ok=True)
+    tools = Tools(out / "colltune-verify-probe", out / "libcolltune-trace.so", symbols)
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not tools.tracer.exists():
+            (out / "tracer_wrappers.h").write_text(wrappers)
+            _cc(impl, ["-shared", "-fPIC", "-O1", f"-I{out}", str(HERE / "tracer.c"), "-ldl",
+                       "-o", str(tools.tracer)], "the verify tracer")
+        if not tools.probe.exists():
+            _cc(impl, ["-O1", str(HERE / "probe.c"), "-ldl", "-o", str(tools.probe)],
+                "the verify probe")
+    return tools
+
+
+def _cc(impl, argv: list[str], what: str) -> None:
+    proc = subprocess.run([impl.cc, *argv], capture_output=True, text=True, env=impl.run_env())
+    if proc.returncode != 0:
+        raise BuildError(f"building {what} with {impl.cc} failed:\n{proc.stderr[-2000:]}")
+
+
+@dataclass
+class Observed:
+    ok: bool
+    command: list[str]
+    output: str                                        # stdout + stderr (tail kept)
+    times: dict[int, float] = field(default_factory=dict)     # point -> seconds per call
+    calls: dict[tuple[int, int], list[str]] = field(default_factory=dict)   # (rank, point)
+    messages: dict[tuple[int, int], dict[str, list[int]]] = field(default_factory=dict)
+
+    def signature(self, point: int) -> tuple:
+        """What identifies the algorithm at a point: per rank, the library's
+        algorithm functions in first-call order, and the (count, bytes) of the
+        messages sent to each peer (peers unnamed, sorted)."""
+        ranks = sorted({r for r, p in list(self.calls) + list(self.messages) if p == point})
+        sig = []
+        for r in ranks:
+            fns = tuple(dict.fromkeys(self.calls.get((r, point), [])))
+            peers = tuple(sorted((len(v), sum(v)) for v in self.messages.get((r, point), {}).values()))
+            sig.append((r, fns, peers))
+        return tuple(sig)
+
+
+def launch(cmd_prefix: list[str], tools: Tools, points: list[str], reps: int,
+           env: dict[str, str], timeout: float) -> Observed:
+    """Run ``cmd_prefix + [probe, reps, *points]`` with the tracer's output folder set."""
+    with tempfile.TemporaryDirectory(prefix="colltune-verify-") as tmp:
+        full_env = {**env, "COLLTUNE_TRACE_DIR": tmp}
+        cmd = [*cmd_prefix, str(tools.probe), str(reps), *points]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env,
+                                  timeout=timeout, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
+        except subprocess.TimeoutExpired as exc:
+            out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) \
+                else (exc.stdout or "")
+            return Observed(False, cmd, f"timed out after {timeout:.0f} s\n{out[-3000:]}")
+        obs = Observed(proc.returncode == 0, cmd, (proc.stdout + proc.stderr)[-6000:])
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                obs.times[int(rec["point"])] = float(rec["median_s"])
+        for f in Path(tmp).glob("trace.*"):
+            for line in f.read_text().splitlines():
+                parts = line.split()
+                if parts[0] == "C" and len(parts) == 4:
+                    obs.calls.setdefault((int(parts[1]), int(parts[2])), []).append(parts[3])
+                elif parts[0] == "M" and len(parts) == 5:
+                    peers = obs.messages.setdefault((int(parts[1]), int(parts[2])), {})
+                    peers.setdefault(parts[3], []).append(int(parts[4]))
+    return obs
+
+
+def require_ok(obs: Observed, what: str) -> Observed:
+    if not obs.ok:
+        raise BackendError(f"{what} failed:\n$ {' '.join(obs.command)}\n{obs.output[-2500:]}")
+    return obs

@@ -1,0 +1,230 @@
+"""Read the rules files back, as the libraries do, to know what each one says
+for a (collective, communicator size, message size) point. Errors name the
+file and line (or JSON path); the libraries themselves say nothing."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from ..errors import InputError
+from ..exporters.mpich_json import AVG_KEY, FUNC
+from ..exporters.openmpi_tuned import COLL_ID, TOTAL_SIZE_KEY
+
+COLL_OF_ID = {i: c for c, i in COLL_ID.items()}
+
+
+def _tokens(text: str) -> list[tuple[str, int]]:
+    """(token, line) with # comments removed."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        out += [(tok, n) for tok in line.split("#", 1)[0].split()]
+    return out
+
+
+@dataclass
+class TunedRules:
+    version: int
+    # collective -> [(comm size, [(msg size, alg, fan-in/out, segsize, maxreq)])]
+    blocks: dict[str, list[tuple[int, list[tuple[int, ...]]]]]
+
+    def lookup_block(self, coll: str, comm_size: int) -> list[tuple[int, ...]]:
+        """The message-size rules coll/tuned uses for comm_size: the last block
+        whose size is <= comm_size, else the first (checked on 5.0.11)."""
+        blocks = self.blocks[coll]
+        block = blocks[0][1]
+        for size, rows in blocks:
+            if size <= comm_size:
+                block = rows
+        return block
+
+    def lookup(self, coll: str, comm_size: int, bytes_per_rank: int) -> tuple[int, ...] | None:
+        """The rule coll/tuned applies, or None when the file has none for coll."""
+        if not self.blocks.get(coll):
+            return None
+        block = self.lookup_block(coll, comm_size)
+        key = bytes_per_rank * (comm_size if coll in TOTAL_SIZE_KEY else 1)
+        chosen = block[0]
+        for row in block:
+            if row[0] <= key:
+                chosen = row
+        return chosen
+
+
+def parse_tuned(text: str, path: str, strict: bool = True) -> TunedRules:
+    """Parse a coll/tuned classic / version-2 rules file, with the checks Open
+    MPI makes (first message size 0) plus ascending order; strict=False skips
+    those checks (to know what a malformed file meant)."""
+    version = 1
+    if text.lstrip().startswith("rule-file-version-"):
+        m = re.match(r"\s*rule-file-version-(\d+)", text)
+        version = int(m.group(1)) if m else 1
+        text = text.lstrip().split("\n", 1)[1] if "\n" in text.lstrip() else ""
+        line0 = 1
+    else:
+        line0 = 0
+    toks = _tokens(text)
+    pos = 0
+
+    def nxt(what: str) -> int:
+        nonlocal pos
+        if pos >= len(toks):
+            raise InputError(f"{path}: ended while reading {what}")
+        tok, line = toks[pos]
+        pos += 1
+        if not re.fullmatch(r"\d+", tok):
+            raise InputError(f"{path}:{line + line0}: {what}: expected a non-negative integer, got {tok!r}")
+        return int(tok)
+
+    def line_of() -> int:
+        return toks[min(pos, len(toks) - 1)][1] + line0 if toks else 0
+
+    blocks: dict[str, list] = {}
+    for _ in range(nxt("number of collectives")):
+        cid = nxt("collective id")
+        coll = COLL_OF_ID.get(cid, f"id{cid}")
+        comm_blocks = []
+        for _ in range(nxt(f"{coll}: number of communicator sizes")):
+            csize = nxt(f"{coll}: communicator size")
+            if strict and comm_blocks and csize <= comm_blocks[-1][0]:
+                raise InputError(f"{path}:{line_of()}: {coll}: communicator sizes must ascend "
+                                 f"({comm_blocks[-1][0]} then {csize})")
+            rows = []
+            for i in range(nxt(f"{coll}: number of message sizes")):
+                row = [nxt(f"{coll} comm {csize}: message size"), nxt("algorithm"),
+                       nxt("fan-in/out"), nxt("segment size")]
+                if version > 1:
+                    row.append(nxt("max requests"))
+                if strict and i == 0 and row[0] != 0:
+                    raise InputError(f"{path}:{line_of()}: {coll} comm {csize}: the first rule must "
+                                     f"be for message size 0, got {row[0]} (Open MPI drops the file)")
+                if strict and rows and row[0] <= rows[-1][0]:
+                    raise InputError(f"{path}:{line_of()}: {coll} comm {csize}: message sizes must "
+                                     f"ascend ({rows[-1][0]} then {row[0]})")
+                rows.append(tuple(row))
+            comm_blocks.append((csize, rows))
+        blocks[coll] = comm_blocks
+    return TunedRules(version, blocks)
+
+
+def parse_han(text: str, path: str) -> list[tuple[str, int, int, int, str]]:
+    """[(collective, level, configuration size, message size, component)] of a
+    coll/han rules file, in file order (what HAN's dump lists)."""
+    toks = _tokens(text)
+    pos = 0
+
+    def nxt(what: str, integer: bool = True):
+        nonlocal pos
+        if pos >= len(toks):
+            raise InputError(f"{path}: ended while reading {what}")
+        tok, line = toks[pos]
+        pos += 1
+        if integer and not re.fullmatch(r"\d+", tok):
+            raise InputError(f"{path}:{line}: {what}: expected an integer, got {tok!r}")
+        return int(tok) if integer else tok
+
+    out = []
+    for _ in range(nxt("number of collectives")):
+        coll = nxt("collective name", integer=False)
+        for _ in range(nxt(f"{coll}: number of topology levels")):
+            level = nxt(f"{coll}: topology level")
+            for k in range(nxt(f"{coll} level {level}: number of configurations")):
+                conf = nxt(f"{coll} level {level}: configuration size")
+                for m in range(nxt(f"{coll} level {level} conf {conf}: number of rules")):
+                    size = nxt("message size")
+                    out.append((coll, level, conf, size, nxt("component", integer=False)))
+    return out
+
+
+# -- MPICH CSEL -----------------------------------------------------------------
+def load_csel(path: str) -> dict:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (MPICH aborts in "
+                         f"MPI_Init)") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _matches(key: str, coll: str, comm_size: int, nbytes: int) -> bool | None:
+    """Whether an operator key holds for an intra-communicator of comm_size
+    ranks on distinct (fake) nodes, a built-in commutative op, not in place;
+    None when the key depends on something else."""
+    k = key.replace(" ", "")
+    if k == "any" or k.endswith("=any"):
+        return True
+    avg = nbytes
+    total = nbytes * comm_size
+    tests = [(r"comm_type=intra", lambda: True), (r"comm_type=inter", lambda: False),
+             (r"comm_size<=(\d+)", lambda v: comm_size <= v), (r"comm_size<(\d+)", lambda v: comm_size < v),
+             (r"comm_size=pow2", lambda: comm_size & (comm_size - 1) == 0),
+             (r"avg_msg_size<=(\d+)", lambda v: avg <= v), (r"avg_msg_size<(\d+)", lambda v: avg < v),
+             (r"total_msg_size<=(\d+)", lambda v: total <= v),
+             (r"total_msg_size<(\d+)", lambda v: total < v),
+             (r"is_commutative=(yes|no)", lambda v: v == "yes"),
+             (r"is_op_built_in=(yes|no)", lambda v: v == "yes"),
+             (r"is_sendbuf_inplace=(yes|no)", lambda v: v == "no"),
+             (r"is_block_regular=(yes|no)", lambda v: v == "yes"),
+             (r"is_multi_threaded=(yes|no)", lambda v: v == "no"),
+             (r"comm_hierarchy=(parent|node_roots|node|flat)", lambda v: v != "parent"),
+             (r"comm_avg_ppn<=?(\d+)", lambda v: False)]
+    for pattern, test in tests:
+        m = re.fullmatch(pattern, k)
+        if m:
+            args = [int(a) if a.isdigit() else a for a in m.groups()]
+            return test(*args)
+    return None
+
+
+def comm_branch(tree: dict, coll: str, comm_size: int) -> dict:
+    """The part of coll's tree that comm_size ranks reach before any message-size
+    key (what their sizes are chosen by); {} if none."""
+    node = tree.get(f"collective={coll}", {})
+    while isinstance(node, dict) and node:
+        key = next(iter(node))
+        if "msg_size" in key or key.startswith("algorithm=") or key.startswith("count"):
+            return node
+        for key, sub in node.items():
+            if _matches(key, coll, comm_size, 0):
+                node = sub
+                break
+        else:
+            return {}
+    return {}
+
+
+def csel_leaf(tree: dict, coll: str, comm_size: int, nbytes: int) -> tuple[str, dict] | str:
+    """(leaf function, params) MPICH selects, or a string saying why it cannot be told."""
+    node = tree.get(f"collective={coll}")
+    if node is None:
+        return f"no collective={coll} branch (MPICH aborts when it needs one)"
+    path = f"collective={coll}"
+    while True:
+        for key, sub in node.items():
+            if key.startswith("algorithm="):
+                params = {p.split("=", 1)[0]: p.split("=", 1)[1] for p in sub if "=" in p
+                          and not p.startswith("colltune:")}
+                return key[len("algorithm="):], params
+            ok = _matches(key, coll, comm_size, nbytes)
+            if ok is None:
+                return f"{path}/{key}: cannot evaluate this key here"
+            if ok:
+                node, path = sub, f"{path}/{key}"
+                break
+        else:
+            return f"{path}: no branch matches"
+
+
+def cvar_name(coll: str, func: str) -> str | None:
+    """MPIR_CVAR_<COLL>_INTRA_ALGORITHM value of a leaf function (the inverse
+    of exporters.mpich_json.func_name)."""
+    for prefix in (f"MPIR_{FUNC[coll]}_intra_", f"MPIR_{FUNC[coll]}_allcomm_"):
+        if func.startswith(prefix):
+            return func[len(prefix):]
+    return None
+
+
+__all__ = ["TunedRules", "parse_tuned", "parse_han", "load_csel", "comm_branch", "csel_leaf", "cvar_name",
+           "AVG_KEY"]

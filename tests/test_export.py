@@ -1,0 +1,260 @@
+"""Exporters: the format details of each dialect (no MPI run here; the real
+libraries load these files in test_verify.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+from colltune.decision import DecisionTable
+from colltune.errors import InputError
+from colltune.exporters import EXPORTERS
+from colltune.exporters.mpich_json import MPICHJsonExporter, library_json
+from colltune.exporters.openmpi_tuned import IDS_5_0, parse_version, rules_version
+from colltune.verify.rules import csel_leaf, parse_han, parse_tuned
+
+
+def table(entries, provider_lib="Open MPI") -> DecisionTable:
+    return DecisionTable.from_dict({
+        "format": "colltune.decision-table", "version": 1, "tuner": "exhaustive",
+        "size_unit": "bytes-per-rank", "created": "2026-01-01", "colltune_version": "0.1.0",
+        "provenance": {"backend": "sim", "platform": "small", "mpi_library": provider_lib,
+                       "mpi_version": "x"},
+        "entries": [{"collective": c, "nodes": n, "ppn": p,
+                     "rules": [{"min_size": s, "algorithm": a, "provider": prov, "params": par}
+                               for s, a, prov, par in rules]}
+                    for c, n, p, rules in entries]})
+
+
+def ompi(entries, target="5.0.11", **attrs):
+    exp = EXPORTERS.get("openmpi-tuned")()
+    for k, v in attrs.items():
+        setattr(exp, k, v)
+    return exp.export(table(entries), target)
+
+
+def test_version_2_header_only_where_open_mpi_reads_it():
+    assert [rules_version(parse_version(v)) for v in
+            ("4.1.7", "4.1.8", "5.0.0", "5.0.6", "5.0.7", "5.0.11", "6.0.0")] == [1, 2, 1, 1, 2, 2, 2]
+    old = ompi([("bcast", 1, 2, [(0, "binomial", "openmpi", {})])], "5.0.6").text
+    new = ompi([("bcast", 1, 2, [(0, "binomial", "openmpi", {})])], "5.0.7").text
+    assert not old.startswith("rule-file-version") and parse_tuned(old, "old").version == 1
+    assert new.splitlines()[0] == "rule-file-version-2" and parse_tuned(new, "new").version == 2
+    # version 1 rows have 4 columns, version 2 rows 5 (max requests)
+    assert parse_tuned(old, "o").blocks["bcast"][0][1][0] == (0, 6, 0, 0)
+    assert parse_tuned(new, "n").blocks["bcast"][0][1][0] == (0, 6, 0, 0, 0)
+    with pytest.raises(InputError, match="expected a library version"):
+        parse_version("five")
+
+
+def test_size_keys_ids_and_order():
+    text = ompi([("allgather", 1, 4, [(0, "bruck", "openmpi", {}), (512, "ring", "openmpi", {})]),
+                 ("bcast", 1, 4, [(0, "basic_linear", "openmpi", {}),
+                                  (1000, "binomial", "openmpi", {"segsize": 8192, "fanout": 3})]),
+                 ("barrier", 1, 4, [(0, "bruck", "openmpi", {})])]).text
+    rules = parse_tuned(text, "t")
+    ids = {c: {n: i + 1 for i, n in enumerate(ns)} for c, ns in IDS_5_0.items()}
+    # allgather is keyed by the total (512 B/rank x 4 ranks), bcast by bytes per rank
+    assert rules.blocks["allgather"] == [(4, [(0, ids["allgather"]["bruck"], 0, 0, 0),
+                                              (2048, ids["allgather"]["ring"], 0, 0, 0)])]
+    assert rules.blocks["bcast"][0][1] == [(0, ids["bcast"]["basic_linear"], 0, 0, 0),
+                                           (1000, ids["bcast"]["binomial"], 3, 8192, 0)]
+    assert rules.blocks["barrier"][0][1] == [(0, ids["barrier"]["bruck"], 0, 0, 0)]
+    # collective ids as Open MPI numbers them, in ascending order
+    ids_in_file = [int(ln.split()[0]) for ln in text.splitlines() if ln.endswith(tuple(
+        f"# {c}" for c in ("allgather", "bcast", "barrier")))]
+    assert ids_in_file == [0, 6, 7]
+
+
+def test_comm_sizes_switch_at_geometric_midpoint_and_same_size_layouts():
+    text = ompi([("bcast", 1, 2, [(0, "binomial", "openmpi", {})]),
+                 ("bcast", 2, 4, [(0, "chain", "openmpi", {})]),
+                 ("bcast", 4, 2, [(0, "pipeline", "openmpi", {})]),
+                 ("bcast", 1, 32, [(0, "knomial", "openmpi", {})])]).text
+    rules = parse_tuned(text, "t")
+    # 2 and 8 ranks -> block from ceil(sqrt(16)) = 4; 8 and 32 -> from 16
+    assert [c for c, _ in rules.blocks["bcast"]] == [2, 4, 16]
+    # 2x4 and 4x2 both have 8 ranks: the layout with more nodes (4x2, pipeline) is kept
+    assert rules.lookup("bcast", 8, 100)[1] == IDS_5_0["bcast"].index("pipeline") + 1
+    assert "2x4 left out: same comm size 8 as 4x2" in text
+    assert rules.lookup("bcast", 3, 100)[1] == IDS_5_0["bcast"].index("binomial") + 1
+
+
+def test_smpi_rules_map_to_equivalents_or_fail_naming_the_rule():
+    smpi = [("allreduce", 2, 2, [(0, "rdb", "smpi", {}), (4096, "lr", "smpi", {})])]
+    rows = parse_tuned(ompi(smpi).text, "t").blocks["allreduce"][0][1]
+    assert [r[1] for r in rows] == [IDS_5_0["allreduce"].index(n) + 1
+                                    for n in ("recursive_doubling", "ring")]
+    bad = [("allreduce", 2, 2, [(0, "rdb", "smpi", {}), (4096, "smp_rsag", "smpi", {})])]
+    with pytest.raises(InputError) as err:
+        ompi(bad)
+    msg = str(err.value)
+    assert "allreduce layout 2x2 from 4096 B/rank" in msg and "'smp_rsag'" in msg
+    assert "--allow-substitute would use 'recursive_doubling'" in msg
+    sub = ompi(bad, allow_substitute=True).text
+    assert "NOTE allreduce layout 2x2 from 4096 B/rank: smpi algorithm 'smp_rsag' -> " \
+           "substituted by 'recursive_doubling'" in sub
+    with pytest.raises(InputError, match="have no coll/tuned rules column"):
+        ompi([("bcast", 1, 2, [(0, "binomial", "openmpi", {"k": 3})])])
+    with pytest.raises(InputError, match="no such bcast algorithm"):
+        ompi([("bcast", 1, 2, [(0, "warp_drive", "openmpi", {})])])
+
+
+def test_header_comment_and_env():
+    exp = ompi([("bcast", 1, 2, [(0, "binomial", "openmpi", {})])])
+    assert exp.text.splitlines()[1].startswith("# colltune ")
+    assert "source platform: small (backend sim)" in exp.text
+    env = exp.env_for("/x/r.rules")
+    assert env["OMPI_MCA_coll_tuned_dynamic_rules_filename"] == "/x/r.rules"
+    assert env["OMPI_MCA_coll_tuned_use_dynamic_rules"] == "1"
+
+
+def test_tuned_parser_rejects_what_open_mpi_drops():
+    good = ompi([("bcast", 1, 2, [(0, "binomial", "openmpi", {}), (64, "chain", "openmpi", {})])])
+    lines = good.text.splitlines()
+    i = next(n for n, ln in enumerate(lines) if ln.startswith("0 6 "))
+    lines[i] = "1" + lines[i][1:]
+    with pytest.raises(InputError, match=r":\d+: bcast comm 2: the first rule must be for message "
+                                         r"size 0, got 1"):
+        parse_tuned("\n".join(lines), "bad.rules")
+
+
+BASE = {"collective=bcast": {"comm_type=intra": {"any": {"algorithm=MPIR_Bcast_intra_binomial": {}}},
+                             "comm_type=inter": {"any": {"algorithm=MPIR_Bcast_inter_x": {}}}},
+        "collective=allgather": {"comm_type=intra": {"any": {"algorithm=MPIR_Allgather_intra_ring": {}}}},
+        "collective=barrier": {"comm_type=intra": {"any": {"algorithm=MPIR_Barrier_intra_smp": {}}}}}
+
+
+def mpich(entries, target, tmp_path):
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(BASE))
+    exp = MPICHJsonExporter()
+    exp.base_path = str(base)
+    return exp.export(table(entries, "MPICH"), target)
+
+
+def test_mpich_any_spelling_order_keys_and_params(tmp_path):
+    entries = [("bcast", 1, 4, [(0, "binomial", "mpich", {}), (100, "tree", "mpich", {"k": 4}),
+                                (20000, "scatter_ring_allgather", "mpich", {})]),
+               ("bcast", 1, 2, [(0, "binomial", "mpich", {})]),
+               ("allgather", 1, 4, [(0, "brucks", "mpich", {}), (1000, "ring", "mpich", {})])]
+    old = json.loads(mpich(entries, "4.1.2", tmp_path).text)
+    new = json.loads(mpich(entries, "4.3.0", tmp_path).text)
+    intra = old["collective=bcast"]["comm_type=intra"]
+    # comm sizes 2 and 4 switch at ceil(sqrt(8)) = 3: "<= 2", then the any branch
+    assert list(intra) == ["comm_size<=2", "comm_size=any"]
+    ladder = intra["comm_size=any"]
+    assert list(ladder) == ["avg_msg_size<=99", "avg_msg_size<=19999", "avg_msg_size=any"]
+    assert list(new["collective=bcast"]["comm_type=intra"]) == ["comm_size<=2", "any"]
+    assert list(new["collective=bcast"]["comm_type=intra"]["any"])[-1] == "any"
+    # every parameter of the tree leaf is given; tree_type integer up to 4.2, name from 4.3
+    tree_old = ladder["avg_msg_size<=19999"]["algorithm=MPIR_Bcast_intra_tree"]
+    tree_new = new["collective=bcast"]["comm_type=intra"]["any"]["avg_msg_size<=19999"][
+        "algorithm=MPIR_Bcast_intra_tree"]
+    assert "tree_type=0" in tree_old and "tree_type=kary" in tree_new and "k=4" in tree_new
+    assert {k.split("=")[0] for k in tree_new} >= {"tree_type", "k", "is_non_blocking",
+                                                   "topo_overhead", "topo_diff_groups",
+                                                   "topo_diff_switches", "topo_same_switches"}
+    # allgather is keyed by total bytes: 1000 B/rank x 4 ranks
+    assert list(old["collective=allgather"]["comm_type=intra"]["comm_size=any"]) == \
+        ["total_msg_size<=3999", "total_msg_size=any"]
+    # untouched: the inter branch of a tuned collective and collectives not in the table
+    assert old["collective=bcast"]["comm_type=inter"] == BASE["collective=bcast"]["comm_type=inter"]
+    assert old["collective=barrier"] == BASE["collective=barrier"]
+    # the header sits in the first leaf's parameter object (MPICH ignores unknown params)
+    first = old["collective=bcast"]["comm_type=intra"]["comm_size<=2"]["avg_msg_size=any"]
+    assert any(k.startswith("colltune: colltune ") for k in first["algorithm=MPIR_Bcast_intra_binomial"])
+    # the verifier's reading of the tree agrees with the table
+    assert csel_leaf(old, "bcast", 4, 150)[0] == "MPIR_Bcast_intra_tree"
+    assert csel_leaf(old, "bcast", 2, 150)[0] == "MPIR_Bcast_intra_binomial"
+    assert csel_leaf(old, "allgather", 4, 1000)[0] == "MPIR_Allgather_intra_ring"
+    assert csel_leaf(old, "allgather", 4, 999)[0] == "MPIR_Allgather_intra_brucks"
+
+
+def test_mpich_errors_name_the_rule(tmp_path):
+    with pytest.raises(InputError, match="MPIR_Bcast_intra_binomial takes no parameter"):
+        mpich([("bcast", 1, 2, [(0, "binomial", "mpich", {"k": 3})])], "5.0.2", tmp_path)
+    # ccl would be a valid name, but a CSEL file selecting it crashes MPICH 5.0.2 in MPI_Init
+    with pytest.raises(InputError, match=r"allreduce layout 1x2 from 0 B/rank: mpich algorithm "
+                                         r"'ccl': it needs NCCL/RCCL"):
+        mpich([("allreduce", 1, 2, [(0, "ccl", "mpich", {})])], "5.0.2", tmp_path)
+    with pytest.raises(InputError, match=r"bcast layout 1x2 from 0 B/rank: openmpi algorithm "
+                                         r"'chain': rules of provider 'openmpi'"):
+        mpich([("bcast", 1, 2, [(0, "chain", "openmpi", {})])], "5.0.2", tmp_path)
+
+
+def test_mpich_default_tree_comes_from_the_installed_library():
+    from colltune import mpi
+    from pathlib import Path
+    lib = sorted(Path(mpi.find("mpich").prefix, "lib").glob("libmpi.so.*"))[0]
+    tree, leaves = library_json(str(lib))
+    assert {"collective=bcast", "collective=barrier", "collective=allgather"} <= set(tree)
+    assert "MPIR_Bcast_intra_binomial" in leaves and "MPIR_Allreduce_intra_ring" in leaves
+
+
+def test_han_format():
+    exp = EXPORTERS.get("openmpi-han")().export(table([
+        ("bcast", 2, 4, [(0, "SMP_binomial", "smpi", {"low": "sm", "up": "libnbc"}),
+                         (4096, "binomial_tree", "smpi", {})]),
+        ("bcast", 4, 4, [(0, "binomial", "openmpi", {})])]), "5.0.11")
+    rules = parse_han(exp.text, "h")
+    assert ("bcast", 2, 1, 0, "han") in rules and ("bcast", 2, 1, 4096, "tuned") in rules
+    assert ("bcast", 2, 12, 0, "tuned") in rules     # 4x4: flat tuned from ceil(sqrt(8*16))
+    assert ("bcast", 0, 1, 0, "sm") in rules and ("bcast", 1, 1, 0, "libnbc") in rules
+    # every level's first configuration size is 1 and the first message size 0
+    assert all(conf >= 1 for _, _, conf, _, _ in rules)
+    with pytest.raises(InputError, match="coll/han has no dynamic rules for it"):
+        EXPORTERS.get("openmpi-han")().export(table([("alltoall", 2, 2, [(0, "pair", "smpi", {})])]))
+
+
+def test_export_cli_prints_path_and_settings(tmp_path):
+    t = tmp_path / "t.json"
+    table([("bcast", 1, 2, [(0, "binomial", "openmpi", {})])]).save(str(t))
+    out = tmp_path / "r.rules"
+    proc = run_cli("export", "--table", str(t), "--format", "openmpi-tuned", "--target", "5.0.6",
+                   "-o", str(out))
+    assert f"wrote {out}" in proc.stdout
+    assert f"OMPI_MCA_coll_tuned_dynamic_rules_filename={out}" in proc.stdout
+    assert "--mca coll_tuned_use_dynamic_rules 1" in proc.stdout
+    assert parse_tuned(out.read_text(), str(out)).version == 1
+    bad = run_cli("export", "--table", str(t), "--format", "nope", check=False)
+    assert bad.returncode == 2 and "unknown export format 'nope'" in bad.stderr
+    assert "mpich-json" in bad.stderr and "openmpi-han" in bad.stderr
+
+
+def test_all_inexpressible_rules_in_one_error_and_parametrised_equivalents(tmp_path):
+    entries = [("bcast", 1, 2, [(0, "NTSB", "smpi", {}), (4096, "SMP_binary", "smpi", {})]),
+               ("bcast", 2, 2, [(0, "NTSL", "smpi", {}), (100, "arrival_scatter", "smpi", {})])]
+    with pytest.raises(InputError) as err:
+        ompi(entries)
+    msg = str(err.value)
+    assert msg.startswith("2 rule(s) cannot be exported as openmpi-tuned")
+    assert "bcast layout 1x2 from 4096 B/rank" in msg and "bcast layout 2x2 from 100 B/rank" in msg
+    rules = parse_tuned(ompi(entries, allow_substitute=True).text, "t")
+    ids = {n: i + 1 for i, n in enumerate(IDS_5_0["bcast"])}
+    # SMPI's pipelined bcasts map to Open MPI's with SMPI's 8192-byte segments
+    assert rules.lookup("bcast", 2, 10)[1:4] == (ids["binary_tree"], 0, 8192)
+    assert rules.lookup("bcast", 4, 10)[1:4] == (ids["pipeline"], 0, 8192)
+    assert rules.lookup("bcast", 2, 5000)[1:4] == (ids["binomial"], 0, 0)   # substitute
+    exp = MPICHJsonExporter()
+    base = tmp_path / "b.json"
+    base.write_text(json.dumps(BASE))
+    exp.base_path, exp.allow_substitute = str(base), True
+    tree = json.loads(exp.export(table(entries), "5.0.2").text)
+    func, params = csel_leaf(tree, "bcast", 4, 10)
+    assert func == "MPIR_Bcast_intra_pipelined_tree"
+    assert params["k"] == "1" and params["chunk_size"] == "8192"
+
+
+def test_verify_samples_the_branch_the_ranks_reach():
+    from colltune.verify.mpich import sample_sizes
+    from colltune.verify.rules import comm_branch
+    tree = {"collective=bcast": {"comm_type=intra": {
+        "comm_size<=2": {"avg_msg_size<=99": {"algorithm=MPIR_Bcast_intra_binomial": {}},
+                         "any": {"algorithm=MPIR_Bcast_intra_smp": {}}},
+        "any": {"avg_msg_size<=4999": {"algorithm=MPIR_Bcast_intra_binomial": {}},
+                "any": {"algorithm=MPIR_Bcast_intra_tree": {}}}}}}
+    assert sample_sizes(comm_branch(tree, "bcast", 2), "bcast", 2) == [1, 99, 100]
+    assert sample_sizes(comm_branch(tree, "bcast", 4), "bcast", 4) == [1, 4999, 5000]
