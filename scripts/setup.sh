@@ -33,6 +33,7 @@ APT_PACKAGES=(
   iproute2 util-linux       # ip netns (emulated hosts), unshare, flock
   binutils                  # nm: `colltune verify` lists libmpi's algorithm functions
   slurmctld slurmd slurm-client munge   # one-node Slurm for the Slurm backend tests
+  libpmix-dev               # slurm: srun --mpi=pmix loads pmix2/lib/libpmix.so from it (Open MPI 5)
 )
 
 say()  { printf 'setup: %s\n' "$*"; }

@@ -50,6 +50,13 @@ DEFAULTS: dict[str, Any] = {
     "active_nonpow2_every": 5,      # every n-th point uses a random non-power-of-two size
     "active_trees": 64,             # trees per random forest
     "active_seed": 1,               # forest and random-size seed (reproducible runs)
+    # Slurm backend and batch scripts (docs/slurm.md); "" = the cluster's default.
+    "slurm_partition": "",
+    "slurm_account": "",
+    "slurm_time": "",               # time limit of generated batch jobs (sbatch --time)
+    "slurm_mpi": "auto",            # srun --mpi plugin; auto: pmix (Open MPI), pmi2 (MPICH)
+    "slurm_srun_args": "",          # extra srun options for every step (shell words)
+    "slurm_sbatch_args": "",        # extra #SBATCH options of generated scripts (shell words)
 }
 
 ENV_PREFIX = "COLLTUNE_"

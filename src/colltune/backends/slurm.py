@@ -1,0 +1,226 @@
+"""Real Open MPI or MPICH as ``srun`` steps inside a Slurm allocation.
+
+colltune runs inside an allocation (salloc, or a batch script from
+``colltune slurm script``). Every launch is one job step on whole nodes of the
+allocation, chosen from a pool so that concurrent launches (``--jobs``) run on
+disjoint node sets:
+
+    srun --job-name=colltune-<id> --nodes=N --ntasks=N*PPN --ntasks-per-node=PPN
+         --nodelist=<nodes> --exclusive --kill-on-bad-exit=1 --mpi=<plugin> ...
+         /bin/sh -c 'exec "$@" --label slurm_nodes=$SLURM_STEP_NODELIST ...'
+         colltune-step env K=V ... colltune-bench <args>
+
+srun starts the ranks itself and the library bootstraps through Slurm's PMI
+plugin (``slurm_mpi``; ``auto`` = pmix for Open MPI 5, pmi2 for MPICH): no
+mpiexec. The forcing variables of the algorithm provider go into the ranks'
+environment (``env K=V``; MPICH's ``-genv LD_PRELOAD shim`` too, so srun itself
+is not preloaded). The bench writes its JSON records on rank 0's stdout, which
+srun forwards to this host: no shared folder is needed for results. Every point
+is labelled with the nodes Slurm really gave the step (``slurm_nodes``) and the
+step id (``slurm_step``). A launch that hangs is cancelled with scancel, and its
+nodes go back to the pool only once the step is gone.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from typing import Any
+
+from .. import native, slurm
+from ..errors import BackendError, ConfigError
+from . import BACKENDS
+from .base import Backend, Launch, LaunchResult, read_records
+from .local import LIBRARY, make_provider
+
+# Runs in every task: adds the node list and step id that Slurm gave the step.
+STEP_WRAPPER = ('exec "$@" --label slurm_nodes="$SLURM_STEP_NODELIST" '
+                '--label slurm_step="$SLURM_JOB_ID.$SLURM_STEP_ID"')
+# mpiexec options that only set a rank's environment (all a provider uses).
+_ENV_OPTIONS = ("-genv", "-env")
+
+
+def rank_env(launcher_args: list[str]) -> dict[str, str]:
+    """Provider launcher options (mpiexec syntax) as rank environment for srun."""
+    env, args = {}, list(launcher_args)
+    while args:
+        if args[0] in _ENV_OPTIONS and len(args) >= 3:
+            env[args[1]] = args[2]
+            args = args[3:]
+        else:
+            raise BackendError(f"the slurm backend cannot pass mpiexec options {args} to srun "
+                               f"(only {'/'.join(_ENV_OPTIONS)} NAME VALUE)")
+    return env
+
+
+class NodePool:
+    """Whole nodes of the allocation, lent to one step at a time."""
+
+    def __init__(self, nodes: tuple[str, ...]):
+        self.nodes = nodes
+        self._free = set(nodes)
+        self._cv = threading.Condition()
+
+    @contextmanager
+    def take(self, count: int):
+        with self._cv:
+            self._cv.wait_for(lambda: len(self._free) >= count)
+            got = [n for n in self.nodes if n in self._free][:count]
+            self._free.difference_update(got)
+        try:
+            yield got
+        finally:
+            with self._cv:
+                self._free.update(got)
+                self._cv.notify_all()
+
+
+@BACKENDS.register("slurm")
+class SlurmBackend(Backend):
+    name = "slurm"
+    description = ("real Open MPI or MPICH (--mpi) as srun steps inside a Slurm allocation; "
+                   "concurrent launches on disjoint nodes")
+
+    def __init__(self, settings, platform: str | None = None):
+        self.settings = settings
+        self.mpi_name = settings.values["mpi"]
+        self.alloc = self.impl = self.bench = self.pool = self._provider = None
+        self.plugin = self.slurm_version = None
+        try:
+            self.srun_extra = shlex.split(settings.values["slurm_srun_args"])
+        except ValueError as exc:
+            raise ConfigError(f"setting slurm_srun_args from "
+                              f"{settings.source_of('slurm_srun_args')}: {exc}") from None
+
+    def prepare(self) -> None:
+        from .. import mpi
+        if self.mpi_name not in LIBRARY:
+            raise BackendError(f"the slurm backend runs {' or '.join(LIBRARY)}, "
+                               f"not {self.mpi_name!r} (setting mpi)")
+        slurm.tool("srun")
+        self.alloc = slurm.allocation()
+        try:
+            self.impl = mpi.find(self.mpi_name)
+        except mpi.MPINotFound as exc:
+            raise BackendError(str(exc)) from None
+        plugin = self.settings.values["slurm_mpi"]
+        self.plugin = slurm.PMI_PLUGIN[self.impl.name] if plugin == "auto" else plugin
+        offered = slurm.mpi_plugins()
+        if self.plugin not in offered:
+            raise BackendError(
+                f"srun offers MPI plugins {', '.join(offered) or '(none)'}, not "
+                f"{self.plugin!r} needed for {LIBRARY[self.impl.name]} (setting slurm_mpi="
+                f"{plugin}); Debian's slurm loads pmix only with libpmix-dev installed")
+        self.slurm_version = slurm.version()
+        self.bench = native.build(self.impl, "bench", self.settings.cache_dir)
+        self.pool = NodePool(self.alloc.nodes)
+
+    def provider(self):
+        if self._provider is None:
+            self._provider = make_provider(self.impl, self.settings.cache_dir)
+        return self._provider
+
+    def max_nodes(self) -> int:
+        return len(self.alloc.nodes)
+
+    def max_ppn(self) -> int:
+        return min(self.alloc.cpus)
+
+    def provenance(self) -> dict[str, Any]:
+        # No job id or node names: results stay reusable across allocations of the
+        # same cluster; each point's labels say where it ran.
+        return {
+            "backend": self.name,
+            "platform": self.alloc.cluster or "slurm",
+            "partition": self.alloc.partition,
+            "mpi_library": LIBRARY[self.impl.name],
+            "mpi_version": self.impl.version,
+            "mpi_flavour": self.impl.flavour,
+            "mpi_cc": self.impl.cc,
+            "slurm_version": self.slurm_version,
+            "srun_mpi": self.plugin,
+            "note": "one srun step per launch on whole nodes; labels slurm_nodes/slurm_step "
+                    "say where each point ran",
+        }
+
+    def command(self, launch: Launch, nodes: list[str], step_name: str) -> list[str]:
+        env = {**launch.mods.env, **rank_env(launch.mods.launcher_args)}
+        return [slurm.tool("srun"), f"--job-name={step_name}", f"--nodes={launch.nodes}",
+                f"--ntasks={launch.nodes * launch.ppn}", f"--ntasks-per-node={launch.ppn}",
+                f"--nodelist={','.join(nodes)}", "--exclusive", "--kill-on-bad-exit=1",
+                f"--mpi={self.plugin}", f"--chdir={os.getcwd()}", *self.srun_extra,
+                "/bin/sh", "-c", STEP_WRAPPER, "colltune-step",
+                "env", *(f"{k}={v}" for k, v in env.items()),
+                str(self.bench), *launch.bench_args]
+
+    def run(self, launch: Launch, workdir: str) -> LaunchResult:
+        if not 1 <= launch.nodes <= self.max_nodes():
+            raise BackendError(f"layout {launch.nodes}x{launch.ppn}: the allocation (job "
+                               f"{self.alloc.job_id}) has {self.max_nodes()} nodes")
+        if not 1 <= launch.ppn <= self.max_ppn():
+            raise BackendError(f"layout {launch.nodes}x{launch.ppn}: the allocation's nodes have "
+                               f"{self.max_ppn()} CPUs for this job (ask salloc/sbatch for more, "
+                               f"e.g. --exclusive)")
+        os.makedirs(workdir, exist_ok=True)
+        step_name = f"colltune-{uuid.uuid4().hex[:10]}"
+        with self.pool.take(launch.nodes) as nodes:
+            result = self._srun(self.command(launch, nodes, step_name), launch, workdir,
+                                step_name)
+        label = getattr(launch.mods, "label", None)
+        if callable(label):
+            for rec in result.records:
+                rec["labels"] = {**(rec.get("labels") or {}), **label(rec)}
+        return result
+
+    def _srun(self, cmd: list[str], launch: Launch, workdir: str, step_name: str) -> LaunchResult:
+        """srun with rank 0's stdout (the JSON records) and srun's stderr in separate
+        files; on a timeout the step is cancelled before its nodes are given back."""
+        json_path = os.path.join(workdir, "records.jsonl")
+        log_path = os.path.join(workdir, "launch.log")
+        start = time.monotonic()
+        with open(json_path, "w") as out, open(log_path, "w") as log:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=log, stdin=subprocess.DEVNULL,
+                                    env=self.impl.run_env(), cwd=workdir,
+                                    start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=launch.timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                self._cancel(step_name, log)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+            if not timed_out and proc.returncode != 0:
+                self._cancel(step_name, log)     # srun died: never leave its step behind
+        with open(log_path, errors="replace") as fh:
+            tail = fh.read()[-4000:]
+        header, records, done = read_records(json_path)
+        nprocs = launch.nodes * launch.ppn
+        if header and header.get("world_size") != nprocs:
+            # Wrong --mpi plugin: every task is a singleton MPI_COMM_WORLD of size 1.
+            tail += (f"\ncolltune: srun started {nprocs} tasks but MPI saw a world of "
+                     f"{header.get('world_size')}: the srun --mpi={self.plugin} plugin does not "
+                     f"bootstrap {LIBRARY[self.impl.name]} (setting slurm_mpi)")
+            records, done = [], False
+        # One shell-quoted word: the run's recorded command replays by copy and paste.
+        return LaunchResult([shlex.join(cmd)], None if timed_out else proc.returncode, timed_out,
+                            time.monotonic() - start, header, records, done, tail)
+
+    def _cancel(self, step_name: str, log) -> None:
+        try:
+            sid = slurm.cancel_step(self.alloc.job_id, step_name)
+        except BackendError as exc:
+            sid, why = None, f" ({exc})"
+        else:
+            why = ""
+        if sid or why:
+            log.write(f"\ncolltune: cancelled step {sid or step_name}{why}\n")
+            log.flush()

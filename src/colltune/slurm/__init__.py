@@ -1,0 +1,132 @@
+"""Talking to Slurm: the allocation colltune runs in, its client tools, steps.
+
+Everything is asked of Slurm's own commands (``scontrol``, ``squeue``,
+``scancel``, ``srun``) or read from the variables salloc/sbatch set
+(``SLURM_JOB_ID``, ``SLURM_JOB_NODELIST``, ``SLURM_JOB_CPUS_PER_NODE``);
+nothing is guessed. Errors are BackendError naming what is missing.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+
+from ..errors import BackendError
+
+TOOL_TIMEOUT = 30.0
+
+# The srun --mpi plugin each library's wheel can bootstrap from: Open MPI 5
+# speaks PMIx only (PMI-1/2 support was removed in 5.0); MPICH's built-in PMI
+# client speaks PMI-2 wire protocol (checked here with Debian's slurm 22.05).
+PMI_PLUGIN = {"openmpi": "pmix", "mpich": "pmi2"}
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise BackendError(f"Slurm's {name} is not on PATH: install the Slurm client tools "
+                           f"(Debian: slurm-client) or load your site's slurm module")
+    return path
+
+
+def run_tool(argv: list[str], what: str, stderr_too: bool = False) -> str:
+    """stdout (+ stderr) of a Slurm command; BackendError with its message if it fails."""
+    try:
+        proc = subprocess.run([tool(argv[0]), *argv[1:]], capture_output=True, text=True,
+                              timeout=TOOL_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise BackendError(f"{what}: `{' '.join(argv)}` did not answer in "
+                           f"{TOOL_TIMEOUT:.0f} s (is slurmctld reachable?)") from None
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip()[-600:]
+        raise BackendError(f"{what}: `{' '.join(argv)}` exited {proc.returncode}: {msg}")
+    return proc.stdout + (proc.stderr if stderr_too else "")
+
+
+def expand_nodelist(nodelist: str) -> list[str]:
+    """'n[1-3],gpu7' -> ['n1', 'n2', 'n3', 'gpu7'], by scontrol itself."""
+    return run_tool(["scontrol", "show", "hostnames", nodelist],
+                    f"expanding node list {nodelist!r}").split()
+
+
+def cpus_per_node(text: str, count: int) -> list[int]:
+    """SLURM_JOB_CPUS_PER_NODE ('2(x3),1') -> one number per node."""
+    out: list[int] = []
+    for item in filter(None, text.split(",")):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", item.strip())
+        if m is None:
+            raise BackendError(f"SLURM_JOB_CPUS_PER_NODE={text!r}: cannot read {item!r}")
+        out += [int(m.group(1))] * int(m.group(2) or 1)
+    if len(out) != count:
+        raise BackendError(f"SLURM_JOB_CPUS_PER_NODE={text!r} describes {len(out)} nodes, "
+                           f"the allocation has {count}")
+    return out
+
+
+@dataclass(frozen=True)
+class Allocation:
+    job_id: str
+    nodes: tuple[str, ...]
+    cpus: tuple[int, ...]           # per node, same order
+    cluster: str
+    partition: str
+
+
+def allocation(environ=None) -> Allocation:
+    """The allocation this process runs in (salloc, sbatch), from its variables."""
+    env = os.environ if environ is None else environ
+    job = env.get("SLURM_JOB_ID")
+    if not job:
+        raise BackendError("not inside a Slurm allocation (SLURM_JOB_ID is not set): run "
+                           "colltune under salloc or sbatch, or write a batch script with "
+                           "`colltune slurm script -- tune ...` (docs/slurm.md)")
+    nodelist = env.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        nodelist = run_tool(["squeue", "-h", "-j", job, "-o", "%N"],
+                            f"node list of job {job}").strip()
+    nodes = expand_nodelist(nodelist)
+    if not nodes:
+        raise BackendError(f"job {job} has no nodes (node list {nodelist!r}); has it ended?")
+    cpus_text = env.get("SLURM_JOB_CPUS_PER_NODE")
+    cpus = cpus_per_node(cpus_text, len(nodes)) if cpus_text else [1] * len(nodes)
+    return Allocation(job, tuple(nodes), tuple(cpus), env.get("SLURM_CLUSTER_NAME", ""),
+                      env.get("SLURM_JOB_PARTITION", ""))
+
+
+def mpi_plugins() -> list[str]:
+    """The --mpi plugin types srun offers (``srun --mpi=list``)."""
+    out = run_tool(["srun", "--mpi=list"], "listing srun's MPI plugins", stderr_too=True)
+    names = []
+    for line in out.splitlines():
+        line = line.strip()
+        if line and not line.endswith(":") and " " not in line and "..." not in line:
+            names.append(line.removeprefix("srun: "))
+    return names
+
+
+def version() -> str:
+    """'22.05.8' from `srun --version` ('slurm-wlm 22.05.8')."""
+    return run_tool(["srun", "--version"], "asking srun for its version").split()[-1]
+
+
+def steps(job_id: str) -> dict[str, str]:
+    """{step name: step id} of a job's running steps."""
+    out = run_tool(["squeue", "-h", "-s", "-j", job_id, "-o", "%i|%j"],
+                   f"listing the steps of job {job_id}")
+    return {name: sid for sid, _, name in (ln.partition("|") for ln in out.splitlines()) if sid}
+
+
+def cancel_step(job_id: str, name: str, wait_s: float = 30.0) -> str | None:
+    """scancel the job's step called name and wait until it is gone, so its
+    nodes are free for the next step; returns the step id (None if not running)."""
+    sid = steps(job_id).get(name)
+    if sid is None:
+        return None
+    subprocess.run([tool("scancel"), "--quiet", sid], capture_output=True, timeout=TOOL_TIMEOUT)
+    deadline = time.monotonic() + wait_s
+    while name in steps(job_id) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return sid

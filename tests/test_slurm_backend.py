@@ -1,0 +1,259 @@
+"""The slurm backend on a real Slurm (two slurmd nodes on this machine, see
+slurm_fixture.py) with the real Open MPI and MPICH wheels: srun steps, a tuning
+campaign, parallel steps on disjoint nodes, a batch job, and the failures."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+
+import pytest
+
+from conftest import CACHE
+from slurm_fixture import NODES, slurm_cluster  # noqa: F401  (fixture)
+
+from colltune import config, mpi
+
+QUICK = ("--min-reps", "3", "--max-reps", "30", "--rse", "0.2", "--timeout", "120", "-q")
+# Launching, placement and labels are under test, not timings: checked runs only
+# (on this loaded 2-core host a timed point can end with every repetition late).
+CHECKED = (*QUICK, "--check", "only")
+FORCED = {"openmpi": "binomial", "mpich": "binomial"}     # a bcast algorithm both have
+
+
+FOUND = {impl.name for impl in mpi.discover()}
+LIBS = [pytest.param(n, marks=pytest.mark.skipif(n not in FOUND, reason=f"{n} not installed"))
+        for n in ("openmpi", "mpich")]
+
+
+@pytest.fixture
+def env(slurm_cluster, tmp_path):
+    """Client environment: the test Slurm, a private store and output folder."""
+    return {**slurm_cluster.env, "COLLTUNE_STORE": str(tmp_path / "store.sqlite"),
+            "COLLTUNE_OUTPUT_DIR": str(tmp_path / "out"), "COLLTUNE_CACHE_DIR": CACHE}
+
+
+def colltune_in_allocation(cluster, env, cwd, *args, nodes=2, timeout=240):
+    """`salloc -N nodes colltune ...`: colltune runs inside a real allocation."""
+    return cluster.run(["salloc", f"--nodes={nodes}", "--exclusive", "--quiet",
+                        sys.executable, "-m", "colltune.cli", *args],
+                       check=False, env=env, cwd=cwd, timeout=timeout)
+
+
+def points(store: str, campaign: str | None = None) -> list[dict]:
+    """Measurements joined with their run (started/finished, error)."""
+    con = sqlite3.connect(store)
+    con.row_factory = sqlite3.Row
+    rows = con.execute("SELECT m.*, r.algorithm, r.nodes, r.ppn, r.backend, r.started, "
+                       "r.finished, r.error, r.command FROM measurements m JOIN runs r "
+                       "USING (run_id)" + (" WHERE r.campaign = ?" if campaign else ""),
+                       (campaign,) if campaign else ()).fetchall()
+    con.close()
+    out = [dict(r) for r in rows]
+    for p in out:
+        p["labels"] = json.loads(p["labels_json"] or "{}")
+    return out
+
+
+def step_nodes(cluster, label: str) -> set[str]:
+    return set(cluster.run(["scontrol", "show", "hostnames", label]).stdout.split())
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_srun_steps_run_the_bench_with_each_library(slurm_cluster, env, tmp_path, lib):
+    for attempt in range(3):
+        proc = colltune_in_allocation(
+            slurm_cluster, env, tmp_path, "bench", "--backend", "slurm", "--mpi", lib,
+            "--coll", "bcast", "--algorithms", f"{FORCED[lib]},default", "--layouts", "2x1",
+            "--sizes", "8,1000", "--jobs", "1", "--campaign", "b", *CHECKED,
+            *(["--retry-failed"] if attempt else []))
+        pts = points(env["COLLTUNE_STORE"], "b")
+        crashed = [p["check_error"] for p in pts if p["status"] != "ok"]
+        # Open MPI's rank segfaulted once in MPI_Init/first call here (load average 12;
+        # not reproduced in 25 repeats): a rare library crash is re-measured, anything
+        # else fails the test.
+        if proc.returncode == 0 or not crashed or \
+                not all("Segmentation fault" in c for c in crashed):
+            break
+    assert proc.returncode == 0, (proc.stdout + proc.stderr, crashed, slurm_cluster.log_tail())
+    pts = [p for p in points(env["COLLTUNE_STORE"], "b") if p["status"] == "ok"]
+    assert len(pts) == 4 and {p["status"] for p in pts} == {"ok"}
+    assert all(p["valid"] == 1 and p["participants"] == 2 for p in pts)
+    for p in pts:
+        assert p["backend"] == "slurm"
+        # one step over both nodes, as Slurm itself reports it inside the step
+        assert step_nodes(slurm_cluster, p["labels"]["slurm_nodes"]) == set(NODES)
+        assert p["labels"]["slurm_step"].split(".")[0].isdigit()
+        assert f"--mpi={'pmix' if lib == 'openmpi' else 'pmi2'}" in p["command"]
+    forced = [p for p in pts if p["algorithm"] == FORCED[lib]]
+    assert all(p["labels"]["ran"] == FORCED[lib] for p in forced)
+    assert all(p["labels"]["forced"] != "none (library default)" for p in forced)
+    # each launch is its own step (one more per re-measured launch)
+    assert len({p["labels"]["slurm_step"] for p in pts}) >= 2
+
+
+def test_tune_campaign_through_slurm_stores_results_and_table(slurm_cluster, env, tmp_path):
+    table = tmp_path / "t.json"
+    tune = ("tune", "--backend", "slurm", "--mpi", "mpich", "--collectives", "allreduce",
+            "--algorithms", "recursive_doubling,ring", "--baselines", "default",
+            "--layouts", "2x1", "--sizes", "8,4096", "--campaign", "t", "--table", str(table),
+            "--jobs", "2", *QUICK)
+    for attempt in range(3):    # a loaded host can leave a point with no timed repetition
+        proc = colltune_in_allocation(slurm_cluster, env, tmp_path, *tune,
+                                      *(["--retry-failed"] if attempt else []))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        pts = points(env["COLLTUNE_STORE"], "t")
+        if all(p["status"] == "ok" for p in pts):
+            break
+        assert {p["check_error"] for p in pts if p["status"] != "ok"} == {"no time reported"}
+    else:
+        pytest.fail(f"points still without a timed repetition after 3 tries: {pts}")
+    pts = [p for p in pts if p["status"] == "ok"]
+    assert {p["algorithm"] for p in pts} == {"recursive_doubling", "ring", "default"}
+    assert {p["msg_size"] for p in pts} == {8, 4096}
+    assert all(p["labels"].get("slurm_nodes") for p in pts)
+    data = json.loads(table.read_text())
+    assert data["provenance"]["backend"] == "slurm"
+    assert data["provenance"]["srun_mpi"] == "pmi2"
+    assert data["provenance"]["platform"] == "colltune-test"     # the cluster's name
+    assert data["entries"][0]["nodes"] == 2
+    # resume: the same campaign again measures nothing
+    again = colltune_in_allocation(slurm_cluster, env, tmp_path, *tune)
+    assert again.returncode == 0 and "0 launches" in again.stdout, again.stdout
+
+
+def test_parallel_steps_run_on_disjoint_nodes(slurm_cluster, env, tmp_path):
+    algs = "binomial,scatter_recursive_doubling_allgather,scatter_ring_allgather,default"
+    proc = colltune_in_allocation(
+        slurm_cluster, env, tmp_path, "bench", "--backend", "slurm", "--mpi", "mpich",
+        "--coll", "bcast", "--algorithms", algs, "--layouts", "1x1",
+        "--sizes", "8,64,512,4096", "--jobs", "2", "--campaign", "p", *CHECKED)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    steps = {}
+    for p in points(env["COLLTUNE_STORE"], "p"):
+        steps[p["labels"]["slurm_step"]] = (p["started"], p["finished"],
+                                            step_nodes(slurm_cluster, p["labels"]["slurm_nodes"]))
+    assert len(steps) == 4
+    assert all(len(nodes) == 1 for _, _, nodes in steps.values())
+    overlapping = [(a, b) for a in steps for b in steps if a < b
+                   and steps[a][0] < steps[b][1] and steps[b][0] < steps[a][1]]
+    assert overlapping, f"no two steps ran at the same time: {steps}"
+    for a, b in overlapping:
+        assert not steps[a][2] & steps[b][2], f"steps {a} and {b} shared nodes: {steps}"
+    assert set().union(*(n for _, _, n in steps.values())) == set(NODES)
+
+
+def test_batch_script_runs_a_campaign_to_completion(slurm_cluster, env, tmp_path):
+    proc = slurm_cluster.run(
+        [sys.executable, "-m", "colltune.cli", "slurm", "submit", "--wait", "--time", "5",
+         "--", "bench", "--mpi", "mpich", "--coll", "bcast",
+         "--algorithms", "binomial,default", "--layouts", "2x1",
+         "--sizes", "8", "--campaign", "sb", "--jobs", "1", *CHECKED],
+        check=False, env=env, cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + slurm_cluster.log_tail()
+    job = proc.stdout.split("as job ")[1].split()[0]
+    script = (tmp_path / "out" / "colltune-sb.sbatch").read_text()
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --time=5" in script
+    assert "--backend slurm" in script
+    log = (tmp_path / "out" / f"slurm-colltune-sb-{job}.out").read_text()
+    assert f"colltune: job {job}" in log and "campaign sb" in log, log
+    pts = points(env["COLLTUNE_STORE"], "sb")
+    assert len(pts) == 2 and {p["status"] for p in pts} == {"ok"}, pts
+    assert {p["labels"]["slurm_step"].split(".")[0] for p in pts} == {job}
+
+
+# -- failures ------------------------------------------------------------------
+
+def test_outside_an_allocation_is_a_clear_error(slurm_cluster, env, tmp_path):
+    proc = slurm_cluster.run([sys.executable, "-m", "colltune.cli", "bench", "--backend",
+                              "slurm", "--coll", "bcast", "--layouts", "1x1", "--sizes", "8"],
+                             check=False, env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "not inside a Slurm allocation (SLURM_JOB_ID is not set)" in proc.stderr
+
+
+def test_without_srun_is_a_clear_error(slurm_cluster, env, tmp_path):
+    proc = slurm_cluster.run([sys.executable, "-m", "colltune.cli", "bench", "--backend",
+                              "slurm", "--coll", "bcast", "--layouts", "1x1", "--sizes", "8"],
+                             check=False, env={**env, "PATH": str(tmp_path),
+                                               "SLURM_JOB_ID": "1"}, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "Slurm's srun is not on PATH" in proc.stderr
+
+
+def test_unknown_mpi_plugin_and_too_many_nodes_are_refused(slurm_cluster, env, tmp_path):
+    proc = colltune_in_allocation(slurm_cluster, env, tmp_path, "bench", "--backend", "slurm",
+                                  "--mpi", "mpich", "--slurm-mpi", "bogus", "--coll", "bcast",
+                                  "--layouts", "1x1", "--sizes", "8", nodes=1)
+    assert proc.returncode == 2 and "srun offers MPI plugins" in proc.stderr
+    assert "'bogus'" in proc.stderr and "pmi2" in proc.stderr
+    proc = colltune_in_allocation(slurm_cluster, env, tmp_path, "tune", "--backend", "slurm",
+                                  "--mpi", "mpich", "--collectives", "bcast",
+                                  "--layouts", "2x1", "--sizes", "8", nodes=1)
+    assert proc.returncode == 2 and "layout 2x1 does not fit" in proc.stderr
+
+
+def test_failed_steps_are_recorded_per_point(slurm_cluster, env, tmp_path):
+    # a step srun refuses, and a step whose plugin does not bootstrap the library
+    proc = colltune_in_allocation(
+        slurm_cluster, env, tmp_path, "bench", "--backend", "slurm", "--mpi", "mpich",
+        "--coll", "bcast", "--layouts", "2x1", "--sizes", "8", "--campaign", "bad",
+        "--slurm-srun-args=--constraint=nosuchfeature", *QUICK)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    proc = colltune_in_allocation(
+        slurm_cluster, env, tmp_path, "bench", "--backend", "slurm", "--mpi", "mpich",
+        "--coll", "bcast", "--layouts", "2x1", "--sizes", "8", "--campaign", "single",
+        "--slurm-mpi", "none", *QUICK)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    bad = points(env["COLLTUNE_STORE"], "bad")
+    assert [p["status"] for p in bad] == ["crashed"] and bad[0]["msg_size"] == 8
+    assert "srun: error: Unable to create step" in bad[0]["check_error"]   # Slurm's own words
+    single = points(env["COLLTUNE_STORE"], "single")
+    assert [p["status"] for p in single] == ["crashed"]
+    assert "MPI saw a world of 1" in single[0]["error"]
+
+
+def test_hung_step_times_out_and_is_cancelled(slurm_cluster, monkeypatch, tmp_path):
+    """In-process: the backend in an allocation made with salloc --no-shell."""
+    from colltune.backends.base import Launch
+    from colltune.backends.slurm import SlurmBackend
+    from colltune.slurm import steps
+    out = slurm_cluster.run(["salloc", "-N1", "--no-shell", "--exclusive"]).stderr
+    job = out.split("Granted job allocation ")[1].split()[0]
+    try:
+        for k, v in {"SLURM_CONF": slurm_cluster.conf, "SLURM_JOB_ID": job,
+                     "SLURM_JOB_NODELIST": slurm_cluster.run(
+                         ["squeue", "-h", "-j", job, "-o", "%N"]).stdout.strip(),
+                     "SLURM_JOB_CPUS_PER_NODE": "2"}.items():
+            monkeypatch.setenv(k, v)
+        b = SlurmBackend(config.load({"backend": "slurm", "mpi": "mpich", "cache_dir": CACHE},
+                                     environ={}))
+        b.prepare()
+        # the late rank sleeps 3 s per repetition: hangs far past the 2 s timeout
+        launch = Launch(1, 1, ["--coll", "bcast", "--scenario", "delayed", "--sizes", "8",
+                               "--delays-us", "3000000", "--min-reps", "5"],
+                        b.provider().force(b.provider().lookup("bcast", "default")), 2.0)
+        result = b.run(launch, str(tmp_path / "w"))
+        assert result.timed_out and not result.clean and result.exit_code is None, \
+            (result.exit_code, result.wall_s, result.output_tail, slurm_cluster.log_tail(40))
+        assert "colltune: cancelled step" in result.output_tail
+        assert steps(job) == {}         # the step is gone, the allocation still there
+        # the nodes went back to the pool: the next step runs
+        ok = b.run(Launch(1, 2, ["--coll", "bcast", "--sizes", "8", "--check", "only"],
+                          b.provider().force(b.provider().lookup("bcast", "default")), 60.0),
+                   str(tmp_path / "w2"))
+        assert ok.clean and len(ok.records) == 1
+        assert ok.records[0]["labels"]["slurm_step"].startswith(f"{job}.")
+    finally:
+        slurm_cluster.run(["scancel", job], check=False)
+
+
+def test_sbatch_refusal_is_a_clear_error(slurm_cluster, env, tmp_path):
+    proc = slurm_cluster.run([sys.executable, "-m", "colltune.cli", "slurm", "submit",
+                              "--partition", "nosuchpartition", "--", "tune",
+                              "--layouts", "1x1", "--sizes", "8"],
+                             check=False, env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--parsable" in proc.stderr and "exited 1" in proc.stderr, proc.stderr
+    assert "invalid partition" in proc.stderr.lower(), proc.stderr    # sbatch's words
