@@ -76,10 +76,11 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     o->count = seg_count(h, s.seg);
     o->dt = h->a.dtype;
     o->op = h->a.op;
-    o->tag = (int)s.sub * 8192 + s.seg % 8192;
     if (mod == CT_HAN_MOD_LIBRARY) o->kind = red ? NB_LIB_IREDUCE : NB_LIB_IBCAST;
     else if (mod == CT_HAN_MOD_SHM) o->kind = red ? NB_SHM_REDUCE : NB_SHM_BCAST;
     else o->kind = red ? NB_REDUCE : NB_BCAST;
+    o->tag = (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE ? 16384 : 0) + (int)s.sub * 4096
+             + s.seg % 4096;
     o->parent = inter ? (red ? h->p.iralg : h->p.ibalg) : h->p.salg;  /* tree value, see nb_start */
     int inner = inter ? (red ? h->p.irs : h->p.ibs) : 0;
     o->sub = ct_seg_elems(inner, h->ext, o->count);

@@ -10,18 +10,33 @@
  *       root; on "go" rank k reduces slice k of every region into the root's
  *       region (the reduction work is spread over the node); on "done" from
  *       all, the root copies the result out and releases the regions. */
+#include <stdint.h>
 #include <stdlib.h>
 #include "hier_internal.h"
+
+enum { SHM_MIN_BYTES = 1 << 20 };
 
 char *ct_hier_shm(ct_hier *h, MPI_Aint bytes)
 {
     if (h->shm_bytes >= bytes) return h->shm;
     if (h->win != MPI_WIN_NULL) MPI_Win_free(&h->win);
+    if (bytes < SHM_MIN_BYTES) bytes = SHM_MIN_BYTES;   /* few reallocations */
     char *base;
     MPI_Aint got;
     int unit;
     MPI_Win_allocate_shared(h->lrank == 0 ? bytes : 0, 1, MPI_INFO_NULL, h->node, &base, &h->win);
+#ifdef COLLTUNE_SMPI
+    /* SMPI: the simulated ranks share one address space, and what
+     * MPI_Win_shared_query(0) returns was not the same memory on every rank
+     * once other windows had come and gone (a rank saw stale data): pass
+     * local rank 0's base address itself. */
+    (void)got; (void)unit;
+    unsigned long long addr = (unsigned long long)(uintptr_t)base;
+    PMPI_Bcast(&addr, 1, MPI_UNSIGNED_LONG_LONG, 0, h->node);
+    h->shm = (char *)(uintptr_t)addr;
+#else
     MPI_Win_shared_query(h->win, 0, &got, &unit, &h->shm);
+#endif
     h->shm_bytes = bytes;
     return h->shm;
 }

@@ -2,7 +2,7 @@
  * prints JSON records, one line each, on rank 0 (interface: docs/hier.md).
  *
  *   colltune-taskbench --coll bcast|allreduce --bytes N [--params k=v,...]
- *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check]
+ *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check] [--max]
  *       (--tasks "ib(0);sbib(1);sb(0)" | --whole han|library|flat:NAME)
  *
  * --tasks: a sequence of tasks run back to back after a barrier, each timed
@@ -12,7 +12,7 @@
  * (HAN, the library's MPI_ collective, or a flat colltune algorithm), timed
  * from a barrier; "completion" = max(end) - min(start) (exact on SMPI's
  * global clock), "max_rank" = the slowest rank's own duration. Data are MPI_INT
- * (bytes / 4 elements); --check verifies the result of every whole call. */
+ * (bytes / 4 elements), MPI_SUM (--max: MPI_MAX); --check verifies the result of every whole call. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,7 @@
 #define MAXTASKS 256
 #define MAXSTEPS 8
 
-static int rank, size;
+static int rank, size, use_max;
 
 static void die(const char *msg, const char *arg)
 {
@@ -85,7 +85,10 @@ static int check(ct_coll coll, const int *buf, int count, int root)
     for (int i = 0; i < count; i++) {
         int want = 0;
         if (coll == CT_BCAST) want = (root * 7 + i * 3) % 61;
-        else for (int r = 0; r < size; r++) want += (r * 7 + i * 3) % 61;
+        else for (int r = 0; r < size; r++) {
+            int x = (r * 7 + i * 3) % 61;
+            want = use_max ? (x > want ? x : want) : want + x;
+        }
         if (buf[i] != want) return 1;
     }
     return 0;
@@ -102,6 +105,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--check")) { do_check = 1; continue; }
+        if (!strcmp(argv[i], "--max")) { use_max = 1; continue; }
         if (!v) die("missing value after", argv[i]);
         if (!strcmp(argv[i], "--coll")) collname = v;
         else if (!strcmp(argv[i], "--bytes")) bytes = atol(v);
@@ -129,7 +133,7 @@ int main(int argc, char **argv)
     int *sbuf = malloc(sizeof(int) * (size_t)(count + 1)), *rbuf = malloc(sizeof(int) * (size_t)(count + 1));
     fill(sbuf, count, rank);
     fill(rbuf, count, rank);
-    ct_args a = {sbuf, rbuf, count, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD};
+    ct_args a = {sbuf, rbuf, count, MPI_INT, use_max ? MPI_MAX : MPI_SUM, root, MPI_COMM_WORLD};
     ct_hier_info info;
     ct_hier_info_get(MPI_COMM_WORLD, &info);
     double *all = malloc(sizeof(double) * 2 * (size_t)size);
