@@ -8,21 +8,22 @@
 static const char *supports(const ct_args *a)
 {
     const char *r = ct_need_dense(a);
-    if (r || (r = ct_need_commutative(a))) return r;
-#ifdef COLLTUNE_SMPI
-    /* SMPI 3.32's MPI_Ireduce returns the root's own data for derived
-     * datatypes (checked with a 4-rank test); imod = library would be wrong */
-    int ni, na, nd, comb;
-    MPI_Type_get_envelope(a->dtype, &ni, &na, &nd, &comb);
-    if (comb != MPI_COMBINER_NAMED) return "derived datatype (SMPI's MPI_Ireduce mishandles them)";
-#endif
-    return NULL;
+    return r ? r : ct_need_commutative(a);
 }
 
 static int run(const ct_args *a, const int *p)
 {
     ct_han_params hp = {.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
                         .irs = p[5], .smod = p[6], .salg = p[7]};
+#ifdef COLLTUNE_SMPI
+    /* SMPI 3.32's MPI_Ireduce returns the root's own data for derived
+     * datatypes (checked with a 4-rank test), and declining instead sends them
+     * to its MPI_Allreduce, which dies of SIGFPE on 17 ranks with 1 element:
+     * use colltune's trees across nodes for those (docs/hier.md). */
+    int ni, na, nd, comb;
+    MPI_Type_get_envelope(a->dtype, &ni, &na, &nd, &comb);
+    if (comb != MPI_COMBINER_NAMED) hp.imod = CT_HAN_MOD_TREE;
+#endif
     return ct_han_allreduce(a, &hp);
 }
 
