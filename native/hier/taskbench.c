@@ -2,7 +2,7 @@
  * prints JSON records, one line each, on rank 0 (interface: docs/hier.md).
  *
  *   colltune-taskbench --coll bcast|allreduce --bytes N [--params k=v,...]
- *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check] [--max]
+ *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check] [--max] [--shared]
  *       (--tasks "ib(0);sbib(1);sb(0)" | --whole han|library|flat:NAME)
  *
  * --tasks: a sequence of tasks run back to back after a barrier, each timed
@@ -12,7 +12,9 @@
  * (HAN, the library's MPI_ collective, or a flat colltune algorithm), timed
  * from a barrier; "completion" = max(end) - min(start) (exact on SMPI's
  * global clock), "max_rank" = the slowest rank's own duration. Data are MPI_INT
- * (bytes / 4 elements), MPI_SUM (--max: MPI_MAX); --check verifies the result of every whole call. */
+ * (bytes / 4 elements), MPI_SUM (--max: MPI_MAX); --check verifies the result of every whole call;
+ * --shared (SMPI only) allocates the user buffers with SMPI_SHARED_MALLOC (garbage
+ * data, little memory: for timing large messages on many ranks). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,7 @@
 #define MAXTASKS 256
 #define MAXSTEPS 8
 
-static int rank, size, use_max;
+static int rank, size, use_max, shared;
 
 static void die(const char *msg, const char *arg)
 {
@@ -106,6 +108,7 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--check")) { do_check = 1; continue; }
         if (!strcmp(argv[i], "--max")) { use_max = 1; continue; }
+        if (!strcmp(argv[i], "--shared")) { shared = 1; continue; }
         if (!v) die("missing value after", argv[i]);
         if (!strcmp(argv[i], "--coll")) collname = v;
         else if (!strcmp(argv[i], "--bytes")) bytes = atol(v);
@@ -130,7 +133,17 @@ int main(int argc, char **argv)
     ct_han_params hp = han_params(coll, p);
     ct_hier_set_vnode_size(vnode);
     int count = (int)(bytes / (long)sizeof(int));
-    int *sbuf = malloc(sizeof(int) * (size_t)(count + 1)), *rbuf = malloc(sizeof(int) * (size_t)(count + 1));
+    size_t nb = sizeof(int) * (size_t)(count + 1);
+    int *sbuf, *rbuf;
+#ifdef COLLTUNE_SMPI
+    if (shared && do_check) die("--shared buffers hold garbage: no --check", NULL);
+    sbuf = shared ? SMPI_SHARED_MALLOC(nb) : malloc(nb);
+    rbuf = shared ? SMPI_SHARED_MALLOC(nb) : malloc(nb);
+#else
+    if (shared) die("--shared needs an SMPI build", NULL);
+    sbuf = malloc(nb);
+    rbuf = malloc(nb);
+#endif
     fill(sbuf, count, rank);
     fill(rbuf, count, rank);
     ct_args a = {sbuf, rbuf, count, MPI_INT, use_max ? MPI_MAX : MPI_SUM, root, MPI_COMM_WORLD};
@@ -221,6 +234,9 @@ int main(int argc, char **argv)
         }
         free(tt); free(gat); free(leads); free(nodes); free(dup);
     }
+#ifdef COLLTUNE_SMPI
+    if (shared) { SMPI_SHARED_FREE(sbuf); SMPI_SHARED_FREE(rbuf); sbuf = rbuf = NULL; }
+#endif
     free(sbuf); free(rbuf); free(all);
     MPI_Finalize();
     return 0;
