@@ -54,15 +54,6 @@ static void parse_params(const ct_algorithm *alg, const char *s, int *p)
     free(dup);
 }
 
-static ct_han_params han_params(ct_coll coll, const int *p)
-{
-    if (coll == CT_BCAST)
-        return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3], .smod = p[4],
-                               .salg = p[5], .sralg = p[5], .ss = p[6]};
-    return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
-                           .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9]};
-}
-
 static void print_params(const ct_algorithm *alg, const int *p)
 {
     printf("\"params\":{");
@@ -130,7 +121,7 @@ int main(int argc, char **argv)
     const ct_algorithm *han = ct_find(coll, "han");
     int p[CT_MAX_PARAMS];
     parse_params(han, params, p);
-    ct_han_params hp = han_params(coll, p);
+    ct_han_params hp = ct_han_params_from(coll, p);
     ct_hier_set_vnode_size(vnode);
     int count = (int)(bytes / (long)sizeof(int));
     size_t nb = sizeof(int) * (size_t)(count + 1);

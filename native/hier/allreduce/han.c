@@ -13,8 +13,7 @@ static const char *supports(const ct_args *a)
 
 static int run(const ct_args *a, const int *p)
 {
-    ct_han_params hp = {.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
-                        .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9]};
+    ct_han_params hp = ct_han_params_from(CT_ALLREDUCE, p);
 #ifdef COLLTUNE_SMPI
     /* SMPI 3.32's MPI_Ireduce returns the root's own data for derived
      * datatypes (checked with a 4-rank test), and declining instead sends them

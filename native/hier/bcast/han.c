@@ -8,8 +8,7 @@ static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
 static int run(const ct_args *a, const int *p)
 {
-    ct_han_params hp = {.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3],
-                        .smod = p[4], .salg = p[5], .ss = p[6]};
+    ct_han_params hp = ct_han_params_from(CT_BCAST, p);
     return ct_han_bcast(a, &hp);
 }
 
