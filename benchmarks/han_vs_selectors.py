@@ -96,6 +96,8 @@ def main() -> int:
     ap.add_argument("--collectives", default="bcast,allreduce")
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--only", default=None,
+                    help="comma-separated implementations to measure (e.g. han-chain,ompi); default all")
     ap.add_argument("--charge", choices=["on", "off"], default="on",
                     help="off: COLLTUNE_REDUCE_RATE=COLLTUNE_COPY_RATE=0, equal terms with SMPI's "
                          "built-ins, which charge no reduction or copy")
@@ -127,7 +129,7 @@ def main() -> int:
         for coll in a.collectives.split(","):
             for size in parse_list(a.sizes):
                 for impl, params in impls(coll).items():
-                    if (coll, size, impl) in done:
+                    if (coll, size, impl) in done or (a.only and impl not in a.only.split(",")):
                         continue
                     r = run_point(str(tmp / "colltune-taskbench"), plat, hostfile, nodes * ppn, coll,
                                   size, impl, params, a.timeout, env)

@@ -82,6 +82,8 @@ SETTINGS = [
     ("imod=0,smod=0", "imod=0,smod=0"),
     ("imod=1,smod=2,ibalg=4,fs=131072", "imod=1,smod=2,ibalg=4,iralg=4,fs=131072"),
     ("imod=0,smod=1,salg=3,fs=16384,ss=4096", "imod=0,smod=1,sralg=1,sbalg=3,fs=16384,ss=4096"),
+    # trees the matrix probes leave out: binary, linear, 4-nomial on both levels
+    ("ibalg=2,salg=4,fs=200000,ss=0", "ibalg=5,iralg=2,sralg=4,sbalg=2,fs=200000,ss=0"),
 ]
 
 
