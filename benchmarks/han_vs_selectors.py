@@ -96,6 +96,7 @@ def main() -> int:
     ap.add_argument("--collectives", default="bcast,allreduce")
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--no-run", action="store_true", help="print what --out holds, measure nothing")
     ap.add_argument("--only", default=None,
                     help="comma-separated implementations to measure (e.g. han-chain,ompi); default all")
     ap.add_argument("--charge", choices=["on", "off"], default="on",
@@ -129,7 +130,7 @@ def main() -> int:
         for coll in a.collectives.split(","):
             for size in parse_list(a.sizes):
                 for impl, params in impls(coll).items():
-                    if (coll, size, impl) in done or (a.only and impl not in a.only.split(",")):
+                    if (coll, size, impl) in done or (a.only and impl not in a.only.split(",")) or a.no_run:
                         continue
                     r = run_point(str(tmp / "colltune-taskbench"), plat, hostfile, nodes * ppn, coll,
                                   size, impl, params, a.timeout, env)

@@ -18,7 +18,7 @@ const ct_algorithm ct_bcast_han = {
     .nparams = 7,
     .params = {
         {.name = "fs", .unit = "bytes", .help = "segment size, 0 = whole message",
-         .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
+         .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
         {.name = "imod", .unit = "", .help = "inter-node module: 0 library MPI_Ibcast, 1 colltune tree",
          .def = 1, .min = 0, .max = 1, .nprobe = 1, .probe = {0}},
         {.name = "ibalg", .unit = "", .help = "inter-node tree: 1 binomial 2 binary 3 chain 4 4-nomial 5 linear",
