@@ -106,7 +106,7 @@ def test_catalogue_one_file_per_algorithm(catalogue):
     """Every listed algorithm has its own file, every file is listed, ids are
     unique per collective, defaults and probes lie in the allowed range."""
     listed = {(a["coll"], a["name"]) for a in catalogue}
-    files = {(p.parent.name, p.stem) for p in (NATIVE / "algorithms").glob("*/*.c")}
+    files = {(p.parent.name, p.stem) for d in ("algorithms", "hier") for p in (NATIVE / d).glob("*/*.c")}
     assert listed == files
     assert {a["coll"] for a in catalogue} == {"bcast", "reduce", "allreduce", "allgather"}
     for coll in {a["coll"] for a in catalogue}:

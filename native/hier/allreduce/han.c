@@ -1,0 +1,56 @@
+/* HAN allreduce (hierarchical, task-based): per segment sr (intra-node
+ * reduce to the leader), ir + ib (inter-node reduce and bcast on the leaders,
+ * same root, opposite directions), sb (intra-node bcast); leaders run sr,
+ * irsr, ibirsr, sbibirsr..., sbibir, sbib, sb, the others sbsr. Commutative
+ * ops only (the trees reduce in arrival order). See docs/hier.md. */
+#include "../hier_internal.h"
+
+static const char *supports(const ct_args *a)
+{
+    const char *r = ct_need_dense(a);
+    return r ? r : ct_need_commutative(a);
+}
+
+static int run(const ct_args *a, const int *p)
+{
+    ct_han_params hp = ct_han_params_from(CT_ALLREDUCE, p);
+#ifdef COLLTUNE_SMPI
+    /* SMPI 3.32's MPI_Ireduce returns the root's own data for derived
+     * datatypes (checked with a 4-rank test), and declining instead sends them
+     * to its MPI_Allreduce, which dies of SIGFPE on 17 ranks with 1 element:
+     * use colltune's trees across nodes for those (docs/hier.md). */
+    int ni, na, nd, comb;
+    MPI_Type_get_envelope(a->dtype, &ni, &na, &nd, &comb);
+    if (comb != MPI_COMBINER_NAMED) hp.imod = CT_HAN_MOD_TREE;
+#endif
+    return ct_han_allreduce(a, &hp);
+}
+
+const ct_algorithm ct_allreduce_han = {
+    .id = 5, .name = "han", .coll = CT_ALLREDUCE,
+    .description = "hierarchical task-based (HAN): sr, ir, ib, sb per segment, overlapped (commutative ops)",
+    .nparams = 10,
+    .params = {
+        {.name = "fs", .unit = "bytes", .help = "segment size, 0 = whole message",
+         .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
+        {.name = "imod", .unit = "", .help = "inter-node module: 0 library MPI_Ireduce+MPI_Ibcast, 1 colltune trees",
+         .def = 1, .min = 0, .max = 1, .nprobe = 1, .probe = {0}},
+        {.name = "ibalg", .unit = "", .help = "inter-node bcast tree: 1 binomial 2 binary 3 chain 4 4-nomial 5 linear",
+         .def = 1, .min = 1, .max = 5, .nprobe = 1, .probe = {3}},
+        {.name = "iralg", .unit = "", .help = "inter-node reduce tree, values as ibalg",
+         .def = 1, .min = 1, .max = 5, .nprobe = 0},
+        {.name = "ibs", .unit = "bytes", .help = "inner segment of one inter-node bcast, 0 = whole",
+         .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
+        {.name = "irs", .unit = "bytes", .help = "inner segment of one inter-node reduce, 0 = whole",
+         .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
+        {.name = "smod", .unit = "", .help = "intra-node module: 0 library MPI_Reduce/MPI_Bcast, 1 colltune tree, 2 shared memory",
+         .def = 1, .min = 0, .max = 2, .nprobe = 2, .probe = {0, 2}},
+        {.name = "sralg", .unit = "", .help = "intra-node reduce tree (smod 1), values as ibalg",
+         .def = 3, .min = 1, .max = 5, .nprobe = 0},
+        {.name = "sbalg", .unit = "", .help = "intra-node bcast tree (smod 1), values as ibalg",
+         .def = 5, .min = 1, .max = 5, .nprobe = 0},
+        {.name = "ss", .unit = "bytes", .help = "inner segment of one intra-node tree op, 0 = whole",
+         .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
+    },
+    .supports = supports, .run = run,
+};

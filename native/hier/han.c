@@ -1,0 +1,247 @@
+/* HAN tasks: one collective call cut into segments, each task a set of
+ * per-segment sub-operations (ib, sb, ir, sr) started together and progressed
+ * together. Bcast: task t = ib(t) + sb(t-1) (leaders: ib(0), sbib(1..u-1),
+ * sb(u-1); others: sb(0..u-1)). Allreduce: task t = sr(t) + ir(t-1) + ib(t-2)
+ * + sb(t-3), the inter-node allreduce being a reduce (ir) and a bcast (ib) on
+ * the same tree and root, running in opposite directions. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hier_internal.h"
+
+struct ct_han {
+    ct_coll coll;
+    ct_args a;
+    ct_han_params p;
+    ct_hier *h;
+    MPI_Comm up;           /* leaders (MPI_COMM_NULL on non-leaders) */
+    int uproot, lroot;     /* root among leaders, this node's intra root */
+    int seg, u;            /* elements per segment, number of segments */
+    MPI_Aint ext;
+    nb_op *live;           /* started ops with requests still open */
+};
+
+int ct_han_segments(const ct_han *h) { return h->u; }
+int ct_han_is_leader(const ct_han *h) { return h->up != MPI_COMM_NULL; }
+int ct_han_node(const ct_han *h) { return h->h->node_idx; }
+
+int ct_han_begin(ct_han **out, ct_coll coll, const ct_args *a, const ct_han_params *p)
+{
+    ct_han *h = calloc(1, sizeof *h);
+    h->coll = coll; h->a = *a; h->p = *p;
+    h->h = ct_hier_get(a->comm);
+    h->ext = ct_extent(a->dtype);
+    h->seg = ct_seg_elems(p->fs, h->ext, a->count);
+    h->u = a->count > 0 ? (a->count + h->seg - 1) / h->seg : 0;
+    int j = 0;   /* node-local rank of the root; allreduce: leaders are local rank 0 */
+    if (coll == CT_BCAST) {
+        j = h->h->lrank_of[a->root];
+        h->uproot = h->h->node_of[a->root];
+    }
+    h->up = ct_hier_up(h->h, a->comm, j);
+    h->lroot = ct_hier_leader(h->h, h->h->node_idx, j);
+    *out = h;
+    return MPI_SUCCESS;
+}
+
+static int seg_count(const ct_han *h, int i)
+{
+    int off = i * h->seg;
+    return h->a.count - off < h->seg ? h->a.count - off : h->seg;
+}
+
+/* Intra-node step with the library module: blocking PMPI_ call. */
+static int library_step(ct_han *h, ct_han_step s)
+{
+    MPI_Aint off = (MPI_Aint)s.seg * h->seg;
+    int n = seg_count(h, s.seg), root = h->h->lrank == h->lroot;
+    char *r = ct_at(h->a.recvbuf, h->ext, off);
+    if (s.sub == CT_HAN_SB) return PMPI_Bcast(r, n, h->a.dtype, h->lroot, h->h->node);
+    const void *in = h->a.sendbuf == MPI_IN_PLACE ? r : ct_at(h->a.sendbuf, h->ext, off);
+    if (root) return PMPI_Reduce(h->a.sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : in, r, n,
+                                 h->a.dtype, h->a.op, h->lroot, h->h->node);
+    return PMPI_Reduce(in, NULL, n, h->a.dtype, h->a.op, h->lroot, h->h->node);
+}
+
+static nb_op *make_op(ct_han *h, ct_han_step s)
+{
+    MPI_Aint off = (MPI_Aint)s.seg * h->seg;
+    int inter = s.sub == CT_HAN_IB || s.sub == CT_HAN_IR;
+    int red = s.sub == CT_HAN_IR || s.sub == CT_HAN_SR;
+    int mod = inter ? h->p.imod : h->p.smod;
+    nb_op *o = calloc(1, sizeof *o);
+    o->comm = inter ? h->up : h->h->node;
+    o->root = inter ? h->uproot : h->lroot;
+    o->buf = ct_at(h->a.recvbuf, h->ext, off);
+    o->count = seg_count(h, s.seg);
+    o->dt = h->a.dtype;
+    o->op = h->a.op;
+    if (mod == CT_HAN_MOD_LIBRARY) o->kind = red ? NB_LIB_IREDUCE : NB_LIB_IBCAST;
+    else if (mod == CT_HAN_MOD_SHM) o->kind = red ? NB_SHM_REDUCE : NB_SHM_BCAST;
+    else o->kind = red ? NB_REDUCE : NB_BCAST;
+    o->tag = (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE ? 16384 : 0) + (int)s.sub * 4096
+             + s.seg % 4096;
+    o->parent = inter ? (red ? h->p.iralg : h->p.ibalg) : (red ? h->p.sralg : h->p.salg);  /* tree value, see nb_start */
+    int inner = inter ? (red ? h->p.irs : h->p.ibs) : h->p.ss;
+    o->sub = ct_seg_elems(inner, h->ext, o->count);
+    o->slot = h->seg * h->ext;
+    if (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE)
+        o->shm = ct_hier_shm(h->h, (MPI_Aint)h->seg * h->ext * (h->h->nlocal + 1));
+    return o;
+}
+
+static int skip(const ct_han *h, ct_han_step s)
+{
+    if (s.seg < 0 || s.seg >= h->u) return 1;
+    return (s.sub == CT_HAN_IB || s.sub == CT_HAN_IR) && h->up == MPI_COMM_NULL;
+}
+
+static int progress_until_ready(ct_han *h, nb_op **mine, int n)
+{
+    int rc = MPI_SUCCESS, nlive = 0;
+    for (nb_op *o = h->live; o; o = o->next) nlive++;
+    nb_op **all = malloc(sizeof(nb_op *) * (size_t)(nlive + 1));
+    for (;;) {
+        int waiting = 0;
+        for (int i = 0; i < n; i++) waiting += !mine[i]->ready;
+        if (!waiting || rc != MPI_SUCCESS) break;
+        int k = 0;
+        for (nb_op *o = h->live; o; o = o->next) all[k++] = o;
+        rc = nb_progress(all, k, 1);
+    }
+    free(all);
+    return rc;
+}
+
+/* Drops (frees) live ops whose requests are all complete. */
+static void reap(ct_han *h)
+{
+    for (nb_op **pp = &h->live; *pp;) {
+        nb_op *o = *pp;
+        if (o->ready && o->pending == 0) { *pp = o->next; nb_free(o); }
+        else pp = &o->next;
+    }
+}
+
+int ct_han_task(ct_han *h, const ct_han_step *steps, int n)
+{
+    int rc = MPI_SUCCESS, nmine = 0;
+    nb_op **mine = malloc(sizeof(nb_op *) * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+        ct_han_step s = steps[i];
+        if (skip(h, s)) continue;
+        int inter = s.sub == CT_HAN_IB || s.sub == CT_HAN_IR;
+        if (s.sub == CT_HAN_SR && h->a.sendbuf != MPI_IN_PLACE && h->p.smod != CT_HAN_MOD_LIBRARY)
+            ct_copy(ct_at(h->a.recvbuf, h->ext, (MPI_Aint)s.seg * h->seg),
+                    ct_at(h->a.sendbuf, h->ext, (MPI_Aint)s.seg * h->seg),
+                    seg_count(h, s.seg) * h->ext);
+        if (!inter && h->p.smod == CT_HAN_MOD_LIBRARY) continue;   /* blocking, below */
+        nb_op *o = make_op(h, s);
+        rc = nb_start(o);
+        o->next = h->live;
+        h->live = o;
+        mine[nmine++] = o;
+    }
+    /* blocking library steps in task order (the same on every rank of a node) */
+    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+        ct_han_step s = steps[i];
+        if (skip(h, s) || s.sub == CT_HAN_IB || s.sub == CT_HAN_IR) continue;
+        if (h->p.smod == CT_HAN_MOD_LIBRARY) rc = library_step(h, s);
+    }
+    if (rc == MPI_SUCCESS) rc = progress_until_ready(h, mine, nmine);
+    reap(h);
+    free(mine);
+    return rc;
+}
+
+int ct_han_end(ct_han *h)
+{
+    int rc = MPI_SUCCESS;
+    while (h->live && rc == MPI_SUCCESS) {
+        int k = 0;
+        for (nb_op *o = h->live; o; o = o->next) k++;
+        nb_op **all = malloc(sizeof(nb_op *) * (size_t)k);
+        k = 0;
+        for (nb_op *o = h->live; o; o = o->next) all[k++] = o;
+        rc = nb_progress(all, k, 1);
+        free(all);
+        reap(h);
+        int open = 0;
+        for (nb_op *o = h->live; o; o = o->next) open += o->pending;
+        if (!open) break;
+    }
+    while (h->live) { nb_op *o = h->live; h->live = o->next; nb_free(o); }
+    free(h);
+    return rc;
+}
+
+/* ---- named tasks ---- */
+static const struct { const char *name; int n; ct_han_step s[4]; } named[] = {
+    {"ib", 1, {{CT_HAN_IB, 0}}},
+    {"sb", 1, {{CT_HAN_SB, 0}}},
+    {"ir", 1, {{CT_HAN_IR, 0}}},
+    {"sr", 1, {{CT_HAN_SR, 0}}},
+    {"sbib", 2, {{CT_HAN_IB, 0}, {CT_HAN_SB, -1}}},
+    {"irsr", 2, {{CT_HAN_SR, 0}, {CT_HAN_IR, -1}}},
+    {"ibirsr", 3, {{CT_HAN_SR, 0}, {CT_HAN_IR, -1}, {CT_HAN_IB, -2}}},
+    {"sbibirsr", 4, {{CT_HAN_SR, 0}, {CT_HAN_IR, -1}, {CT_HAN_IB, -2}, {CT_HAN_SB, -3}}},
+    {"sbibir", 3, {{CT_HAN_IR, 0}, {CT_HAN_IB, -1}, {CT_HAN_SB, -2}}},
+    {"sbsr", 2, {{CT_HAN_SR, 0}, {CT_HAN_SB, -3}}},
+};
+
+int ct_han_parse_task(const char *name, ct_han_step *steps, int max)
+{
+    int n = 0;
+    const char *s = name;
+    while (*s) {
+        char word[16];
+        int len = 0, idx, used = 0;
+        while (s[len] && s[len] != '(' && len < 15) { word[len] = s[len]; len++; }
+        word[len] = '\0';
+        if (s[len] != '(' || sscanf(s + len, "(%d)%n", &idx, &used) != 1 || used == 0) return -1;
+        s += len + used;
+        int k = -1;
+        for (int i = 0; i < (int)(sizeof named / sizeof named[0]); i++)
+            if (strcmp(named[i].name, word) == 0) k = i;
+        if (k < 0 || n + named[k].n > max) return -1;
+        for (int i = 0; i < named[k].n; i++)
+            steps[n++] = (ct_han_step){named[k].s[i].sub, idx + named[k].s[i].seg};
+        if (*s == '+') s++;
+        else if (*s) return -1;
+    }
+    return n;
+}
+
+ct_han_params ct_han_params_from(ct_coll coll, const int *p)
+{
+    if (coll == CT_BCAST)
+        return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3], .smod = p[4],
+                               .salg = p[5], .sralg = p[5], .ss = p[6]};
+    return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
+                           .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9]};
+}
+
+/* ---- whole collectives ---- */
+int ct_han_bcast(const ct_args *a, const ct_han_params *p)
+{
+    ct_han *h;
+    int rc = ct_han_begin(&h, CT_BCAST, a, p);
+    for (int t = 0; t <= h->u && rc == MPI_SUCCESS; t++) {
+        ct_han_step s[2] = {{CT_HAN_IB, t}, {CT_HAN_SB, t - 1}};
+        rc = ct_han_task(h, s, 2);
+    }
+    int rc2 = ct_han_end(h);
+    return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+int ct_han_allreduce(const ct_args *a, const ct_han_params *p)
+{
+    ct_han *h;
+    int rc = ct_han_begin(&h, CT_ALLREDUCE, a, p);
+    for (int t = 0; t < h->u + 3 && rc == MPI_SUCCESS; t++) {
+        ct_han_step s[4] = {{CT_HAN_SR, t}, {CT_HAN_IR, t - 1}, {CT_HAN_IB, t - 2}, {CT_HAN_SB, t - 3}};
+        rc = ct_han_task(h, s, 4);
+    }
+    int rc2 = ct_han_end(h);
+    return rc != MPI_SUCCESS ? rc : rc2;
+}

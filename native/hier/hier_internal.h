@@ -1,0 +1,65 @@
+/* Internals of the hierarchical collectives (not part of the public API). */
+#ifndef COLLTUNE_HIER_INTERNAL_H
+#define COLLTUNE_HIER_INTERNAL_H
+
+#include "colltune/hier.h"
+#include "../algorithms/internal.h"
+
+/* The hierarchy of one communicator, built once and cached as an attribute. */
+typedef struct {
+    MPI_Comm node;          /* this rank's (virtual) node, ranks in comm order */
+    int nnodes, node_idx, lrank, nlocal, maxppn, uneven;
+    int *node_of, *lrank_of;  /* per comm rank */
+    int *node_size;           /* per node index (nodes ordered by lowest comm rank) */
+    MPI_Comm *up;           /* up[j]: the leaders when a root has node-local rank j */
+    char *up_built;
+    MPI_Win win;            /* shared-memory segment of the node (smod = SHM) */
+    char *shm;
+    MPI_Aint shm_bytes;
+} ct_hier;
+
+ct_hier *ct_hier_get(MPI_Comm comm);                     /* collective on first use */
+MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j);   /* collective on first use of j */
+/* node-local rank of node n's leader when the root has node-local rank j */
+static inline int ct_hier_leader(const ct_hier *h, int n, int j)
+{
+    return h->node_size[n] > j ? j : 0;
+}
+/* shared buffer of at least `bytes` on this node (collective over the node) */
+char *ct_hier_shm(ct_hier *h, MPI_Aint bytes);
+
+/* ---- non-blocking operations on one segment (engine.c) ---- */
+typedef enum { NB_BCAST, NB_REDUCE, NB_LIB_IBCAST, NB_LIB_IREDUCE, NB_SHM_BCAST,
+               NB_SHM_REDUCE } nb_kind;
+
+typedef struct nb_op {
+    nb_kind kind;
+    MPI_Comm comm;
+    int rank, size, root;
+    char *buf;               /* bcast: data; reduce: accumulator (result at root) */
+    int count;
+    MPI_Datatype dt;
+    MPI_Op op;
+    MPI_Aint ext;
+    int tag;
+    int parent, nchild, *child;   /* tree neighbours (comm ranks) */
+    int sub, nsub;           /* inner segments: elements per piece, number of pieces */
+    MPI_Request *req;
+    int nreq;
+    char *tmp;               /* reduce: one piece buffer per child */
+    int *got;                /* reduce: children reduced per piece */
+    int next_send, pending;  /* reduce: next piece to send up; open requests */
+    int ready;               /* locally complete: data in place, buffer reusable */
+    char *shm;               /* shm ops: the node's shared segment */
+    int phase;               /* shm ops: protocol phase */
+    MPI_Aint slot;           /* shm ops: bytes of one region (a full segment) */
+    struct nb_op *next;
+} nb_op;
+
+/* Tree shape of a ct_han tree value on a communicator of size n. */
+void nb_shape(int alg, int n, ct_tree_kind *kind, int *radix);
+int nb_start(nb_op *o);                 /* posts the first requests */
+int nb_progress(nb_op **ops, int n, int block);  /* waits for >= 1 completion if block */
+void nb_free(nb_op *o);
+
+#endif

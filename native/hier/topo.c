@@ -1,0 +1,104 @@
+/* The node hierarchy of a communicator: nodes from MPI_Comm_split_type(SHARED),
+ * optionally cut into virtual nodes of v consecutive node-local ranks; node
+ * leaders' communicators created on first use; all cached in an attribute of
+ * the communicator and freed with it. */
+#include <stdlib.h>
+#include "hier_internal.h"
+
+static int vnode_size = -1;           /* -1: not set, read the environment */
+static int keyval = MPI_KEYVAL_INVALID;
+
+void ct_hier_set_vnode_size(int v) { vnode_size = v > 0 ? v : -1; }
+
+static int current_vnode(void)
+{
+    if (vnode_size > 0) return vnode_size;
+    const char *s = getenv("COLLTUNE_VNODE_SIZE");
+    int v = s ? atoi(s) : 0;
+    return v > 0 ? v : 0;
+}
+
+static int free_hier(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm; (void)key; (void)extra;
+    ct_hier *h = val;
+    for (int j = 0; j < h->maxppn; j++)
+        if (h->up[j] != MPI_COMM_NULL) MPI_Comm_free(&h->up[j]);
+    if (h->win != MPI_WIN_NULL) MPI_Win_free(&h->win);
+    MPI_Comm_free(&h->node);
+    free(h->node_of); free(h->lrank_of); free(h->node_size); free(h->up); free(h->up_built);
+    free(h);
+    return MPI_SUCCESS;
+}
+
+ct_hier *ct_hier_get(MPI_Comm comm)
+{
+    ct_hier *h;
+    int found = 0, size, rank, v = current_vnode();
+    if (keyval == MPI_KEYVAL_INVALID)
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_hier, &keyval, NULL);
+    MPI_Comm_get_attr(comm, keyval, &h, &found);
+    if (found) return h;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    h = calloc(1, sizeof *h);
+    h->win = MPI_WIN_NULL;
+    MPI_Comm shared;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
+    if (v > 0) {
+        int srank;
+        MPI_Comm_rank(shared, &srank);
+        MPI_Comm_split(shared, srank / v, rank, &h->node);
+        MPI_Comm_free(&shared);
+    } else {
+        h->node = shared;
+    }
+    MPI_Comm_rank(h->node, &h->lrank);
+    MPI_Comm_size(h->node, &h->nlocal);
+    /* a node is named by its lowest comm rank; nodes are numbered in that order */
+    int mine[2] = {rank, h->lrank}, *all = malloc(sizeof(int) * 2 * (size_t)size);
+    MPI_Allreduce(MPI_IN_PLACE, &mine[0], 1, MPI_INT, MPI_MIN, h->node);
+    MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm);
+    int *idx = malloc(sizeof(int) * (size_t)size);
+    h->node_of = malloc(sizeof(int) * (size_t)size);
+    h->lrank_of = malloc(sizeof(int) * (size_t)size);
+    h->node_size = calloc((size_t)size, sizeof(int));
+    for (int r = 0; r < size; r++) idx[r] = -1;
+    for (int r = 0; r < size; r++) {
+        int key = all[2 * r];
+        if (idx[key] < 0) idx[key] = h->nnodes++;
+        h->node_of[r] = idx[key];
+        h->lrank_of[r] = all[2 * r + 1];
+        h->node_size[idx[key]]++;
+    }
+    h->node_idx = h->node_of[rank];
+    for (int n = 0; n < h->nnodes; n++) {
+        if (h->node_size[n] > h->maxppn) h->maxppn = h->node_size[n];
+        if (h->node_size[n] != h->node_size[0]) h->uneven = 1;
+    }
+    h->up = malloc(sizeof(MPI_Comm) * (size_t)h->maxppn);
+    h->up_built = calloc((size_t)h->maxppn, 1);
+    for (int j = 0; j < h->maxppn; j++) h->up[j] = MPI_COMM_NULL;
+    free(all); free(idx);
+    MPI_Comm_set_attr(comm, keyval, h);
+    return h;
+}
+
+/* Leaders for a root of node-local rank j: on every node the rank of local
+ * rank j, or local rank 0 where the node is smaller; ordered by node index. */
+MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j)
+{
+    if (!h->up_built[j]) {
+        int lead = h->lrank == ct_hier_leader(h, h->node_idx, j);
+        MPI_Comm_split(comm, lead ? 0 : MPI_UNDEFINED, h->node_idx, &h->up[j]);
+        h->up_built[j] = 1;
+    }
+    return h->up[j];
+}
+
+int ct_hier_info_get(MPI_Comm comm, ct_hier_info *info)
+{
+    ct_hier *h = ct_hier_get(comm);
+    *info = (ct_hier_info){h->nnodes, h->node_idx, h->lrank, h->nlocal, h->maxppn, h->uneven};
+    return MPI_SUCCESS;
+}

@@ -1,0 +1,135 @@
+"""HAN hierarchical collectives (native/hier, docs/hier.md): correctness under
+SMPI with several (virtual) node sizes, including uneven nodes, and on the real
+Open MPI / MPICH wheels with virtual nodes on one host; the task benchmark's
+records. The matrix driver is the flat algorithms' algotest (it iterates the
+catalogue, where bcast/han and allreduce/han are registered)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from colltune import platforms
+from test_algorithms_smpi import REAL, check_run, expected_cases, parse_listing
+
+REPO = Path(__file__).resolve().parents[1]
+NATIVE = REPO / "native"
+DEPS = REPO / ".deps"
+
+
+def build(mpicc: str, out: Path) -> Path:
+    r = subprocess.run(["make", "-s", "-C", str(NATIVE), "algotest", "taskbench", f"MPICC={mpicc}",
+                        f"OUT={out}"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def smpi(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hier-smpi")
+    out = build("smpicc", tmp / "build")
+    plat = platforms.load("small")               # 8 nodes x 4 cores
+    hostfile = plat.write_hostfile(8, 4, tmp / "hosts")
+
+    def run(np_: int, exe: str, args: list[str], vnode: int = 0) -> str:
+        cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", hostfile,
+               *plat.smpirun_cfg_args(), "--log=xbt_cfg.thres:warning", "--log=smpi_coll.thres:warning",
+               str(out / exe), *args]
+        env = {**os.environ, "COLLTUNE_VNODE_SIZE": str(vnode)}
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp, env=env)
+        assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        return r.stdout
+    return run
+
+
+@pytest.fixture(scope="module")
+def han_catalogue(smpi):
+    return [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"])) if a["name"] == "han"]
+
+
+# vnode 0: the simulated hosts (4 ranks each, the last node uneven when k % 4);
+# 3: nodes of 3 + 1 ranks per host; 1: one rank per node
+@pytest.mark.parametrize("vnode", [0, 3, 1])
+@pytest.mark.parametrize("coll", ["bcast", "allreduce"])
+def test_han_matrix_smpi_every_subcommunicator(smpi, han_catalogue, coll, vnode):
+    """Communicators of 1..13 ranks and WORLD (13), every root, counts 0,1,7;
+    int/double/3-byte types; sum/max/non-commutative (declined: library)."""
+    counts = [0, 1, 7]
+    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/han", "-s", "13", "-r", "all",
+                                         "-c", ",".join(map(str, counts))], vnode)
+    algs = [a for a in han_catalogue if a["coll"] == coll]
+    check_run(out, expected_cases(algs, 13, 13, True, counts))
+
+
+@pytest.mark.parametrize("vnode", [0, 5])
+def test_han_matrix_smpi_large_counts(smpi, han_catalogue, vnode):
+    """WORLD of 24 ranks (vnode 5: nodes of 4, or 5+... uneven), counts up to
+    1031 with every parameter probe (fs=1000 bytes: many segments)."""
+    counts = [0, 1, 7, 100, 1031]
+    for coll in ("bcast", "allreduce"):
+        out = smpi(24, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few",
+                                             "-c", ",".join(map(str, counts))], vnode)
+        algs = [a for a in han_catalogue if a["coll"] == coll]
+        check_run(out, expected_cases(algs, 24, 0, False, counts))
+
+
+# (bcast params, allreduce params): modules and trees of both levels
+SETTINGS = [
+    ("imod=1,smod=1,ibalg=3,fs=65536,ibs=16384", "imod=1,smod=1,ibalg=3,iralg=3,fs=65536,irs=16384"),
+    ("imod=0,smod=0", "imod=0,smod=0"),
+    ("imod=1,smod=2,ibalg=4,fs=131072", "imod=1,smod=2,ibalg=4,iralg=4,fs=131072"),
+    ("imod=0,smod=1,salg=3,fs=16384,ss=4096", "imod=0,smod=1,sralg=1,sbalg=3,fs=16384,ss=4096"),
+    # trees the matrix probes leave out: binary, linear, 4-nomial on both levels
+    ("ibalg=2,salg=4,fs=200000,ss=0", "ibalg=5,iralg=2,sralg=4,sbalg=2,fs=200000,ss=0"),
+]
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=[b for b, _ in SETTINGS])
+def test_han_whole_collective_large_message(smpi, settings):
+    """1 MiB on 32 ranks (8 nodes x 4), several module/tree choices, root 5:
+    the result is checked on every rank and HAN really ran (not declined)."""
+    for coll, params in zip(("bcast", "allreduce"), settings):
+        out = smpi(32, "colltune-taskbench", ["--coll", coll, "--bytes", "1048576", "--whole", "han",
+                                              "--check", "--reps", "1", "--root", "5", "--params", params])
+        recs = [json.loads(line) for line in out.splitlines()]
+        assert len(recs) == 1 and recs[0]["check"] == "ok" and recs[0]["ran"] == "han", (out, recs)
+        assert recs[0]["nodes"] == 8 and recs[0]["completion"] > 0
+
+
+def test_taskbench_task_records(smpi):
+    """Tasks timed per process: ib(0) runs on the 8 leaders only; a short
+    sbib pipeline gives one record per task with per-rank times."""
+    out = smpi(32, "colltune-taskbench", ["--coll", "bcast", "--bytes", str(4 * 65536), "--tasks",
+                                          "ib(0);sbib(1);sbib(2);sbib(3);sb(3)", "--reps", "2",
+                                          "--params", "fs=65536"])
+    recs = [json.loads(line) for line in out.splitlines()]
+    assert [r["task"] for r in recs] == ["ib(0)", "sbib(1)", "sbib(2)", "sbib(3)", "sb(3)"] * 2
+    for r in recs:
+        assert r["segments"] == 4 and len(r["times"]) == 32 and sum(r["leader"]) == 8
+        assert r["max_leader"] == max(t for t, lead in zip(r["times"], r["leader"]) if lead)
+    ib = recs[0]
+    assert ib["max_leader"] > 0
+    assert max(t for t, lead in zip(ib["times"], ib["leader"]) if not lead) < ib["max_leader"] / 10
+
+
+@pytest.mark.parametrize("mpi", sorted(REAL))
+def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
+    """The matrix on the real library, 5 ranks on one host cut into virtual
+    nodes of 2 (2+2+1: uneven), every sub-communicator and root."""
+    bindir = DEPS / mpi / "bin"
+    if not (bindir / "mpicc").exists():
+        pytest.skip(f"{mpi} wheel not installed ({bindir / 'mpicc'} missing)")
+    out = build(str(bindir / "mpicc"), tmp_path / "build")
+    extra, env = REAL[mpi]
+    counts = [0, 1, 7, 100]
+    for coll in ("bcast", "allreduce"):
+        cmd = [str(bindir / "mpirun"), *extra, "-np", "5", str(out / "colltune-algotest"), "-a",
+               f"{coll}/han", "-s", "5", "-r", "all", "-c", ",".join(map(str, counts))]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, **env, "COLLTUNE_VNODE_SIZE": "2"})
+        assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        algs = [a for a in han_catalogue if a["coll"] == coll]
+        check_run(r.stdout, expected_cases(algs, 5, 5, True, counts))
