@@ -150,17 +150,17 @@ class LocalBackend(Backend):
                      f"oversubscribe them and their timings are noise"),
         }
 
-    def command(self, launch: Launch, json_path: str) -> list[str]:
-        nprocs = launch.nodes * launch.ppn
-        cmd = [self.impl.launcher, *launch.mods.launcher_args, "-n", str(nprocs)]
-        if self.impl.name == "openmpi" and nprocs > host_cores():
-            cmd.append("--oversubscribe")
-        cmd += [str(self.bench), *launch.bench_args, "--json", json_path]
-        if launch.mods.env:
-            cmd = ["env", *(f"{k}={v}" for k, v in launch.mods.env.items()), *cmd]
-        return cmd
+    # Hooks of the netns backend (several emulated hosts): where the launcher runs,
+    # its placement options, and which layouts are accepted.
+    def launch_prefix(self) -> list[str]:
+        return []
 
-    def run(self, launch: Launch, workdir: str) -> LaunchResult:
+    def placement_args(self, launch: Launch, workdir: str) -> list[str]:
+        if self.impl.name == "openmpi" and launch.nodes * launch.ppn > host_cores():
+            return ["--oversubscribe"]
+        return []
+
+    def check_layout(self, launch: Launch) -> None:
         if launch.nodes != 1:
             raise BackendError(f"the local backend runs on this one host: layout "
                                f"{launch.nodes}x{launch.ppn} needs {launch.nodes} nodes "
@@ -168,6 +168,21 @@ class LocalBackend(Backend):
         if not 1 <= launch.ppn <= max_ranks():
             raise BackendError(f"layout 1x{launch.ppn}: at most {max_ranks()} ranks on this "
                                f"host ({host_cores()} cores)")
+
+    def mpiexec(self, launch: Launch, workdir: str) -> list[str]:
+        """The command up to the program: launcher, forcing and placement options."""
+        return [*self.launch_prefix(), self.impl.launcher, *launch.mods.launcher_args,
+                *self.placement_args(launch, workdir), "-n", str(launch.nodes * launch.ppn)]
+
+    def command(self, launch: Launch, json_path: str) -> list[str]:
+        cmd = [*self.mpiexec(launch, os.path.dirname(json_path)), str(self.bench),
+               *launch.bench_args, "--json", json_path]
+        if launch.mods.env:
+            cmd = ["env", *(f"{k}={v}" for k, v in launch.mods.env.items()), *cmd]
+        return cmd
+
+    def run(self, launch: Launch, workdir: str) -> LaunchResult:
+        self.check_layout(launch)
         os.makedirs(workdir, exist_ok=True)
         json_path = os.path.join(workdir, "records.jsonl")
         if os.path.exists(json_path):
