@@ -81,8 +81,8 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     else o->kind = red ? NB_REDUCE : NB_BCAST;
     o->tag = (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE ? 16384 : 0) + (int)s.sub * 4096
              + s.seg % 4096;
-    o->parent = inter ? (red ? h->p.iralg : h->p.ibalg) : h->p.salg;  /* tree value, see nb_start */
-    int inner = inter ? (red ? h->p.irs : h->p.ibs) : 0;
+    o->parent = inter ? (red ? h->p.iralg : h->p.ibalg) : (red ? h->p.sralg : h->p.salg);  /* tree value, see nb_start */
+    int inner = inter ? (red ? h->p.irs : h->p.ibs) : h->p.ss;
     o->sub = ct_seg_elems(inner, h->ext, o->count);
     o->slot = h->seg * h->ext;
     if (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE)

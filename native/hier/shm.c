@@ -5,7 +5,9 @@
  * so only node-local rank 0 allocates and everyone queries rank 0: correct on
  * SMPI and on real libraries alike. Copies and reductions are charged.
  *   sb: root copies the segment into the slot, notifies; each rank copies it
- *       out and acknowledges (the slot is reused after all acks).
+ *       out and acknowledges; after all acks the root releases everyone, so
+ *       no rank starts the next op (perhaps as the next root, writing the
+ *       slot) while another still reads it.
  *   sr: each rank copies its contribution into its own region, tells the
  *       root; on "go" rank k reduces slice k of every region into the root's
  *       region (the reduction work is spread over the node); on "done" from
@@ -92,9 +94,8 @@ int nb_start_shm(nb_op *o)
         if (!root) return post_one(o, 0, 0);                     /* wait for "filled" */
         ct_copy(o->shm, o->buf, bytes);
         fence();
-        o->phase = -1;                                           /* done once all acked */
-        int rc = post_all(o, m, 0);
-        return rc == MPI_SUCCESS ? post_all(o, 0, 1) : rc;
+        int rc = post_all(o, m, 0);                              /* acks */
+        return rc == MPI_SUCCESS ? post_all(o, 0, 1) : rc;       /* "filled" */
     }
     ct_copy(region(o, o->rank), o->buf, bytes);
     fence();
@@ -108,11 +109,20 @@ int nb_complete_shm(nb_op *o, int idx)
     int m = o->size - 1, rc = MPI_SUCCESS, root = o->rank == o->root;
     (void)idx;
     if (o->pending > 0 || o->phase < 0) return MPI_SUCCESS;      /* phase not over yet */
-    if (o->kind == NB_SHM_BCAST) {                               /* non-root: slot filled */
+    if (o->kind == NB_SHM_BCAST && root) {                       /* all copied: release */
+        o->phase = -1;
+        return post_all(o, 2 * m, 1);
+    }
+    if (o->kind == NB_SHM_BCAST && o->phase == 1) {              /* slot filled: copy, ack */
         fence();
         ct_copy(o->buf, o->shm, o->count * o->ext);
+        o->phase = 2;
+        int rc = post_one(o, 1, 1);
+        return rc == MPI_SUCCESS ? post_one(o, 2, 0) : rc;       /* wait for the release */
+    }
+    if (o->kind == NB_SHM_BCAST) {                               /* released */
         o->phase = -1;
-        return post_one(o, 1, 1);
+        return MPI_SUCCESS;
     }
     if (root && o->phase == 1) {                                 /* all arrived: go */
         o->phase = 2;

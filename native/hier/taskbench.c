@@ -56,9 +56,9 @@ static ct_han_params han_params(ct_coll coll, const int *p)
 {
     if (coll == CT_BCAST)
         return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3], .smod = p[4],
-                               .salg = p[5]};
+                               .salg = p[5], .sralg = p[5], .ss = p[6]};
     return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
-                           .irs = p[5], .smod = p[6], .salg = p[7]};
+                           .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9]};
 }
 
 static void print_params(const ct_algorithm *alg, const int *p)

@@ -9,14 +9,14 @@ static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 static int run(const ct_args *a, const int *p)
 {
     ct_han_params hp = {.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3],
-                        .smod = p[4], .salg = p[5]};
+                        .smod = p[4], .salg = p[5], .ss = p[6]};
     return ct_han_bcast(a, &hp);
 }
 
 const ct_algorithm ct_bcast_han = {
     .id = 8, .name = "han", .coll = CT_BCAST,
     .description = "hierarchical task-based (HAN): segments, inter-node ib overlapped with intra-node sb",
-    .nparams = 6,
+    .nparams = 7,
     .params = {
         {.name = "fs", .unit = "bytes", .help = "segment size, 0 = whole message",
          .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
@@ -26,10 +26,12 @@ const ct_algorithm ct_bcast_han = {
          .def = 1, .min = 1, .max = 5, .nprobe = 2, .probe = {3, 4}},
         {.name = "ibs", .unit = "bytes", .help = "inner segment of one inter-node bcast, 0 = whole",
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
-        {.name = "smod", .unit = "", .help = "intra-node module: 0 library MPI_Bcast, 1 colltune tree (2 shared memory: disabled, docs/hier.md)",
-         .def = 1, .min = 0, .max = 1, .nprobe = 1, .probe = {0}},
+        {.name = "smod", .unit = "", .help = "intra-node module: 0 library MPI_Bcast, 1 colltune tree, 2 shared memory",
+         .def = 1, .min = 0, .max = 2, .nprobe = 2, .probe = {0, 2}},
         {.name = "salg", .unit = "", .help = "intra-node tree (smod 1), values as ibalg",
          .def = 5, .min = 1, .max = 5, .nprobe = 1, .probe = {1}},
+        {.name = "ss", .unit = "bytes", .help = "inner segment of one intra-node tree op, 0 = whole",
+         .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
     },
     .supports = supports, .run = run,
 };

@@ -17,7 +17,7 @@
  * inside a node), colltune's non-blocking tree schedules, or (intra-node
  * only) a shared-memory window. */
 enum { CT_HAN_MOD_LIBRARY = 0, CT_HAN_MOD_TREE = 1, CT_HAN_MOD_SHM = 2 };
-/* Tree shapes of the colltune tree module (values of ibalg/iralg/salg). */
+/* Tree shapes of the colltune tree module (values of ibalg/iralg/salg/sralg). */
 enum { CT_HAN_TREE_BINOMIAL = 1, CT_HAN_TREE_BINARY, CT_HAN_TREE_CHAIN, CT_HAN_TREE_KNOMIAL4,
        CT_HAN_TREE_LINEAR, CT_HAN_NTREES };
 
@@ -27,7 +27,8 @@ typedef struct {
     int ibalg, iralg;  /* inter-node bcast / reduce tree shape (imod = TREE) */
     int ibs, irs;      /* inner segment size of one inter-node bcast / reduce (0: whole) */
     int smod;          /* intra-node module: LIBRARY, TREE or SHM */
-    int salg;          /* intra-node tree shape (smod = TREE) for sb and sr */
+    int ss;            /* inner segment of one intra-node tree op (0: whole) */
+    int salg, sralg;   /* intra-node tree shapes (smod = TREE) of sb and of sr */
 } ct_han_params;
 
 /* Sub-operations of a task, each on one segment. */
