@@ -20,7 +20,7 @@ def add_globals(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output-dir", dest="output_dir", help="where tables and reports go")
     g.add_argument("--backend", help="where benchmarks run (see `colltune info`)")
     g.add_argument("--platform", help="simulated platform: bundled name or XML path")
-    g.add_argument("--mpi", help="MPI library of the local backend: openmpi or mpich")
+    g.add_argument("--mpi", help="MPI library of the local/netns backends: openmpi or mpich")
     g.add_argument("--jobs", type=int, help="launches run concurrently")
     g.add_argument("--timeout", type=float, help="seconds before a launch counts as hung")
     g.add_argument("--warmup", type=int)
