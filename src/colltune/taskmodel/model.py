@@ -11,7 +11,7 @@ D-1 fill tasks, u-D+1 steady tasks (sbib / sbibirsr), D-1 drain tasks.
                        + sum_{s=3}^{u-1} T_i(sbibirsr(s))
                        + T_i(sbibir(u-1)) + T_i(sbib(u-1)) + T_i(sb(u-1))
 
-(i = node). The steady sum uses the measured steady costs of a short pipeline
+(i = node leader in the paper; colltune uses i = rank by default, see costs.py). The steady sum uses the measured steady costs of a short pipeline
 up to the task where the cost stopped changing, then that stable cost: with
 constant steady costs it is the paper's (u-1)·T(sbib(s)). The allreduce drain
 ends with sb(u-1): the brief's formula omits it, but HAN runs it
@@ -59,7 +59,7 @@ def stable_index(costs: list[float], rel: float = STABLE_REL) -> int | None:
 
 
 def node_totals(task_costs: list[list[float]]) -> float:
-    """max over nodes of the sum of the tasks' per-node costs."""
+    """max over nodes (or ranks) of the sum of the tasks' costs there."""
     return max(sum(col) for col in zip(*task_costs))
 
 
