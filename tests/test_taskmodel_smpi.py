@@ -79,3 +79,23 @@ def test_cli_tune_taskmodel_table_and_reuse(workdir):
     second = DecisionTable.load(str(workdir / "out" / "tm2.table.json")).provenance["taskmodel"]
     assert second["pipelines_measured"] == 0 and second["bench_simulated_s"] == 0
     assert second["pipelines_reused"] >= first["pipelines_measured"]
+
+
+def test_report_sections_from_measurements(measured, tmp_path):
+    from colltune.report.taskmodel import render_page
+    store, runner, costs, _ = measured
+    rows = []
+    for conf in (CONF, dict(CONF, fs=524288)):
+        pred = predict_config(costs, "bcast", 2, 4, conf, 1 << 20)
+        meas = measure_whole(costs, "bcast", 2, 4, conf, 1 << 20)["completion_s"]
+        rows.append({"config": str(conf), "params": conf, "predicted_s": pred,
+                     "measured_s": meas, "error": pred / meas - 1})
+    best = min(rows, key=lambda r: r["measured_s"])
+    summary = {"platform": "small", "cost": "rank", "command": "test", "failures": [],
+               "validation": {"bcast": {"nodes": 2, "ppn": 4, "bytes": 1 << 20, "rows": rows,
+                                        "best_match": True, "slowdown": 1.0}}}
+    (tmp_path / "s.json").write_text(json.dumps(summary))
+    page = (tmp_path / "p.html")
+    render_page(str(tmp_path / "s.json"), str(page))
+    text = page.read_text()
+    assert "data:image/png;base64," in text and f"{best['measured_s']:.4g}" in text

@@ -37,7 +37,9 @@ def _table(df: pd.DataFrame, left: set[str] = frozenset(), floatfmt: str = "{:.3
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def render(results: Results, baselines: list[str], path: str, title: str = "colltune report") -> str:
+def render(results: Results, baselines: list[str], path: str, title: str = "colltune report",
+           extra: tuple[str, ...] = ()) -> str:
+    """extra: HTML fragments appended before the provenance (e.g. report.taskmodel.sections)."""
     pts = results.ok().filter(scenario="plain").points
     best = results.best()
     cmp = compare_to_baselines(results, baselines)
@@ -82,6 +84,7 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
         f = fails[["collective", "algorithm", "nodes", "ppn", "msg_size", "status", "check_error"]]
         f = f.assign(check_error=f["check_error"].fillna("").str.slice(0, 160))
         parts.append(_table(f, {"collective", "algorithm", "status", "check_error"}))
+    parts.extend(extra)
     parts.append("<h2>Provenance</h2><pre>" + html.escape(json.dumps(prov, indent=1, default=str))
                  + "</pre></body></html>")
     with open(path, "w") as fh:
