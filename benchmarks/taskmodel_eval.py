@@ -4,7 +4,7 @@ HAN calls on a bundled SimGrid platform.
 
     .venv/bin/python benchmarks/taskmodel_eval.py [--platform small] [--validate 8x4]
         [--layouts 3x4,6x3] [--sizes 300000,3000000] [--colls bcast,allreduce]
-        [--cost rank|leader] [--store results/taskmodel_eval.sqlite] [--json OUT]
+        [--cost rank|leader] [--heuristics] [--store results/taskmodel_eval.sqlite] [--json OUT]
 
 (a) model validation (paper Fig. 4/7): predicted vs measured time of a 4 MiB
     call for every configuration of the space at --validate; error per
@@ -132,6 +132,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="300000,3000000")
     ap.add_argument("--colls", default="bcast,allreduce")
     ap.add_argument("--cost", default="rank", choices=["rank", "leader"])
+    ap.add_argument("--heuristics", action="store_true", help="the tuner's --heuristics")
     ap.add_argument("--store", default="results/taskmodel_eval.sqlite")
     ap.add_argument("--json", help="summary JSON (default: next to --store)")
     ap.add_argument("--html", help="report page (default: next to --json)")
@@ -141,9 +142,11 @@ def main() -> int:
     backend = SimBackend(settings, a.platform)
     backend.prepare()
     store = Store(a.store)
-    costs = TaskCosts(store, TaskRunner(backend, settings), backend.provenance(), a.cost)
+    costs = TaskCosts(store, TaskRunner(backend, settings), backend.provenance(), a.cost,
+                      a.heuristics)
     colls, failures, t0 = a.colls.split(","), [], time.monotonic()
-    out = {"platform": a.platform, "cost": a.cost, "command": " ".join(sys.argv)}
+    out = {"platform": a.platform, "cost": a.cost, "heuristics": a.heuristics,
+           "command": " ".join(sys.argv)}
     if a.validate:
         out["validation"] = validate(costs, colls, *layout(a.validate), a.validate_bytes, failures)
     if a.layouts:
@@ -151,7 +154,7 @@ def main() -> int:
                                    parse_list(a.sizes, "message size"), failures)
     if failures:
         print("\nfailed measurements (excluded):\n  " + "\n  ".join(failures))
-    path = a.json or os.path.splitext(a.store)[0] + f"_{a.platform}_{a.cost}.json"
+    path = a.json or os.path.splitext(a.store)[0] + f"_{a.platform}_{a.cost}{'_h' if a.heuristics else ''}.json"
     with open(path, "w") as fh:
         json.dump({**out, "failures": failures}, fh, indent=1)
     from colltune.report.taskmodel import render_page

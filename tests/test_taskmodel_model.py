@@ -70,3 +70,10 @@ def test_configurations_dedupe_and_allreduce_trees():
     assert all(c["ibalg"] == 1 for c in b if c["imod"] == 0)
     a = configurations("allreduce")
     assert all(c["iralg"] == c["ibalg"] for c in a)
+
+
+def test_steady_stable():
+    from colltune.taskmodel.model import steady_stable
+    # bcast: ib(0), sbib x3, sb -> steady = the 3 sbib
+    assert steady_stable("bcast", [[5.0], [4.0], [3.0], [3.0], [1.0]]) == 2
+    assert steady_stable("bcast", [[5.0], [4.0], [3.0], [2.0], [1.0]]) is None

@@ -99,3 +99,14 @@ def test_report_sections_from_measurements(measured, tmp_path):
     render_page(str(tmp_path / "s.json"), str(page))
     text = page.read_text()
     assert "data:image/png;base64," in text and f"{best['measured_s']:.4g}" in text
+
+
+def test_heuristics_short_pipeline(measured, sim_backend):
+    store, runner, costs, _ = measured
+    h = TaskCosts(store, runner, sim_backend.provenance(), heuristics=True)
+    pred = predict_config(h, "bcast", 2, 4, CONF, 1 << 20)
+    whole = measure_whole(h, "bcast", 2, 4, CONF, 1 << 20)
+    assert h.measured >= 1                      # the 4-segment pipeline is new
+    segs = {r[0] for r in store.db.execute("SELECT segments FROM taskmodel_pipelines")}
+    assert 4 in segs
+    assert abs(pred / whole["completion_s"] - 1) <= TOL

@@ -137,7 +137,7 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
     tuner = TUNERS.get(strategy)(provider, space, baselines)
     with session.store as store:
         if hasattr(tuner, "attach"):  # tuners that measure by themselves (taskmodel)
-            tuner.attach(backend, session.settings, store)
+            tuner.attach(backend, session.settings, store, getattr(args, "heuristics", False))
         summary = Campaign(name, backend, store, session.settings, not args.quiet,
                            getattr(args, "retry_failed", False)).run(tuner.plan())
         results = Results.from_store(store, name)

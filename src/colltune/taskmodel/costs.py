@@ -23,10 +23,15 @@ import json
 import time
 
 from ..store import point_key
-from .model import depth, pipeline_tasks
+from .model import depth, pipeline_tasks, steady_stable
 
 # Segments of the short pipeline that yields fill, steady and drain costs.
 PIPE_SEGMENTS = {"bcast": 6, "allreduce": 7}
+# --heuristics, H1 (docs/taskmodel.md): 3 steady tasks first, and a long
+# pipeline only if their cost did not stabilise. Measured on small (41
+# pipelines of the default length): 35 stable by the 3rd steady task.
+PIPE_SEGMENTS_SHORT = {"bcast": 4, "allreduce": 6}
+PIPE_SEGMENTS_LONG = {"bcast": 12, "allreduce": 13}
 # Parameters each collective's tasks depend on (fs enters through segment bytes).
 RELEVANT = {"bcast": ("imod", "ibalg", "ibs", "smod", "salg", "ss"),
             "allreduce": ("imod", "ibalg", "iralg", "ibs", "irs", "smod", "sralg", "salg",
@@ -59,10 +64,12 @@ def leader_costs(rec: dict, last: bool) -> list[float]:
 class TaskCosts:
     """Measured pipelines in the store; measures what is missing through a TaskRunner."""
 
-    def __init__(self, store, runner, provenance: dict, cost: str = "rank"):
+    def __init__(self, store, runner, provenance: dict, cost: str = "rank",
+                 heuristics: bool = False):
         if cost not in COST_KINDS:
             raise ValueError(f"task cost {cost!r}: expected one of {', '.join(COST_KINDS)}")
         self.db, self.runner, self.cost = store.db, runner, cost
+        self.heuristics = heuristics
         self.platform = provenance.get("platform")
         self.sha = provenance.get("platform_sha256")
         self.db.executescript(_DDL)
@@ -116,7 +123,12 @@ class TaskCosts:
             return {"short": self.pipeline(coll, nodes, ppn, params, nbytes, 1)}
         if u < depth(coll):   # exact short call (its last segment may be partial)
             return {"short": self.pipeline(coll, nodes, ppn, params, fs, u, nbytes)}
-        return {"pipe": self.pipeline(coll, nodes, ppn, params, fs, PIPE_SEGMENTS[coll])}
+        if not self.heuristics:
+            return {"pipe": self.pipeline(coll, nodes, ppn, params, fs, PIPE_SEGMENTS[coll])}
+        pipe = self.pipeline(coll, nodes, ppn, params, fs, PIPE_SEGMENTS_SHORT[coll])
+        if steady_stable(coll, pipe) is None:
+            pipe = self.pipeline(coll, nodes, ppn, params, fs, PIPE_SEGMENTS_LONG[coll])
+        return {"pipe": pipe}
 
     def spent(self, keys) -> float:
         """Simulated seconds the given stored pipelines cost to measure."""

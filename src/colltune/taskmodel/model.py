@@ -58,6 +58,12 @@ def stable_index(costs: list[float], rel: float = STABLE_REL) -> int | None:
     return None
 
 
+def steady_stable(coll: str, pipe: list[list[float]]) -> int | None:
+    """Index of the first stable steady task of a pipeline (None: not stable)."""
+    d = depth(coll)
+    return stable_index([max(c) for c in pipe[d - 1:len(pipe) - (d - 1)]])
+
+
 def node_totals(task_costs: list[list[float]]) -> float:
     """max over nodes (or ranks) of the sum of the tasks' costs there."""
     return max(sum(col) for col in zip(*task_costs))
@@ -78,7 +84,7 @@ def predict(coll: str, u: int, short: list[list[float]] | None = None,
     if pipe is None or len(pipe) < 2 * d - 1:
         raise ValueError(f"{coll} with u={u} needs a pipeline of at least {d} segments")
     fill, steady, drain = pipe[:d - 1], pipe[d - 1:len(pipe) - (d - 1)], pipe[len(pipe) - (d - 1):]
-    j = stable_index([max(c) for c in steady])
+    j = steady_stable(coll, pipe)
     keep = steady if j is None else steady[:j + 1]
     n_steady = u - d + 1
     used = keep[:n_steady] + [keep[-1]] * max(0, n_steady - len(keep))

@@ -24,8 +24,9 @@ PROVIDER, ALGORITHM = "colltune", "han"
 class TaskModelTuner(Tuner):
     name = "taskmodel"
 
-    def attach(self, backend, settings, store) -> None:
-        self.costs = TaskCosts(store, TaskRunner(backend, settings), backend.provenance())
+    def attach(self, backend, settings, store, heuristics: bool = False) -> None:
+        self.costs = TaskCosts(store, TaskRunner(backend, settings), backend.provenance(),
+                               heuristics=heuristics)
         self.choices: dict = {}
 
     def plan(self):
@@ -48,7 +49,8 @@ class TaskModelTuner(Tuner):
                 pts = [(m, ALGORITHM, PROVIDER, dict(self.choices[(coll, nodes, ppn, m)][0]),
                         self.choices[(coll, nodes, ppn, m)][1]) for m in self.space.sizes]
                 entries.append(Entry(coll, nodes, ppn, rules_from_points(pts)))
-        prov = {**provenance, "taskmodel": {"pipelines_measured": self.costs.measured,
+        prov = {**provenance, "taskmodel": {"heuristics": self.costs.heuristics,
+                                            "pipelines_measured": self.costs.measured,
                                             "pipelines_reused": self.costs.reused,
                                             "bench_simulated_s": self.costs.bench_s}}
         return DecisionTable(self.name, prov, tuple(entries))
