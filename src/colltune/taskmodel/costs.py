@@ -23,15 +23,15 @@ import json
 import time
 
 from ..store import point_key
-from .model import depth, pipeline_tasks, steady_stable
+from .model import depth, pipeline_tasks
 
 # Segments of the short pipeline that yields fill, steady and drain costs.
 PIPE_SEGMENTS = {"bcast": 6, "allreduce": 7}
-# --heuristics, H1 (docs/taskmodel.md): 3 steady tasks first, and a long
-# pipeline only if their cost did not stabilise. Measured on small (41
-# pipelines of the default length): 35 stable by the 3rd steady task.
+# --heuristics, H1 (docs/taskmodel.md): pipelines with 3 steady tasks. Measured
+# on small (41 pipelines of the default length): 35 stable by the 3rd steady
+# task; the others never stabilise within 12 segments either (re-measuring them
+# longer cost more and predicted worse), so the last cost is used as by default.
 PIPE_SEGMENTS_SHORT = {"bcast": 4, "allreduce": 6}
-PIPE_SEGMENTS_LONG = {"bcast": 12, "allreduce": 13}
 # Parameters each collective's tasks depend on (fs enters through segment bytes).
 RELEVANT = {"bcast": ("imod", "ibalg", "ibs", "smod", "salg", "ss"),
             "allreduce": ("imod", "ibalg", "iralg", "ibs", "irs", "smod", "sralg", "salg",
@@ -59,6 +59,13 @@ def leader_costs(rec: dict, last: bool) -> list[float]:
         if last or lead:
             out[node] = max(out[node], float(t))
     return out
+
+
+def bench_seconds(rank_costs: list[list[float]]) -> float:
+    """Simulated seconds a pipeline launch spends: warm-up + one timed repetition,
+    each as long as its slowest rank's back-to-back tasks (the same measure as a
+    whole call's completion, after the same barrier)."""
+    return 2 * max(sum(col) for col in zip(*rank_costs))
 
 
 class TaskCosts:
@@ -105,8 +112,7 @@ class TaskCosts:
         out = [{"task": r["task"], "max_leader": r["max_leader"], "max_all": r["max_all"],
                 "leader": leader_costs(r, i == len(recs) - 1), "rank": [float(t) for t in r["times"]]}
                for i, r in enumerate(recs)]
-        # Simulated seconds spent: warmup + timed repetition of every task.
-        bench = 2 * sum(r["max_all"] for r in recs)
+        bench = bench_seconds([t["rank"] for t in out])
         with self.db:
             self.db.execute(
                 "INSERT INTO taskmodel_pipelines VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -123,12 +129,8 @@ class TaskCosts:
             return {"short": self.pipeline(coll, nodes, ppn, params, nbytes, 1)}
         if u < depth(coll):   # exact short call (its last segment may be partial)
             return {"short": self.pipeline(coll, nodes, ppn, params, fs, u, nbytes)}
-        if not self.heuristics:
-            return {"pipe": self.pipeline(coll, nodes, ppn, params, fs, PIPE_SEGMENTS[coll])}
-        pipe = self.pipeline(coll, nodes, ppn, params, fs, PIPE_SEGMENTS_SHORT[coll])
-        if steady_stable(coll, pipe) is None:
-            pipe = self.pipeline(coll, nodes, ppn, params, fs, PIPE_SEGMENTS_LONG[coll])
-        return {"pipe": pipe}
+        segs = (PIPE_SEGMENTS_SHORT if self.heuristics else PIPE_SEGMENTS)[coll]
+        return {"pipe": self.pipeline(coll, nodes, ppn, params, fs, segs)}
 
     def spent(self, keys) -> float:
         """Simulated seconds the given stored pipelines cost to measure."""
