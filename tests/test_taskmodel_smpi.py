@@ -110,3 +110,9 @@ def test_heuristics_short_pipeline(measured, sim_backend):
     segs = {r[0] for r in store.db.execute("SELECT segments FROM taskmodel_pipelines")}
     assert 4 in segs
     assert abs(pred / whole["completion_s"] - 1) <= TOL
+
+
+def test_cli_rejects_collective_without_pipeline(workdir):
+    proc = run_cli("tune", "--strategy", "taskmodel", "--collectives", "allgather",
+                   "--layouts", "2x4", "--sizes", "1000", "--platform", "small", check=False)
+    assert proc.returncode == 2 and "allgather" in proc.stderr and "bcast" in proc.stderr

@@ -12,6 +12,7 @@ from ..decision import DecisionTable, Entry, rules_from_points
 from ..errors import ColltuneError
 from ..results import Results
 from ..taskmodel.costs import TaskCosts
+from ..taskmodel.model import STAGES
 from ..taskmodel.runner import TaskRunner
 from ..taskmodel.search import best_predicted, configurations
 from . import TUNERS
@@ -34,6 +35,10 @@ class TaskModelTuner(Tuner):
         campaign itself then has nothing to run."""
         if not hasattr(self, "costs"):
             raise ColltuneError("the taskmodel tuner needs attach(backend, settings, store)")
+        other = [c for c in self.space.collectives if c not in STAGES]
+        if other:
+            raise ColltuneError(f"the taskmodel tuner knows the HAN task pipelines of "
+                                f"{', '.join(STAGES)}, not {', '.join(other)}")
         for coll in self.space.collectives:
             confs = configurations(coll)
             for nodes, ppn in self.space.layouts:
