@@ -2,58 +2,84 @@
 """colltune HAN bcast/allreduce vs SMPI's `ompi` and `mpich` selectors on a
 bundled platform, with the distance to the bandwidth lower bound.
 
-    .venv/bin/python benchmarks/han_vs_selectors.py [--layout 16x12] [--sizes 8,1K,64K,1M,8M]
-        [--out results/han_16x12.jsonl] [--timeout 600]
+    .venv/bin/python benchmarks/han_vs_selectors.py [--platform fattree64x12] [--layout 16x12]
+        [--sizes 8,1K,64K,1M,8M,64M] [--charge on|off] [--out F.jsonl] [--timeout 600]
 
 Every point is one smpirun of colltune-taskbench --whole (1 warm-up + 1 timed
-call; SMPI is deterministic). Records are appended to --out as JSON lines and
+call; SMPI is deterministic; user buffers SMPI_SHARED_MALLOC'ed so 64 MiB fits
+on hundreds of ranks; correctness is tests/test_hier_smpi.py's job): colltune HAN with a few settings, the library's
+MPI_ collective under SMPI's `ompi` / `mpich` selectors, and the best SMPI flat
+algorithms of the exhaustive 16x12 campaign (smpi:<name>). Records are appended to --out as JSON lines and
 points already there are skipped: the run is resumable. A crash or timeout is
-recorded as such, never as a time. Lower bounds (>= 1 MiB): bcast m/B,
-allreduce 2m(N-1)/N/B, B = the platform's link bandwidth (injection).
+recorded as such, never as a time. Lower bounds (>= 1 MiB): LBnet = bcast m/B,
+allreduce 2m(N-1)/N/B (B = the platform's link bandwidth = injection);
+LBnode also counts the node (loopback bandwidth, reduction rate).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from colltune import platforms
 from colltune.sizes import human_bytes, parse_list
 
 REPO = Path(__file__).resolve().parents[1]
+# a few reasonable HAN settings per collective (whole = one segment, binomial,
+# for small messages; chain/4-nomial pipelines for large ones; the library's
+# own modules on both levels)
 HAN_SETTINGS = {
-    "han-chain": "fs=1048576,ibs=131072,ibalg=3,iralg=3,irs=131072,salg=5",
-    "han-binomial": "fs=524288,ibs=65536,ibalg=1,iralg=1,salg=5",
-    "han-library": "imod=0,smod=0",
+    "bcast": {
+        "han-whole": "fs=0,ibs=0,ibalg=1,ss=0",
+        "han-chain": "fs=524288,ibs=65536,ibalg=3,ss=65536",
+        "han-4nomial": "fs=262144,ibs=65536,ibalg=4,ss=65536",
+        "han-library": "imod=0,smod=0",
+    },
+    "allreduce": {
+        "han-whole": "fs=0,ibs=0,irs=0,ibalg=1,iralg=1,ss=0",
+        "han-chain": "fs=524288,ibs=65536,irs=65536,ibalg=3,iralg=3,ss=65536",
+        "han-4nomial": "fs=262144,ibs=65536,irs=65536,ibalg=4,iralg=4,ss=65536",
+        "han-library": "imod=0,smod=0",
+    },
 }
+# the best SMPI flat algorithms of the 16x12 exhaustive campaign
+# (docs/results-fattree.md), forced with --cfg=smpi/<coll>:<name>
+SMPI_BEST = {"bcast": ["mvapich2_knomial_intra_node", "SMP_binary", "scatter_LR_allgather"],
+             "allreduce": ["mvapich2_rs", "lr"]}
 SELECTORS = ["ompi", "mpich"]
 
 
-def injection_bw(xml: str) -> float:
-    """The cluster's per-link bandwidth (`bw="12.5GBps"`) in bytes/s."""
-    import re
-    import xml.etree.ElementTree as ET
+def injection_bw(xml: str) -> tuple[float, float]:
+    """The cluster's per-link and loopback bandwidths (`bw="12.5GBps"`) in bytes/s."""
     c = next(ET.parse(xml).getroot().iter("cluster"))
-    m = re.fullmatch(r"([\d.]+)([GMk]?)Bps", c.get("bw", ""))
-    if not m:
-        raise SystemExit(f"{xml}: cannot read cluster bw={c.get('bw')!r}")
-    return float(m[1]) * {"G": 1e9, "M": 1e6, "k": 1e3, "": 1}[m[2]]
+
+    def val(key):
+        m = re.fullmatch(r"([\d.]+)([GMk]?)Bps", c.get(key, ""))
+        if not m:
+            raise SystemExit(f"{xml}: cannot read cluster {key}={c.get(key)!r}")
+        return float(m[1]) * {"G": 1e9, "M": 1e6, "k": 1e3, "": 1}[m[2]]
+    return val("bw"), val("loopback_bw")
 
 
-def run_point(exe, plat, hostfile, np_, coll, size, impl, params, timeout):
+def run_point(exe, plat, hostfile, np_, coll, size, impl, params, timeout, env):
     cfg = plat.smpirun_cfg_args() + ["--log=root.thres:critical"]
     if impl in SELECTORS:
         cfg.append(f"--cfg=smpi/coll-selector:{impl}")
-    args = ["--coll", coll, "--bytes", str(size), "--reps", "1", "--whole",
-            "library" if impl in SELECTORS else "han"]
+    elif impl.startswith("smpi:"):
+        cfg.append(f"--cfg=smpi/{coll}:{impl[5:]}")
+    args = ["--coll", coll, "--bytes", str(size), "--reps", "1", "--shared", "--whole",
+            "han" if impl.startswith("han") else "library"]
     if params:
         args += ["--params", params]
     cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", hostfile, *cfg, exe, *args]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"status": "timeout"}
     recs = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
@@ -66,14 +92,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--platform", default="fattree64x12")
     ap.add_argument("--layout", default="16x12")
-    ap.add_argument("--sizes", default="8,1K,64K,1M,8M")
+    ap.add_argument("--sizes", default="8,1K,64K,1M,8M,64M")
     ap.add_argument("--collectives", default="bcast,allreduce")
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--no-run", action="store_true", help="print what --out holds, measure nothing")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated implementations to measure (e.g. han-chain,ompi); default all")
+    ap.add_argument("--charge", choices=["on", "off"], default="on",
+                    help="off: COLLTUNE_REDUCE_RATE=COLLTUNE_COPY_RATE=0, equal terms with SMPI's "
+                         "built-ins, which charge no reduction or copy")
     a = ap.parse_args()
     plat = platforms.load(a.platform)
     nodes, ppn = (int(x) for x in a.layout.split("x"))
-    out = Path(a.out or f"results/han_{a.platform}_{a.layout}.jsonl")
+    out = Path(a.out or f"results/han_{a.platform}_{a.layout}_charge-{a.charge}.jsonl")
+    env = {**os.environ}
+    if a.charge == "off":
+        env.update(COLLTUNE_REDUCE_RATE="0", COLLTUNE_COPY_RATE="0")
     out.parent.mkdir(parents=True, exist_ok=True)
     done = {}
     if out.exists():
@@ -87,35 +122,52 @@ def main() -> int:
         print(b.stderr, file=sys.stderr)
         return 1
     hostfile = plat.write_hostfile(nodes, ppn, tmp / "hosts")
-    impls = {**HAN_SETTINGS, **{s: None for s in SELECTORS}}
+    def impls(coll):
+        return {**HAN_SETTINGS[coll], **{s: None for s in SELECTORS},
+                **{f"smpi:{n}": None for n in SMPI_BEST[coll]}}
+
     with out.open("a") as f:
         for coll in a.collectives.split(","):
             for size in parse_list(a.sizes):
-                for impl, params in impls.items():
-                    if (coll, size, impl) in done:
+                for impl, params in impls(coll).items():
+                    if (coll, size, impl) in done or (a.only and impl not in a.only.split(",")) or a.no_run:
                         continue
                     r = run_point(str(tmp / "colltune-taskbench"), plat, hostfile, nodes * ppn, coll,
-                                  size, impl, params, a.timeout)
+                                  size, impl, params, a.timeout, env)
                     r.update(coll=coll, size=size, impl=impl, params=params, layout=a.layout,
-                             platform=a.platform)
+                             platform=a.platform, charge=a.charge)
                     done[(coll, size, impl)] = r
                     f.write(json.dumps(r) + "\n")
                     f.flush()
-    bw = injection_bw(plat.xml_path)
-    print(f"{a.platform} {a.layout}: time (us); ratio = T(ompi)/T(best HAN); LB = bandwidth lower bound")
+    bw, loop = injection_bw(plat.xml_path)
+    rates = json.loads(Path(plat.xml_path).with_suffix(".json").read_text())["charge_rates"]
+    red = rates["reduction_bytes_per_s"]
+    print(f"{a.platform} {nodes}x{ppn} = {nodes * ppn} ranks, SimGrid SMPI (deterministic), one call after a "
+          f"warm-up, time to completion in us; charging of colltune's reductions/copies: {a.charge} "
+          f"(SMPI's built-ins charge nothing); shared (garbage) buffers")
+    print(f"LBnet: bcast m/B, allreduce 2m(N-1)/N/B with B = {bw / 1e9:g} GB/s; LBnode adds the node: "
+          f"bcast max(LBnet, m/loopback {loop / 1e9:g} GB/s), allreduce max(LBnet, m(ppn-1)/ppn/R, R = "
+          f"{red / 1e9:g} GB/s reduction)")
     for coll in a.collectives.split(","):
-        print(f"\n{coll}\n{'size':>8} " + " ".join(f"{i:>13}" for i in impls) + "   vs ompi   HAN/LB")
+        names = list(impls(coll))
+        print(f"\n{coll}\n{'size':>8} " + " ".join(f"{i[:13]:>13}" for i in names)
+              + "  ompi/HAN  bestflat/HAN  HAN/LBnet  HAN/LBnode")
         for size in parse_list(a.sizes):
-            row = [done.get((coll, size, i), {}) for i in impls]
-            cells = [f"{r['seconds'] * 1e6:13.1f}" if r.get("status") == "ok" else f"{r.get('status', '-'):>13}"
-                     for r in row]
-            han = [r["seconds"] for i, r in zip(impls, row) if i in HAN_SETTINGS and r.get("status") == "ok"]
-            om = done.get((coll, size, "ompi"), {})
-            ratio = f"{om['seconds'] / min(han):8.2f}x" if han and om.get("status") == "ok" else "       -"
+            row = {i: done.get((coll, size, i), {}) for i in names}
+            ok = {i: r["seconds"] for i, r in row.items() if r.get("status") == "ok"}
+            cells = [f"{ok[i] * 1e6:13.1f}" if i in ok else f"{row[i].get('status', '-'):>13}" for i in names]
+            han = min((t for i, t in ok.items() if i.startswith("han")), default=None)
+            flat = min((t for i, t in ok.items() if i.startswith("smpi:")), default=None)
             n = nodes
-            lb = size / bw if coll == "bcast" else 2 * size * (n - 1) / n / bw
-            dist = f"{min(han) / lb:8.2f}" if han and size >= 1 << 20 else "       -"
-            print(f"{human_bytes(size):>8} " + " ".join(cells) + f" {ratio} {dist}")
+            lbnet = size / bw if coll == "bcast" else 2 * size * (n - 1) / n / bw
+            lbnode = max(lbnet, size / loop) if coll == "bcast" else max(lbnet, size * (ppn - 1) / ppn / red)
+
+            def ratio(x, y):
+                return f"{x / y:10.2f}" if x and y else f"{'-':>10}"
+            big = size >= 1 << 20
+            print(f"{human_bytes(size):>8} " + " ".join(cells) + ratio(ok.get("ompi"), han)
+                  + "    " + ratio(flat, han) + " " + (ratio(han, lbnet) if big else f"{'-':>10}")
+                  + "  " + (ratio(han, lbnode) if big else f"{'-':>10}"))
     return 0
 
 

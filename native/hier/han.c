@@ -212,6 +212,15 @@ int ct_han_parse_task(const char *name, ct_han_step *steps, int max)
     return n;
 }
 
+ct_han_params ct_han_params_from(ct_coll coll, const int *p)
+{
+    if (coll == CT_BCAST)
+        return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3], .smod = p[4],
+                               .salg = p[5], .sralg = p[5], .ss = p[6]};
+    return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
+                           .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9]};
+}
+
 /* ---- whole collectives ---- */
 int ct_han_bcast(const ct_args *a, const ct_han_params *p)
 {

@@ -2,17 +2,19 @@
  * prints JSON records, one line each, on rank 0 (interface: docs/hier.md).
  *
  *   colltune-taskbench --coll bcast|allreduce --bytes N [--params k=v,...]
- *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check] [--max]
+ *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check] [--max] [--shared]
  *       (--tasks "ib(0);sbib(1);sb(0)" | --whole han|library|flat:NAME)
  *
- * --tasks: a sequence of tasks run back to back after a barrier, each timed
+ * --tasks: a sequence of tasks run back to back after a dissemination barrier, each timed
  * on every process (seconds from its start to its end on that process); the
  * collective call is opened before and closed (ct_han_end) after the
  * sequence, untimed. --whole: one call of the whole collective per repetition
  * (HAN, the library's MPI_ collective, or a flat colltune algorithm), timed
- * from a barrier; "completion" = max(end) - min(start) (exact on SMPI's
+ * from a dissemination barrier; "completion" = max(end) - min(start) (exact on SMPI's
  * global clock), "max_rank" = the slowest rank's own duration. Data are MPI_INT
- * (bytes / 4 elements), MPI_SUM (--max: MPI_MAX); --check verifies the result of every whole call. */
+ * (bytes / 4 elements), MPI_SUM (--max: MPI_MAX); --check verifies the result of every whole call;
+ * --shared (SMPI only) allocates the user buffers with SMPI_SHARED_MALLOC (garbage
+ * data, little memory: for timing large messages on many ranks). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,7 @@
 #define MAXTASKS 256
 #define MAXSTEPS 8
 
-static int rank, size, use_max;
+static int rank, size, use_max, shared;
 
 static void die(const char *msg, const char *arg)
 {
@@ -52,13 +54,16 @@ static void parse_params(const ct_algorithm *alg, const char *s, int *p)
     free(dup);
 }
 
-static ct_han_params han_params(ct_coll coll, const int *p)
+/* Dissemination barrier on point-to-point messages: every rank leaves it
+ * within about one message latency of the others, whatever barrier algorithm
+ * the library (or an SMPI selector) would use, so max(end) - min(start) does
+ * not include a barrier's exit skew (SMPI's default barrier lets rank 0 out
+ * tens of microseconds before the last rank on 192 ranks). */
+static void sync_ranks(void)
 {
-    if (coll == CT_BCAST)
-        return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3], .smod = p[4],
-                               .salg = p[5], .sralg = p[5], .ss = p[6]};
-    return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
-                           .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9]};
+    for (int d = 1; d < size; d *= 2)
+        MPI_Sendrecv(NULL, 0, MPI_BYTE, (rank + d) % size, 32700, NULL, 0, MPI_BYTE,
+                     (rank - d + size) % size, 32700, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
 static void print_params(const ct_algorithm *alg, const int *p)
@@ -106,6 +111,7 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--check")) { do_check = 1; continue; }
         if (!strcmp(argv[i], "--max")) { use_max = 1; continue; }
+        if (!strcmp(argv[i], "--shared")) { shared = 1; continue; }
         if (!v) die("missing value after", argv[i]);
         if (!strcmp(argv[i], "--coll")) collname = v;
         else if (!strcmp(argv[i], "--bytes")) bytes = atol(v);
@@ -127,10 +133,20 @@ int main(int argc, char **argv)
     const ct_algorithm *han = ct_find(coll, "han");
     int p[CT_MAX_PARAMS];
     parse_params(han, params, p);
-    ct_han_params hp = han_params(coll, p);
+    ct_han_params hp = ct_han_params_from(coll, p);
     ct_hier_set_vnode_size(vnode);
     int count = (int)(bytes / (long)sizeof(int));
-    int *sbuf = malloc(sizeof(int) * (size_t)(count + 1)), *rbuf = malloc(sizeof(int) * (size_t)(count + 1));
+    size_t nb = sizeof(int) * (size_t)(count + 1);
+    int *sbuf, *rbuf;
+#ifdef COLLTUNE_SMPI
+    if (shared && do_check) die("--shared buffers hold garbage: no --check", NULL);
+    sbuf = shared ? SMPI_SHARED_MALLOC(nb) : malloc(nb);
+    rbuf = shared ? SMPI_SHARED_MALLOC(nb) : malloc(nb);
+#else
+    if (shared) die("--shared needs an SMPI build", NULL);
+    sbuf = malloc(nb);
+    rbuf = malloc(nb);
+#endif
     fill(sbuf, count, rank);
     fill(rbuf, count, rank);
     ct_args a = {sbuf, rbuf, count, MPI_INT, use_max ? MPI_MAX : MPI_SUM, root, MPI_COMM_WORLD};
@@ -145,7 +161,7 @@ int main(int argc, char **argv)
         for (int rep = -warmup; rep < reps; rep++) {
             const char *ran = "library";
             if (do_check) fill(rbuf, count, rank);
-            MPI_Barrier(MPI_COMM_WORLD);
+            sync_ranks();
             double t[2] = {MPI_Wtime(), 0};
             int rc = !strcmp(whole, "library") ? ct_library_call(coll, &a)
                      : ct_call(coll, flat ? flat : "han", flat ? NULL : p, &a, &ran);
@@ -187,7 +203,7 @@ int main(int argc, char **argv)
             ct_han *h;
             ct_han_begin(&h, coll, &a, &hp);
             lead = ct_han_is_leader(h);
-            MPI_Barrier(MPI_COMM_WORLD);
+            sync_ranks();
             for (int k = 0; k < ntask; k++) {
                 double t0 = MPI_Wtime();
                 ct_han_task(h, steps[k], nsteps[k]);
@@ -221,6 +237,9 @@ int main(int argc, char **argv)
         }
         free(tt); free(gat); free(leads); free(nodes); free(dup);
     }
+#ifdef COLLTUNE_SMPI
+    if (shared) { SMPI_SHARED_FREE(sbuf); SMPI_SHARED_FREE(rbuf); sbuf = rbuf = NULL; }
+#endif
     free(sbuf); free(rbuf); free(all);
     MPI_Finalize();
     return 0;

@@ -13,8 +13,7 @@ static const char *supports(const ct_args *a)
 
 static int run(const ct_args *a, const int *p)
 {
-    ct_han_params hp = {.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
-                        .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9]};
+    ct_han_params hp = ct_han_params_from(CT_ALLREDUCE, p);
 #ifdef COLLTUNE_SMPI
     /* SMPI 3.32's MPI_Ireduce returns the root's own data for derived
      * datatypes (checked with a 4-rank test), and declining instead sends them
@@ -33,13 +32,13 @@ const ct_algorithm ct_allreduce_han = {
     .nparams = 10,
     .params = {
         {.name = "fs", .unit = "bytes", .help = "segment size, 0 = whole message",
-         .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
+         .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
         {.name = "imod", .unit = "", .help = "inter-node module: 0 library MPI_Ireduce+MPI_Ibcast, 1 colltune trees",
          .def = 1, .min = 0, .max = 1, .nprobe = 1, .probe = {0}},
         {.name = "ibalg", .unit = "", .help = "inter-node bcast tree: 1 binomial 2 binary 3 chain 4 4-nomial 5 linear",
          .def = 1, .min = 1, .max = 5, .nprobe = 1, .probe = {3}},
         {.name = "iralg", .unit = "", .help = "inter-node reduce tree, values as ibalg",
-         .def = 1, .min = 1, .max = 5, .nprobe = 1, .probe = {3}},
+         .def = 1, .min = 1, .max = 5, .nprobe = 0},
         {.name = "ibs", .unit = "bytes", .help = "inner segment of one inter-node bcast, 0 = whole",
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
         {.name = "irs", .unit = "bytes", .help = "inner segment of one inter-node reduce, 0 = whole",
@@ -47,11 +46,11 @@ const ct_algorithm ct_allreduce_han = {
         {.name = "smod", .unit = "", .help = "intra-node module: 0 library MPI_Reduce/MPI_Bcast, 1 colltune tree, 2 shared memory",
          .def = 1, .min = 0, .max = 2, .nprobe = 2, .probe = {0, 2}},
         {.name = "sralg", .unit = "", .help = "intra-node reduce tree (smod 1), values as ibalg",
-         .def = 3, .min = 1, .max = 5, .nprobe = 1, .probe = {5}},
+         .def = 3, .min = 1, .max = 5, .nprobe = 0},
         {.name = "sbalg", .unit = "", .help = "intra-node bcast tree (smod 1), values as ibalg",
-         .def = 5, .min = 1, .max = 5, .nprobe = 1, .probe = {1}},
+         .def = 5, .min = 1, .max = 5, .nprobe = 0},
         {.name = "ss", .unit = "bytes", .help = "inner segment of one intra-node tree op, 0 = whole",
-         .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
+         .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
     },
     .supports = supports, .run = run,
 };

@@ -8,8 +8,7 @@ static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
 static int run(const ct_args *a, const int *p)
 {
-    ct_han_params hp = {.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3],
-                        .smod = p[4], .salg = p[5], .ss = p[6]};
+    ct_han_params hp = ct_han_params_from(CT_BCAST, p);
     return ct_han_bcast(a, &hp);
 }
 
@@ -19,19 +18,19 @@ const ct_algorithm ct_bcast_han = {
     .nparams = 7,
     .params = {
         {.name = "fs", .unit = "bytes", .help = "segment size, 0 = whole message",
-         .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
+         .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
         {.name = "imod", .unit = "", .help = "inter-node module: 0 library MPI_Ibcast, 1 colltune tree",
          .def = 1, .min = 0, .max = 1, .nprobe = 1, .probe = {0}},
         {.name = "ibalg", .unit = "", .help = "inter-node tree: 1 binomial 2 binary 3 chain 4 4-nomial 5 linear",
-         .def = 1, .min = 1, .max = 5, .nprobe = 2, .probe = {3, 4}},
+         .def = 1, .min = 1, .max = 5, .nprobe = 1, .probe = {3}},
         {.name = "ibs", .unit = "bytes", .help = "inner segment of one inter-node bcast, 0 = whole",
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
         {.name = "smod", .unit = "", .help = "intra-node module: 0 library MPI_Bcast, 1 colltune tree, 2 shared memory",
          .def = 1, .min = 0, .max = 2, .nprobe = 2, .probe = {0, 2}},
         {.name = "salg", .unit = "", .help = "intra-node tree (smod 1), values as ibalg",
-         .def = 5, .min = 1, .max = 5, .nprobe = 1, .probe = {1}},
+         .def = 5, .min = 1, .max = 5, .nprobe = 0},
         {.name = "ss", .unit = "bytes", .help = "inner segment of one intra-node tree op, 0 = whole",
-         .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
+         .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
     },
     .supports = supports, .run = run,
 };

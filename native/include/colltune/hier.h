@@ -31,6 +31,10 @@ typedef struct {
     int salg, sralg;   /* intra-node tree shapes (smod = TREE) of sb and of sr */
 } ct_han_params;
 
+/* The parameters from a bcast/han or allreduce/han descriptor's values
+ * (catalogue order, docs/hier.md). */
+ct_han_params ct_han_params_from(ct_coll coll, const int *p);
+
 /* Sub-operations of a task, each on one segment. */
 typedef enum { CT_HAN_IB, CT_HAN_SB, CT_HAN_IR, CT_HAN_SR, CT_HAN_NSUBS } ct_han_sub;
 typedef struct { ct_han_sub sub; int seg; } ct_han_step;
