@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--baselines", help="library default selectors to compare with "
                                                 "(default: the provider's, e.g. ompi,mpich)")
             p.add_argument("--table", help="decision table path (default: OUTPUT_DIR/<campaign>.table.json)")
+            p.add_argument("--heuristics", action="store_true",
+                           help="taskmodel: cheaper task measurements (docs/taskmodel.md)")
 
     p = sub.add_parser("report", help="render the HTML report of a campaign")
     add_globals(p)

@@ -39,7 +39,8 @@ def _table(df: pd.DataFrame, left: set[str] = frozenset(), floatfmt: str = "{:.3
 
 def render(results: Results, baselines: list[str], path: str, title: str = "colltune report",
            extra: tuple[str, ...] = ()) -> str:
-    """`extra`: further HTML sections (e.g. report.active.active_section) before Failures."""
+    """`extra`: further HTML sections (e.g. report.active.active_section,
+    report.taskmodel.sections) before Failures."""
     pts = results.ok().filter(scenario="plain").points
     best = results.best()
     cmp = compare_to_baselines(results, baselines)

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Evaluate the HAN task cost model (docs/taskmodel.md) against measured whole
+HAN calls on a bundled SimGrid platform.
+
+    .venv/bin/python benchmarks/taskmodel_eval.py [--platform small] [--validate 8x4]
+        [--layouts 3x4,6x3] [--sizes 300000,3000000] [--colls bcast,allreduce]
+        [--cost rank|leader] [--heuristics] [--store results/taskmodel_eval.sqlite] [--json OUT]
+
+(a) model validation (paper Fig. 4/7): predicted vs measured time of a 4 MiB
+    call for every configuration of the space at --validate; error per
+    configuration; is the predicted best the measured best?
+(b) accuracy vs exhaustive search of the same space on the grid layouts x sizes:
+    slowdown = T(measured, predicted best) / T(measured best); mean, share optimal, worst.
+(c) tuning cost on that grid in simulated benchmark seconds (warm-up + timed
+    call / task each): task pipelines the model needed vs whole calls of every
+    configuration at every point (exhaustive).
+
+Everything measured goes into --store (tables taskmodel_pipelines,
+taskmodel_whole) and is reused: the run is resumable and a re-run measures
+nothing. A failed whole call (crash, timeout, wrong result) is printed and
+left out of "best"; it never gets a time. SMPI timings are deterministic.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+from colltune import config
+from colltune.backends.sim import SimBackend
+from colltune.errors import BackendError
+from colltune.sizes import parse_list
+from colltune.store import Store
+from colltune.taskmodel.costs import TaskCosts
+from colltune.taskmodel.runner import TaskRunner
+from colltune.taskmodel.search import configurations, measure_whole, predict_config
+
+
+def layout(s: str) -> tuple[int, int]:
+    n, p = s.lower().split("x")
+    return int(n), int(p)
+
+
+def label(c: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in c.items() if k != "iralg")
+
+
+def whole_or_none(costs, coll, n, p, conf, m, failures):
+    try:
+        return measure_whole(costs, coll, n, p, conf, m)
+    except BackendError as exc:
+        failures.append(f"{coll} {n}x{p} {m} {label(conf)}: {str(exc).splitlines()[0]}")
+        return None
+
+
+def validate(costs, colls, n, p, m, failures) -> dict:
+    out = {}
+    for coll in colls:
+        rows = []
+        for conf in configurations(coll):
+            pred = predict_config(costs, coll, n, p, conf, m)
+            w = whole_or_none(costs, coll, n, p, conf, m, failures)
+            rows.append({"config": label(conf), "params": conf, "predicted_s": pred,
+                         "measured_s": w and w["completion_s"],
+                         "error": w and pred / w["completion_s"] - 1})
+        ok = [r for r in rows if r["measured_s"]]
+        pb = min(rows, key=lambda r: r["predicted_s"])
+        mb = min(ok, key=lambda r: r["measured_s"])
+        print(f"\n(a) {coll} {n}x{p}, {m} B: predicted vs measured whole HAN call")
+        print(f"{'configuration':44s} {'predicted':>11s} {'measured':>11s} {'error':>7s}")
+        for r in sorted(rows, key=lambda r: r["measured_s"] or 1e9):
+            meas = f"{r['measured_s']:.4e}" if r["measured_s"] else "FAILED"
+            err = f"{100 * r['error']:+.1f}%" if r["measured_s"] else ""
+            print(f"{r['config']:44s} {r['predicted_s']:11.4e} {meas:>11s} {err:>7s}")
+        errs = [abs(r["error"]) for r in ok]
+        print(f"mean |error| {100 * statistics.mean(errs):.1f}%, max {100 * max(errs):.1f}%; "
+              f"predicted best {pb['config']} == measured best: {pb is mb} "
+              f"(slowdown {pb['measured_s'] / mb['measured_s']:.3f})")
+        out[coll] = {"nodes": n, "ppn": p, "bytes": m, "rows": rows,
+                     "best_match": pb is mb, "slowdown": pb["measured_s"] / mb["measured_s"]}
+    return out
+
+
+def accuracy(costs, colls, layouts, sizes, failures) -> dict:
+    points, whole_bench = [], 0.0
+    costs.used.clear()
+    for coll in colls:
+        confs = configurations(coll)
+        for n, p in layouts:
+            for m in sizes:
+                preds = [predict_config(costs, coll, n, p, c, m) for c in confs]
+                meas = [whole_or_none(costs, coll, n, p, c, m, failures) for c in confs]
+                whole_bench += sum(w["bench_s"] for w in meas if w)
+                ok = [(w["completion_s"], i) for i, w in enumerate(meas) if w]
+                best_t, best_i = min(ok)
+                pick = min(range(len(confs)), key=lambda i: preds[i])
+                if meas[pick] is None:
+                    failures.append(f"predicted best failed: {coll} {n}x{p} {m}")
+                    continue
+                sd = meas[pick]["completion_s"] / best_t
+                points.append({"coll": coll, "nodes": n, "ppn": p, "bytes": m, "slowdown": sd,
+                               "picked": label(confs[pick]), "best": label(confs[best_i])})
+    task_bench = costs.spent(costs.used)
+    print(f"\n(b) accuracy vs exhaustive search ({len(configurations(colls[0]))} configurations "
+          f"per point)")
+    print(f"{'coll':10s} {'layout':>7s} {'bytes':>9s} {'slowdown':>9s}  picked / best")
+    for r in points:
+        print(f"{r['coll']:10s} {r['nodes']:>3d}x{r['ppn']:<3d} {r['bytes']:9d} {r['slowdown']:9.3f}"
+              f"  {r['picked']} / {r['best']}")
+    sds = [r["slowdown"] for r in points]
+    summ = {"points": len(sds), "mean_slowdown": statistics.mean(sds),
+            "share_optimal": sum(s == 1.0 for s in sds) / len(sds), "worst": max(sds),
+            "task_bench_s": task_bench, "exhaustive_bench_s": whole_bench,
+            "cost_ratio": task_bench / whole_bench}
+    print(f"average slowdown {summ['mean_slowdown']:.4f} (target <= 1.02), optimal "
+          f"{100 * summ['share_optimal']:.0f}%, worst {summ['worst']:.3f} over {len(sds)} points")
+    print(f"\n(c) tuning cost (simulated benchmark seconds): task model {task_bench:.4f} s, "
+          f"exhaustive {whole_bench:.4f} s -> {100 * summ['cost_ratio']:.1f}% "
+          f"(paper: 23% without heuristics)")
+    return {"points": points, "summary": summ}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--platform", default="small")
+    ap.add_argument("--validate", default="8x4", help="layout of (a); '' to skip")
+    ap.add_argument("--validate-bytes", type=int, default=4 << 20)
+    ap.add_argument("--layouts", default="3x4,6x3", help="grid of (b)/(c); '' to skip")
+    ap.add_argument("--sizes", default="300000,3000000")
+    ap.add_argument("--colls", default="bcast,allreduce")
+    ap.add_argument("--cost", default="rank", choices=["rank", "leader"])
+    ap.add_argument("--heuristics", action="store_true", help="the tuner's --heuristics")
+    ap.add_argument("--store", default="results/taskmodel_eval.sqlite")
+    ap.add_argument("--json", help="summary JSON (default: next to --store)")
+    ap.add_argument("--html", help="report page (default: next to --json)")
+    ap.add_argument("--timeout", type=float, default=1800)
+    a = ap.parse_args()
+    settings = config.load({"platform": a.platform, "timeout": a.timeout})
+    backend = SimBackend(settings, a.platform)
+    backend.prepare()
+    store = Store(a.store)
+    costs = TaskCosts(store, TaskRunner(backend, settings), backend.provenance(), a.cost,
+                      a.heuristics)
+    colls, failures, t0 = a.colls.split(","), [], time.monotonic()
+    out = {"platform": a.platform, "cost": a.cost, "heuristics": a.heuristics,
+           "command": " ".join(sys.argv)}
+    if a.validate:
+        out["validation"] = validate(costs, colls, *layout(a.validate), a.validate_bytes, failures)
+    if a.layouts:
+        out["accuracy"] = accuracy(costs, colls, [layout(s) for s in a.layouts.split(",")],
+                                   parse_list(a.sizes, "message size"), failures)
+    if failures:
+        print("\nfailed measurements (excluded):\n  " + "\n  ".join(failures))
+    path = a.json or os.path.splitext(a.store)[0] + f"_{a.platform}_{a.cost}{'_h' if a.heuristics else ''}.json"
+    with open(path, "w") as fh:
+        json.dump({**out, "failures": failures}, fh, indent=1)
+    from colltune.report.taskmodel import render_page
+    page = render_page(path, a.html or os.path.splitext(path)[0] + ".html")
+    print(f"\nsummary: {path}, report {page}; wall {time.monotonic() - t0:.0f} s; "
+          f"{costs.measured} pipelines measured, {costs.reused} reused")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

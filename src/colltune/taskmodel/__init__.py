@@ -1,0 +1,1 @@
+"""HAN task-based cost model autotuner (docs/taskmodel.md)."""

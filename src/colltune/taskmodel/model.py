@@ -1,0 +1,91 @@
+"""The HAN task cost model (Luo et al., CLUSTER 2020): predict a whole HAN call
+from the costs of its tasks.
+
+A collective is a pipeline of stages over u segments; task t runs stage k on
+segment t-k for every k with 0 <= t-k < u (bcast: ib, sb; allreduce: sr, ir,
+ib, sb — docs/hier.md). So a u-segment call is u + D - 1 tasks (D stages):
+D-1 fill tasks, u-D+1 steady tasks (sbib / sbibirsr), D-1 drain tasks.
+
+    bcast     = max_i  T_i(ib(0)) + sum_{s=1}^{u-1} T_i(sbib(s)) + T_i(sb(u-1))
+    allreduce = max_i  T_i(sr(0)) + T_i(irsr(1)) + T_i(ibirsr(2))
+                       + sum_{s=3}^{u-1} T_i(sbibirsr(s))
+                       + T_i(sbibir(u-1)) + T_i(sbib(u-1)) + T_i(sb(u-1))
+
+(i = node leader in the paper; colltune uses i = rank by default, see costs.py). The steady sum uses the measured steady costs of a short pipeline
+up to the task where the cost stopped changing, then that stable cost: with
+constant steady costs it is the paper's (u-1)·T(sbib(s)). The allreduce drain
+ends with sb(u-1): the brief's formula omits it, but HAN runs it
+(docs/hier.md). For u < D the sequence is shorter and its tasks are other
+composites (e.g. u=2 allreduce: sr(0); irsr(1); ibir(1); sbib(1); sb(1));
+those calls are predicted from a pipeline of exactly u segments.
+"""
+from __future__ import annotations
+
+import math
+
+STAGES = {"bcast": ("ib", "sb"), "allreduce": ("sr", "ir", "ib", "sb")}
+# Relative change under which a steady task's cost counts as stable.
+STABLE_REL = 0.01
+
+
+def depth(coll: str) -> int:
+    try:
+        return len(STAGES[coll])
+    except KeyError:
+        raise ValueError(f"taskmodel: no task pipeline for collective {coll!r} "
+                         f"(have {', '.join(STAGES)})") from None
+
+
+def segments(nbytes: int, fs: int) -> int:
+    """u: number of segments of fs bytes (fs 0 = one segment)."""
+    if fs <= 0 or nbytes <= fs:
+        return 1
+    return math.ceil(nbytes / fs)
+
+
+def pipeline_tasks(coll: str, u: int) -> list[str]:
+    """The task sequence of a u-segment call, as taskbench explicit sums."""
+    st = STAGES[coll]
+    return ["+".join(f"{st[k]}({t - k})" for k in range(len(st)) if 0 <= t - k < u)
+            for t in range(u + len(st) - 1)]
+
+
+def stable_index(costs: list[float], rel: float = STABLE_REL) -> int | None:
+    """First index whose cost differs from the previous one by <= rel (None: never)."""
+    for j in range(1, len(costs)):
+        if abs(costs[j] - costs[j - 1]) <= rel * max(costs[j], costs[j - 1], 1e-30):
+            return j
+    return None
+
+
+def steady_stable(coll: str, pipe: list[list[float]]) -> int | None:
+    """Index of the first stable steady task of a pipeline (None: not stable)."""
+    d = depth(coll)
+    return stable_index([max(c) for c in pipe[d - 1:len(pipe) - (d - 1)]])
+
+
+def node_totals(task_costs: list[list[float]]) -> float:
+    """max over nodes (or ranks) of the sum of the tasks' costs there."""
+    return max(sum(col) for col in zip(*task_costs))
+
+
+def predict(coll: str, u: int, short: list[list[float]] | None = None,
+            pipe: list[list[float]] | None = None) -> float:
+    """Predicted time of a u-segment call.
+
+    short: per-task per-node costs of an exact u-segment pipeline (needed if u < D).
+    pipe:  per-task per-node costs of a U-segment pipeline, U >= D (used if u >= D)."""
+    d = depth(coll)
+    if u < d:
+        if short is None or len(short) != u + d - 1:
+            raise ValueError(f"{coll} with u={u} < {d} needs the {u + d - 1} tasks of a "
+                             f"{u}-segment pipeline")
+        return node_totals(short)
+    if pipe is None or len(pipe) < 2 * d - 1:
+        raise ValueError(f"{coll} with u={u} needs a pipeline of at least {d} segments")
+    fill, steady, drain = pipe[:d - 1], pipe[d - 1:len(pipe) - (d - 1)], pipe[len(pipe) - (d - 1):]
+    j = steady_stable(coll, pipe)
+    keep = steady if j is None else steady[:j + 1]
+    n_steady = u - d + 1
+    used = keep[:n_steady] + [keep[-1]] * max(0, n_steady - len(keep))
+    return node_totals(fill + used + drain)

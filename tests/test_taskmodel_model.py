@@ -1,0 +1,79 @@
+"""Unit tests of the task cost model (no simulation)."""
+from __future__ import annotations
+
+import pytest
+
+from colltune.taskmodel.model import pipeline_tasks, predict, segments, stable_index
+from colltune.taskmodel.search import configurations
+
+
+def test_pipeline_tasks_bcast_and_allreduce():
+    assert pipeline_tasks("bcast", 1) == ["ib(0)", "sb(0)"]
+    assert pipeline_tasks("bcast", 3) == ["ib(0)", "ib(1)+sb(0)", "ib(2)+sb(1)", "sb(2)"]
+    assert pipeline_tasks("allreduce", 1) == ["sr(0)", "ir(0)", "ib(0)", "sb(0)"]
+    # u = 2 < 4 stages: the middle tasks are composites that never occur for u >= 4
+    assert pipeline_tasks("allreduce", 2) == ["sr(0)", "sr(1)+ir(0)", "ir(1)+ib(0)",
+                                              "ib(1)+sb(0)", "sb(1)"]
+    t = pipeline_tasks("allreduce", 6)
+    assert len(t) == 9 and t[3] == "sr(3)+ir(2)+ib(1)+sb(0)" and t[-1] == "sb(5)"
+    with pytest.raises(ValueError, match="no task pipeline"):
+        predict("reduce", 3, pipe=[[1.0]])
+
+
+def test_segments():
+    assert segments(100, 0) == 1 and segments(100, 100) == 1 and segments(101, 100) == 2
+    assert segments(3 * 1024 * 1024 + 5, 1 << 20) == 4
+
+
+def _pipe(fill, steady, drain):
+    return [[c] for c in fill + steady + drain]
+
+
+def test_predict_bcast_steady_extension():
+    # ib(0)=5, steady sbib costs 4, 3, 3 (stable from the 3rd), drain sb=1
+    pipe = _pipe([5.0], [4.0, 3.0, 3.0, 9.0], [1.0])   # 9.0 after stability is ignored
+    assert predict("bcast", 2, pipe=pipe) == 5 + 4 + 1
+    assert predict("bcast", 3, pipe=pipe) == 5 + 4 + 3 + 1
+    assert predict("bcast", 10, pipe=pipe) == 5 + 4 + 3 * 8 + 1
+
+
+def test_predict_allreduce_full_formula():
+    # sr, irsr, ibirsr, 3 steady sbibirsr (constant 2), sbibir, sbib, sb
+    pipe = _pipe([1.0, 2.0, 3.0], [2.0, 2.0, 2.0], [4.0, 5.0, 6.0])
+    u = 10
+    assert predict("allreduce", u, pipe=pipe) == 1 + 2 + 3 + (u - 3) * 2 + 4 + 5 + 6
+
+
+def test_predict_truncated_sums_need_exact_short_pipeline():
+    with pytest.raises(ValueError, match="u=2 < 4"):
+        predict("allreduce", 2, pipe=_pipe([1, 1, 1], [1], [1, 1, 1]))
+    short = [[1.0], [2.0], [3.0], [4.0], [5.0]]     # the 5 tasks of a 2-segment allreduce
+    assert predict("allreduce", 2, short=short) == 15
+    assert predict("bcast", 1, short=[[7.0], [2.0]]) == 9
+
+
+def test_max_over_nodes_of_sums():
+    # node 0 slow in the first task, node 1 in the last: max of sums, not sum of maxes
+    short = [[3.0, 1.0], [1.0, 3.0]]
+    assert predict("bcast", 1, short=short) == 4.0
+
+
+def test_stable_index():
+    assert stable_index([4.0, 3.0, 3.0]) == 2
+    assert stable_index([4.0, 3.0, 2.0]) is None
+    assert stable_index([1.0, 1.005]) == 1
+
+
+def test_configurations_dedupe_and_allreduce_trees():
+    b = configurations("bcast")
+    assert len(b) == len({tuple(sorted(c.items())) for c in b})
+    assert all(c["ibalg"] == 1 for c in b if c["imod"] == 0)
+    a = configurations("allreduce")
+    assert all(c["iralg"] == c["ibalg"] for c in a)
+
+
+def test_steady_stable():
+    from colltune.taskmodel.model import steady_stable
+    # bcast: ib(0), sbib x3, sb -> steady = the 3 sbib
+    assert steady_stable("bcast", [[5.0], [4.0], [3.0], [3.0], [1.0]]) == 2
+    assert steady_stable("bcast", [[5.0], [4.0], [3.0], [2.0], [1.0]]) is None
