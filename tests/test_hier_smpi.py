@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from colltune import platforms
-from test_algorithms_smpi import REAL, check_run, expected_cases, parse_listing
+from test_algorithms_real import LAUNCH, impl_or_skip
+from test_algorithms_smpi import check_run, expected_cases, parse_listing
 
 REPO = Path(__file__).resolve().parents[1]
 NATIVE = REPO / "native"
-DEPS = REPO / ".deps"
 
 
 def build(mpicc: str, out: Path) -> Path:
@@ -115,21 +115,19 @@ def test_taskbench_task_records(smpi):
     assert max(t for t, lead in zip(ib["times"], ib["leader"]) if not lead) < ib["max_leader"] / 10
 
 
-@pytest.mark.parametrize("mpi", sorted(REAL))
+@pytest.mark.parametrize("mpi", sorted(LAUNCH))
 def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     """The matrix on the real library, 5 ranks on one host cut into virtual
     nodes of 2 (2+2+1: uneven), every sub-communicator and root."""
-    bindir = DEPS / mpi / "bin"
-    if not (bindir / "mpicc").exists():
-        pytest.skip(f"{mpi} wheel not installed ({bindir / 'mpicc'} missing)")
-    out = build(str(bindir / "mpicc"), tmp_path / "build")
-    extra, env = REAL[mpi]
+    impl = impl_or_skip(mpi)
+    out = build(impl.cc, tmp_path / "build")
+    extra, env = LAUNCH[mpi]
     counts = [0, 1, 7, 100]
     for coll in ("bcast", "allreduce"):
-        cmd = [str(bindir / "mpirun"), *extra, "-np", "5", str(out / "colltune-algotest"), "-a",
+        cmd = [impl.launcher, *extra, "-np", "5", str(out / "colltune-algotest"), "-a",
                f"{coll}/han", "-s", "5", "-r", "all", "-c", ",".join(map(str, counts))]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                           env={**os.environ, **env, "COLLTUNE_VNODE_SIZE": "2"})
+                           env={**impl.run_env(), **env, "COLLTUNE_VNODE_SIZE": "2"})
         assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         algs = [a for a in han_catalogue if a["coll"] == coll]
         check_run(r.stdout, expected_cases(algs, 5, 5, True, counts))
