@@ -188,9 +188,23 @@ def cmd_report(args, cli) -> int:
     if not len(results):
         raise ColltuneError(f"campaign {name!r} not found in {session.settings.store}")
     out = render(results, _split(args.baselines), args.output or session.output_path(f"{name}.html"),
-                 title=name)
+                 title=name, extra=_tuner_sections(session.output_path(f"{name}.table.json")))
     print(out)
     return 0
+
+
+def _tuner_sections(table_path: str) -> tuple[str, ...]:
+    """Sections a tuner left in its decision table's provenance (active learning's
+    variance and learning curves)."""
+    import os
+    if not os.path.exists(table_path):
+        return ()
+    from .decision import DecisionTable
+    history = (DecisionTable.load(table_path).provenance.get("active") or {}).get("history")
+    if not history:
+        return ()
+    from .report.active import active_section
+    return (active_section(history),)
 
 
 def cmd_results(args, cli) -> int:

@@ -73,6 +73,9 @@ def format_summary(summary: pd.DataFrame) -> str:
     lines = [f"{'collective':<12} {'baseline':<9} {'points':>6} {'best differs':>13} "
              f"{'geomean speedup':>16} {'max':>7}"]
     for _, r in summary.iterrows():
+        if r.baseline_missing == r.points:     # e.g. active learning measures no selector
+            lines.append(f"{r.collective:<12} {r.baseline:<9} {r.points:>6}   baseline not measured")
+            continue
         failed = f" ({r.baseline_failed} failed)" if r.baseline_failed else ""
         failed += f" ({r.baseline_missing} not measured)" if r.baseline_missing else ""
         lines.append(f"{r.collective:<12} {r.baseline:<9} {r.points:>6} "

@@ -41,6 +41,8 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
            extra: tuple[str, ...] = ()) -> str:
     """`extra`: further HTML sections (e.g. report.active.active_section,
     report.taskmodel.sections) before Failures."""
+    measured = set(results.points["algorithm"]) if len(results) else set()
+    baselines = [b for b in baselines if b in measured]   # e.g. active campaigns measure none
     pts = results.ok().filter(scenario="plain").points
     best = results.best()
     cmp = compare_to_baselines(results, baselines)
@@ -66,7 +68,7 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
         parts.append(f"<h2 id='{coll}'>{html.escape(coll)}</h2>")
         if not best.empty and coll in set(best["collective"]):
             parts.append(_img(plots.best_map(best, coll), f"{coll} best algorithm map"))
-        if not cmp.empty and coll in set(cmp["collective"]):
+        if baselines and not cmp.empty and coll in set(cmp["collective"]):
             parts.append(_img(plots.speedup_by_size(cmp, coll, baselines), f"{coll} speedup"))
         g = pts[pts["collective"] == coll]
         for n, p in sorted({(int(a), int(b)) for a, b in zip(g["nodes"], g["ppn"])}):
