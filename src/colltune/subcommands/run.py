@@ -35,6 +35,13 @@ def add_parser(sub) -> None:
     p.add_argument("--layout", help="NODESxPPN (sim backend), e.g. 4x8")
     p.add_argument("--link-flags", action="store_true",
                    help="print how to build an application with libcolltune for this backend, and exit")
+    t = p.add_argument_group("tune first (per-job tune-then-run, active learning)")
+    t.add_argument("--tune-first", action="store_true",
+                   help="tune colltune's algorithms for this layout first, then run with the result")
+    t.add_argument("--collectives", default="bcast,allreduce", help="collectives to tune")
+    t.add_argument("--budget", default="10m", help="tuning time budget: seconds, or 90s / 10m / 1h")
+    t.add_argument("--sizes", default="8..1M", help="message sizes to tune (bytes per rank)")
+    t.add_argument("--campaign", help="results campaign of the tuning (default: run-<time>)")
     p.add_argument("app", nargs="*", help="-- PROGRAM [ARGS...]; PROGRAM may be a C source")
     p.set_defaults(handler=run)
 
@@ -152,6 +159,26 @@ def _local(args, settings, env: dict, program: list[str]) -> tuple[list[str], di
 RUNNERS = {"sim": _sim, "local": _local}
 
 
+def _tune_first(args, cli, settings) -> str:
+    from ..session import new_campaign_name
+    from ..sizes import parse_list
+    from ..tunefirst import parse_budget, tune_rules
+    if settings.backend == "local":
+        layout = (1, _layout(args, 10**6, 1)[2])
+    else:
+        from .. import platforms
+        plat = platforms.load(settings.platform)
+        layout = _layout(args, plat.cores_per_node, plat.nodes)[:2]
+    colls = [c.strip() for c in args.collectives.split(",") if c.strip()]
+    path, _ = tune_rules(cli, args.config, colls, layout, parse_list(args.sizes, "message size", 0),
+                         parse_budget(args.budget), args.campaign or new_campaign_name("run"),
+                         not args.quiet)
+    if not args.quiet:
+        print(f"colltune run: tuned {','.join(colls)} for {layout[0]}x{layout[1]}: {path}",
+              file=sys.stderr, flush=True)
+    return path
+
+
 def run(args, cli) -> int:
     from ..errors import ConfigError
     from ..session import Session
@@ -171,6 +198,10 @@ def run(args, cli) -> int:
                        ("COLLTUNE_REPORT", args.report and os.path.abspath(args.report))):
         if value:
             env[var] = value
+    if args.tune_first:
+        if args.rules or args.force:
+            raise ConfigError("--tune-first writes the rules itself: drop --rules / --force")
+        env["COLLTUNE_RULES"] = os.path.abspath(_tune_first(args, cli, settings))
     cmd, full_env = runner(args, settings, env, program)
     if not args.quiet:
         print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())

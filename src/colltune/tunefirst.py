@@ -1,0 +1,40 @@
+"""Per-job tune-then-run (`colltune run --tune-first`): inside the job's own
+allocation, tune colltune's algorithms for the job's layout with the active
+learner within a budget, write colltune's rules file, and run the application
+under the interposer with it."""
+from __future__ import annotations
+
+import re
+
+from .errors import ConfigError
+
+_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
+
+
+def parse_budget(text: str) -> float:
+    """'90s', '10m', '1.5h' or plain seconds -> seconds."""
+    m = _BUDGET.match(text or "")
+    if not m:
+        raise ConfigError(f"bad --budget {text!r}: expected seconds or a number with s/m/h, e.g. 10m")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def tune_rules(cli: dict, config_file: str | None, collectives: list[str],
+               layout: tuple[int, int], sizes: list[int], budget_s: float,
+               campaign: str, show_progress: bool) -> tuple[str, object]:
+    """Tune and export; returns (rules path, decision table)."""
+    from .exporters import EXPORTERS
+    from .session import Session
+    from .tuners.active import tune_active
+    session = Session({**cli, "provider": cli.get("provider") or "colltune"}, config_file)
+    backend = session.backend()
+    with session.store as store:
+        outcome = tune_active(backend, store, session.settings, collectives, [layout], sizes,
+                              campaign=campaign, budget_s=budget_s, show_progress=show_progress)
+    table = outcome.table
+    table.save(session.output_path(f"{campaign}.table.json"))
+    exported = EXPORTERS.get("colltune")().export(table)
+    path = session.output_path(f"{campaign}{exported.suffix}")
+    with open(path, "w") as fh:
+        fh.write(exported.text)
+    return path, table
