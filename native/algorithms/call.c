@@ -20,13 +20,24 @@ int ct_library_call(ct_coll coll, const ct_args *a)
     }
 }
 
+#ifdef COLLTUNE_SMPI
+static int is_derived(MPI_Datatype t)
+{
+    int ni, na, nd, combiner;
+    MPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+    return combiner != MPI_COMBINER_NAMED;
+}
+#endif
+
 int ct_library_icall(ct_coll coll, const ct_args *a, MPI_Request *req)
 {
 #ifdef COLLTUNE_SMPI
     /* SMPI 3.32's MPI_Ireduce / MPI_Iallreduce fold contributions in arrival
-     * order: wrong for non-commutative ops (algotest shows it). Run the
-     * blocking call there; the request is complete on return. */
-    if ((coll == CT_REDUCE || coll == CT_ALLREDUCE) && !ct_is_commutative(a->op)) {
+     * order (wrong for non-commutative ops) and return the root's own data for
+     * derived datatypes (algotest shows both). Run the blocking call there;
+     * the request is complete on return. */
+    if ((coll == CT_REDUCE || coll == CT_ALLREDUCE) &&
+        (!ct_is_commutative(a->op) || is_derived(a->dtype))) {
         *req = MPI_REQUEST_NULL;
         return ct_library_call(coll, a);
     }
