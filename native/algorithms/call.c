@@ -36,8 +36,14 @@ int ct_library_icall(ct_coll coll, const ct_args *a, MPI_Request *req)
      * order (wrong for non-commutative ops) and return the root's own data for
      * derived datatypes (algotest shows both). Run the blocking call there;
      * the request is complete on return. */
-    if ((coll == CT_REDUCE || coll == CT_ALLREDUCE) &&
-        (!ct_is_commutative(a->op) || is_derived(a->dtype))) {
+    if ((coll == CT_REDUCE || coll == CT_ALLREDUCE) && ct_is_commutative(a->op) &&
+        is_derived(a->dtype)) {
+        /* ... and SMPI's blocking MPI_Allreduce dies of SIGFPE on some derived
+         * types (24 ranks, 3-byte elements): use colltune's own tree, blocking */
+        *req = MPI_REQUEST_NULL;
+        return ct_call(coll, coll == CT_REDUCE ? "binomial" : "recursive_doubling", NULL, a, NULL);
+    }
+    if ((coll == CT_REDUCE || coll == CT_ALLREDUCE) && !ct_is_commutative(a->op)) {
         *req = MPI_REQUEST_NULL;
         return ct_library_call(coll, a);
     }
