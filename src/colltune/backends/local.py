@@ -37,6 +37,16 @@ def host_cores() -> int:
         return os.cpu_count() or 1
 
 
+def oversubscribed(ranks: int) -> bool:
+    """More ranks than this machine's cores: they time-share the cores."""
+    return ranks > host_cores()
+
+
+def oversubscribe_args(impl, ranks: int) -> list[str]:
+    """Launcher options for that case: Open MPI refuses to start without them."""
+    return ["--oversubscribe"] if impl.name == "openmpi" and oversubscribed(ranks) else []
+
+
 def max_ranks() -> int:
     """A sane limit for one host: 4 ranks per core, at least 8."""
     return max(8, 4 * host_cores())
@@ -156,14 +166,12 @@ class LocalBackend(Backend):
         return []
 
     def placement_args(self, launch: Launch, workdir: str) -> list[str]:
-        if self.impl.name == "openmpi" and launch.nodes * launch.ppn > host_cores():
-            return ["--oversubscribe"]
-        return []
+        return oversubscribe_args(self.impl, launch.nodes * launch.ppn)
 
     def oversubscription_args(self, launch: Launch) -> list[str]:
         """More ranks than cores: every repetition has a rank descheduled at its
         start, so widen the late-start tolerance (the records carry it)."""
-        if launch.nodes * launch.ppn <= host_cores():
+        if not oversubscribed(launch.nodes * launch.ppn):
             return []
         return ["--late-tolerance-us", f"{self.settings.oversubscribed_late_tolerance_us:g}"]
 

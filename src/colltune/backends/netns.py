@@ -20,7 +20,7 @@ from .. import cluster as emu
 from ..errors import BackendError
 from . import BACKENDS
 from .base import Launch
-from .local import LocalBackend, host_cores, max_ranks
+from .local import LocalBackend, host_cores, max_ranks, oversubscribed
 
 
 def _openmpi(c: emu.Cluster, hostfile: str, nprocs: int) -> list[str]:
@@ -31,7 +31,7 @@ def _openmpi(c: emu.Cluster, hostfile: str, nprocs: int) -> list[str]:
             "--bind-to", "none",
             "--mca", "pml", "ob1", "--mca", "btl", "self,sm,tcp",
             "--mca", "btl_tcp_if_include", iface]
-    if nprocs > host_cores():      # each host thinks it has all cores: say they are shared
+    if oversubscribed(nprocs):      # each host thinks it has all cores: say they are shared
         args += ["--mca", "mpi_yield_when_idle", "1"]
     return args
 

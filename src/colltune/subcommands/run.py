@@ -131,7 +131,7 @@ def _sim(args, settings, env: dict, program: list[str]) -> tuple[list[str], dict
 
 def _local(args, settings, env: dict, program: list[str]) -> tuple[list[str], dict]:
     from .. import mpi
-    from ..backends.local import host_cores
+    from ..backends.local import oversubscribe_args
     from ..errors import BackendError, ConfigError
     from ..providers.colltune import libcolltune, preload_args
     try:
@@ -150,9 +150,8 @@ def _local(args, settings, env: dict, program: list[str]) -> tuple[list[str], di
     app = program[0]
     if app.endswith(".c"):
         app = str(compile_app(impl, app, settings.cache_dir, []))
-    cmd = [impl.launcher, *preload_args(impl, lib), "-n", str(ranks)]
-    if impl.name == "openmpi" and ranks > host_cores():
-        cmd.append("--oversubscribe")
+    cmd = [impl.launcher, *preload_args(impl, lib), "-n", str(ranks),
+           *oversubscribe_args(impl, ranks)]
     return cmd + [app, *program[1:]], {**impl.run_env(), **env}
 
 

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..backends.local import host_cores
+from ..backends.local import oversubscribe_args
 from ..errors import InputError
 from ..exporters.openmpi_tuned import COLL_ID
 from ..providers.openmpi import OMPI_NAME, OpenMPIProvider, ran
@@ -67,9 +67,7 @@ class OpenMPIVerifier:
         return "openmpi-han" if len(toks) > 1 and not toks[1].isdigit() else "openmpi-tuned"
 
     def _observe(self, ranks: int, points: list[Point], env: dict, reps: int, timeout: float):
-        cmd = [self.impl.launcher, "-n", str(ranks)]
-        if ranks > host_cores():
-            cmd.append("--oversubscribe")
+        cmd = [self.impl.launcher, "-n", str(ranks), *oversubscribe_args(self.impl, ranks)]
         cmd += ["-x", "COLLTUNE_TRACE_DIR", "-x", f"LD_PRELOAD={self.tools.tracer}"]
         return _probe.launch(cmd, self.tools, [f"{p.collective}:{p.nbytes}" for p in points], reps,
                              {**self.impl.run_env(), **env}, timeout)
