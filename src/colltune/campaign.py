@@ -218,7 +218,7 @@ class Campaign:
         status = "ok" if result.clean else ("timeout" if result.timed_out else "crashed")
         prov = self.provenance
         run = {
-            "campaign": self.name, "started": time.time() - result.wall_s, "finished": time.time(),
+            "campaign": self.name, "started": result.ended_at - result.wall_s, "finished": result.ended_at,
             "status": status, "backend": prov["backend"], "platform": prov.get("platform"),
             "platform_sha256": prov.get("platform_sha256"), "provider": spec.algorithm.provider,
             "mpi_library": prov.get("mpi_library"), "mpi_version": prov.get("mpi_version"),

@@ -37,6 +37,9 @@ class LaunchResult:
     records: list[dict[str, Any]]
     done: bool                      # the bench printed its closing record
     output_tail: str
+    # Wall-clock end, taken when the result is built: before the backend gives its
+    # hosts back, so a store's started/finished intervals never overlap on one host.
+    ended_at: float = field(default_factory=time.time)
 
     @property
     def clean(self) -> bool:
