@@ -28,6 +28,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from colltune import platforms
+from colltune.proc import run_group
 from colltune.sizes import human_bytes, parse_list
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,7 +80,7 @@ def run_point(exe, plat, hostfile, np_, coll, size, impl, params, timeout, env):
         args += ["--params", params]
     cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", hostfile, *cfg, exe, *args]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        r = run_group(cmd, timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     except subprocess.TimeoutExpired:
         return {"status": "timeout"}
     recs = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]

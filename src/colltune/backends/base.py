@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..proc import kill_group
 from ..providers.base import LaunchMods, Provider
 
 
@@ -80,10 +80,7 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(proc)
             proc.wait()
     with open(log_path, errors="replace") as fh:
         tail = fh.read()[-4000:]

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..proc import run_group
+
 
 def add_parser(sub) -> None:
     from ..cli import add_globals
@@ -207,7 +209,7 @@ def run(args, cli) -> int:
               + " " + shlex.join(cmd), file=sys.stderr, flush=True)
     timeout = settings.timeout if settings.source_of("timeout") != "default" else None
     try:
-        return subprocess.run(cmd, env=full_env, timeout=timeout).returncode
+        return run_group(cmd, timeout, env=full_env).returncode
     except subprocess.TimeoutExpired:
         print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)
         return 124
