@@ -33,18 +33,23 @@ from colltune.sizes import human_bytes, parse_list
 
 REPO = Path(__file__).resolve().parents[1]
 # a few reasonable HAN settings per collective (whole = one segment, binomial,
-# for small messages; chain/4-nomial pipelines for large ones; the library's
-# own modules on both levels)
+# for small messages; chain/4-nomial pipelines for large ones, chain32k with
+# 1 MiB segments in 32 KiB pieces (shorter inner fill on long chains) and, for
+# allreduce, a linear intra-node reduce (benchmarks/han_breakdown.py: the
+# chain's sr was the slowest stage at 16x12, 153 us of a 242 us steady task);
+# the library's own modules on both levels)
 HAN_SETTINGS = {
     "bcast": {
         "han-whole": "fs=0,ibs=0,ibalg=1,ss=0",
         "han-chain": "fs=524288,ibs=65536,ibalg=3,ss=65536",
+        "han-chain32k": "fs=1048576,ibs=32768,ibalg=3,ss=65536",
         "han-4nomial": "fs=262144,ibs=65536,ibalg=4,ss=65536",
         "han-library": "imod=0,smod=0",
     },
     "allreduce": {
         "han-whole": "fs=0,ibs=0,irs=0,ibalg=1,iralg=1,ss=0",
         "han-chain": "fs=524288,ibs=65536,irs=65536,ibalg=3,iralg=3,ss=65536",
+        "han-chain32k": "fs=1048576,ibs=32768,irs=32768,ibalg=3,iralg=3,ss=65536,sralg=5",
         "han-4nomial": "fs=262144,ibs=65536,irs=65536,ibalg=4,iralg=4,ss=65536",
         "han-library": "imod=0,smod=0",
     },
