@@ -4,8 +4,9 @@ host is a node for the library (MPI_Comm_split_type SHARED groups by host, no
 virtual nodes), so HAN's inter-node level really crosses the bridge (TCP) and its
 intra-node level uses the host's shared memory.
 
-Layouts: 2 hosts x 2 ranks, and 3 hosts with 2+2+1 ranks (uneven; its
-sub-communicators of 3 ranks are 2+1 on two hosts). For every `han` algorithm of
+Layouts: 2 hosts x 2 ranks; 3 hosts with 2+2+1 ranks (uneven; its
+sub-communicator of 3 ranks is 2+1 on two hosts); 2 hosts with 1+2 ranks (its
+sub-communicators are 1+1 and 1+2). For every `han` algorithm of
 the catalogue (`colltune-algotest -l`, so algorithms added later are covered) the
 algotest matrix runs on every sub-communicator (first k ranks, then WORLD), every
 root, counts 0,1,7,1031 with every parameter probe and the large odd count 65537
@@ -51,7 +52,9 @@ REPO = Path(__file__).resolve().parents[1]
 NATIVE = REPO / "native"
 NAME, SUBNET = "cth", "10.213.78.0/24"
 # ranks per emulated host; ranks are placed by block (host 0 gets ranks 0,1, ...)
-LAYOUTS = {"2x2": (2, 2), "2+2+1": (2, 2, 1)}
+# 1+2: its communicator of 2 ranks is 1+1 (one rank per node), of 3 ranks 1+2 (the
+# first node smaller: a root's node-local rank 1 has no counterpart on node 0)
+LAYOUTS = {"2x2": (2, 2), "2+2+1": (2, 2, 1), "1+2": (1, 2)}
 COUNTS = [0, 1, 7, 1031]        # with every parameter probe (fs=1000: several segments)
 LARGE = [65537]                 # odd; defaults only (doubles: 2 segments of fs=524288)
 TIMEOUT = 300
