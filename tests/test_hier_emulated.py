@@ -11,8 +11,9 @@ covered) the algotest matrix runs on the communicators of these shapes (first k
 ranks, then WORLD; each shape once, MAXSUB), every root, counts 0,1,7,1031 with
 every parameter probe, and on WORLD the large odd count 65537 with the defaults
 (2 segments for doubles at the default fs); every (type, op) pair and in-place form
-of the matrix; 0 failures and exactly the implied case count. Blocking mode only: HAN has no non-blocking schedule, so algotest's nb mode
-(ct_icall) runs the library for every HAN case and tests nothing of HAN.
+of the matrix; 0 failures and exactly the implied case count. Blocking mode only:
+HAN has no non-blocking schedule, so algotest's nb mode (ct_icall) runs the
+library for every HAN case and tests nothing of HAN.
 
 That HAN, not a fallback, ran: algotest counts the cases that ran the library
 (declined); only non-commutative reductions may decline (allreduce/han: exactly
@@ -113,7 +114,7 @@ class Runner:
         self.backend.prepare()
         self.impl, self.out = self.backend.impl, out
         self.env = {k: v for k, v in self.impl.run_env().items() if k != "COLLTUNE_VNODE_SIZE"}
-        r = subprocess.run(["make", "-s", "-C", str(NATIVE), "algotest", "taskbench",
+        r = subprocess.run(["make", "-s", "-j2", "-C", str(NATIVE), "algotest", "taskbench",
                             f"MPICC={self.impl.cc}", f"OUT={out}"], capture_output=True, text=True,
                            timeout=600, env=self.env)
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
@@ -266,4 +267,5 @@ def test_matrix_catches_wrong_han_data_on_multi_node_communicators(runners, lib)
         assert (int(summary[2]), int(summary[1])) == (expect, total - expect), res[-3000:]
         assert len(fails) == expect
         assert all(f["ran"] == "han" and f["count"] == "7" and f["comm"] in ("3", "4")
-                   and int(f["first_bad_world_rank"]) == int(f["comm"]) - 1 for f in fails), fails[:5]
+                   and int(f["first_bad_world_rank"]) == int(f["comm"]) - 1
+                   for f in fails), fails[:5]
