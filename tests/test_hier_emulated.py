@@ -168,9 +168,8 @@ def _declined(out: str) -> int:
 def _matrix(runner: Runner, slots, maxsub: int, alg: dict, counts: list[int],
             defaults_only: bool) -> int:
     """algotest for one han algorithm: sub-communicators of 1..maxsub ranks and
-    WORLD, every root; returns the
-    number of cases checked (all passed, as many as the matrix implies, and only
-    non-commutative reductions ran the library)."""
+    WORLD, every root; returns the number of cases checked (all passed, as many
+    as the matrix implies, and only non-commutative reductions ran the library)."""
     n = sum(slots)
     args = ["-a", f"{alg['coll']}/han", "-s", str(maxsub), "-r", "all", "-m", "blocking",
             "-c", ",".join(map(str, counts)), *(["-d"] if defaults_only else [])]
@@ -191,7 +190,7 @@ def _matrix(runner: Runner, slots, maxsub: int, alg: dict, counts: list[int],
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("lib", LIBS)
-def test_each_host_is_a_node_for_the_library_and_for_han(runners, lib, layout, tmp_path):
+def test_each_host_is_a_node_for_the_library_and_for_han(runners, lib, layout):
     """Ranks placed by block on the hosts, MPI_COMM_TYPE_SHARED groups by host, and
     HAN's hierarchy (colltune-taskbench --whole han) counts one node per host; HAN
     ran (not declined) and its 1 MiB result, root on the last host, is right on every rank."""
