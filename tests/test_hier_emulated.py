@@ -41,7 +41,7 @@ from colltune.backends.base import Launch
 from colltune.backends.netns import PLACEMENT, NetnsBackend
 from colltune.providers.base import LaunchMods
 from test_algorithms_smpi import REDUCTIONS, check_run, expected_cases, parse_listing
-from test_cluster_mpi import PROBE
+from test_cluster_mpi import PROBE, _tx_bytes
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 LIBS = [pytest.param(lib, marks=pytest.mark.skipif(
@@ -193,7 +193,8 @@ def _matrix(runner: Runner, slots, maxsub: int, alg: dict, counts: list[int],
 def test_each_host_is_a_node_for_the_library_and_for_han(runners, lib, layout):
     """Ranks placed by block on the hosts, MPI_COMM_TYPE_SHARED groups by host, and
     HAN's hierarchy (colltune-taskbench --whole han) counts one node per host; HAN
-    ran (not declined) and its 1 MiB result, root on the last host, is right on every rank."""
+    ran (not declined), its 1 MiB result (root on the last host) is right on every
+    rank, and at least 1 MiB reached each receiving host through its veth."""
     runner, slots = runners(lib), LAYOUTS[layout]
     (runner.out / "probe.c").write_text(PROBE)
     subprocess.run([runner.impl.cc, str(runner.out / "probe.c"), "-o", str(runner.out / "probe")],
@@ -207,15 +208,22 @@ def test_each_host_is_a_node_for_the_library_and_for_han(runners, lib, layout):
            {r: f"{NAME}-n{h}" for r, h in enumerate(host_of)}
     assert {r: (int(m["shared_size"]), int(m["shared_leader"])) for r, m in ranks.items()} == \
            {r: (slots[h], first[r]) for r, h in enumerate(host_of)}
-    n = sum(slots)
+    n, nbytes = sum(slots), 4 * 262147
+    c = runner.backend.cluster
     for coll in ("bcast", "allreduce"):
-        out = runner.run(slots, "colltune-taskbench", ["--coll", coll, "--bytes", str(4 * 262147),
+        before = _tx_bytes(c)
+        out = runner.run(slots, "colltune-taskbench", ["--coll", coll, "--bytes", str(nbytes),
                                                        "--whole", "han", "--check", "--reps", "1",
                                                        "--root", str(n - 1)])
+        got = [b - a for a, b in zip(before, _tx_bytes(c))][:len(slots)]
         recs = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
         assert len(recs) == 1, out
         r = recs[0]
         assert (r["ran"], r["check"], r["ranks"], r["nodes"]) == ("han", "ok", n, len(slots)), r
+        # HAN's inter-node data crossed the bridge (TCP), into every host that must
+        # receive the message (bcast: all but the root's; allreduce: all)
+        receivers = [h for h in range(len(slots)) if coll == "allreduce" or h != len(slots) - 1]
+        assert all(got[h] >= nbytes for h in receivers), (coll, got)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
