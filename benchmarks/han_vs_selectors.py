@@ -57,6 +57,8 @@ HAN_SETTINGS = {
         # HAN's ir + ib (imod=2): bandwidth-optimal across nodes, no N-hop fill
         "han-ring": "imod=2,iaalg=2,fs=1048576,ss=65536,sralg=5",
         "han-rsag": "imod=2,iaalg=3,fs=1048576,ss=65536,sralg=5",
+        "han-rsag512k": "imod=2,iaalg=3,fs=524288,ss=65536,sralg=5",
+        "han-rsag256k": "imod=2,iaalg=3,fs=262144,ss=65536,sralg=5",
     },
 }
 # the best SMPI flat algorithms of the 16x12 exhaustive campaign
