@@ -37,7 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 # 1 MiB segments in 32 KiB pieces (shorter inner fill on long chains) and, for
 # allreduce, a linear intra-node reduce (benchmarks/han_breakdown.py: the
 # chain's sr was the slowest stage at 16x12, 153 us of a 242 us steady task);
-# the library's own modules on both levels)
+# the library's own modules on both levels; for allreduce, colltune's flat ring
+# and Rabenseifner across the leaders, imod=2)
 HAN_SETTINGS = {
     "bcast": {
         "han-whole": "fs=0,ibs=0,ibalg=1,ss=0",
@@ -52,6 +53,12 @@ HAN_SETTINGS = {
         "han-chain32k": "fs=1048576,ibs=32768,irs=32768,ibalg=3,iralg=3,ss=65536,sralg=5",
         "han-4nomial": "fs=262144,ibs=65536,irs=65536,ibalg=4,iralg=4,ss=65536",
         "han-library": "imod=0,smod=0",
+        # the leaders run colltune's flat ring / Rabenseifner allreduce instead of
+        # HAN's ir + ib (imod=2): bandwidth-optimal across nodes, no N-hop fill
+        "han-ring": "imod=2,iaalg=2,fs=1048576,ss=65536,sralg=5",
+        "han-rsag": "imod=2,iaalg=3,fs=1048576,ss=65536,sralg=5",
+        "han-rsag512k": "imod=2,iaalg=3,fs=524288,ss=65536,sralg=5",
+        "han-rsag256k": "imod=2,iaalg=3,fs=262144,ss=65536,sralg=5",
     },
 }
 # the best SMPI flat algorithms of the 16x12 exhaustive campaign

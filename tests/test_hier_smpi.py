@@ -84,6 +84,11 @@ SETTINGS = [
     ("imod=0,smod=1,salg=3,fs=16384,ss=4096", "imod=0,smod=1,sralg=1,sbalg=3,fs=16384,ss=4096"),
     # trees the matrix probes leave out: binary, linear, 4-nomial on both levels
     ("ibalg=2,salg=4,fs=200000,ss=0", "ibalg=5,iralg=2,sralg=4,sbalg=2,fs=200000,ss=0"),
+    # allreduce: colltune's flat Rabenseifner / recursive doubling / ring across the
+    # leaders (imod=2), several segments, the library's and shared memory inside
+    ("ibalg=5,fs=300000", "imod=2,iaalg=3,fs=300000,sralg=5"),
+    ("imod=0,smod=2,fs=65536", "imod=2,iaalg=1,fs=65536,smod=2"),
+    ("imod=1,smod=0,fs=0", "imod=2,iaalg=2,fs=250000,smod=0"),
 ]
 
 

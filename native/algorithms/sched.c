@@ -367,6 +367,40 @@ static int progress(int block)
 
 int ct_sched_progress(void) { return progress(0) < 0 ? MPI_ERR_NO_MEM : MPI_SUCCESS; }
 
+int ct_sched_active(const ct_sched *s) { return s->active; }
+
+int ct_sched_wait_with(MPI_Request *extra, int nextra, int *which)
+{
+    *which = -1;
+    advance_all();
+    int n = 0;
+    for (int i = 0; i < nact; i++) n += act[i]->pending;
+    if (n + nextra == 0) return MPI_SUCCESS;
+    if (!scratch(n + nextra)) return MPI_ERR_NO_MEM;
+    n = 0;
+    for (int i = 0; i < nact; i++)
+        for (int j = 0; j < act[i]->nreq; j++)
+            if (act[i]->req[j] != MPI_REQUEST_NULL) {
+                all_req[n] = act[i]->req[j];
+                owner[n] = act[i];
+                owner_idx[n++] = j;
+            }
+    for (int k = 0; k < nextra; k++) all_req[n + k] = extra[k];
+    int idx, rc = MPI_Waitany(n + nextra, all_req, &idx, &all_st[0]);
+    if (idx == MPI_UNDEFINED) return rc;
+    if (idx >= n) {                     /* the caller's request */
+        extra[idx - n] = MPI_REQUEST_NULL;
+        *which = idx - n;
+        return rc;
+    }
+    ct_sched *s = owner[idx];
+    s->req[owner_idx[idx]] = MPI_REQUEST_NULL;
+    s->pending--;
+    if (rc != MPI_SUCCESS && s->rc == MPI_SUCCESS) s->rc = rc;
+    advance_all();
+    return MPI_SUCCESS;
+}
+
 int ct_sched_test(ct_sched *s, int *done)
 {
     *done = 0;

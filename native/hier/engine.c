@@ -2,7 +2,8 @@
  * inter-node and intra-node work of a task overlap: colltune's tree bcast and
  * tree reduce (inner segments of `sub` elements stream through the tree, each
  * forwarded as soon as it is complete), the library's MPI_Ibcast/MPI_Ireduce,
- * and the shared-memory ops of shm.c. One MPI_Waitany over the requests of
+ * the shared-memory ops of shm.c, and a whole flat allreduce of colltune's
+ * catalogue across the leaders (its schedule progressed with the rest). One MPI_Waitany over the requests of
  * all ops of a task; nothing busy-polls (SMPI charges time per MPI_Test). */
 #include <stdlib.h>
 #include "hier_internal.h"
@@ -120,6 +121,42 @@ static int start_tree(nb_op *o, int alg)
 }
 
 int nb_start_shm(nb_op *o);
+
+/* A flat allreduce of the catalogue (id = alg) in place on the leaders, as a
+ * schedule of the sched engine; nb_progress waits on its requests together
+ * with the other ops'. If the algorithm declines, the library's
+ * MPI_Iallreduce runs instead and its request is the op's only one. */
+static int start_flat_allreduce(nb_op *o, int alg)
+{
+    const ct_algorithm *a = NULL;
+    for (int i = 0; i < ct_count() && !a; i++)
+        if (ct_get(i)->coll == CT_ALLREDUCE && ct_get(i)->id == alg) a = ct_get(i);
+    if (!a) return MPI_ERR_ARG;
+    ct_args args = {.sendbuf = MPI_IN_PLACE, .recvbuf = o->buf, .count = o->count, .dtype = o->dt,
+                    .op = o->op, .root = 0, .comm = o->comm};
+    int rc = ct_icall(CT_ALLREDUCE, a->name, NULL, &args, &o->flat, NULL);
+    if (rc != MPI_SUCCESS) return rc;
+    o->pending = 1;
+    if (!o->flat.sched) {             /* declined: the library's request */
+        o->req = malloc(sizeof(MPI_Request));
+        o->req[0] = o->flat.lib;
+        o->nreq = 1;
+        o->flat.active = 0;
+    }
+    return MPI_SUCCESS;
+}
+
+/* A flat allreduce's schedule finished: collect its result code. */
+static int flat_done(nb_op *o)
+{
+    if (o->kind != NB_FLAT_ALLREDUCE || !o->flat.sched || !o->pending
+        || ct_sched_active(o->flat.sched))
+        return MPI_SUCCESS;
+    o->pending = 0;
+    int rc = ct_wait(&o->flat);       /* returns at once; releases the schedule */
+    update_ready(o);
+    return rc;
+}
 int nb_complete_shm(nb_op *o, int idx);
 
 /* o->kind, comm, root, buf, count, dt, op, tag and sub (0 = whole) are set;
@@ -148,6 +185,9 @@ int nb_start(nb_op *o)
         rc = o->rank == o->root
              ? PMPI_Ireduce(MPI_IN_PLACE, o->buf, o->count, o->dt, o->op, o->root, o->comm, o->req)
              : PMPI_Ireduce(o->buf, NULL, o->count, o->dt, o->op, o->root, o->comm, o->req);
+        break;
+    case NB_FLAT_ALLREDUCE:
+        rc = start_flat_allreduce(o, alg);
         break;
     default:
         rc = nb_start_shm(o);
@@ -183,9 +223,12 @@ static int complete(nb_op *o, int idx)
  * of ops[0..n), and reacts to them. Returns an MPI error code. */
 int nb_progress(nb_op **ops, int n, int block)
 {
-    int total = 0, rc, outcount;
-    for (int i = 0; i < n; i++) total += ops[i]->pending > 0 ? ops[i]->nreq : 0;
-    if (total == 0) return MPI_SUCCESS;
+    int total = 0, rc, outcount, nflat = 0;
+    for (int i = 0; i < n; i++) {
+        total += ops[i]->pending > 0 ? ops[i]->nreq : 0;
+        nflat += ops[i]->kind == NB_FLAT_ALLREDUCE && ops[i]->flat.sched && ops[i]->pending > 0;
+    }
+    if (total == 0 && nflat == 0) return MPI_SUCCESS;
     MPI_Request *all = malloc(sizeof(MPI_Request) * (size_t)total);
     int *owner = malloc(sizeof(int) * 2 * (size_t)total), *done = malloc(sizeof(int) * (size_t)total);
     int k = 0;
@@ -200,7 +243,12 @@ int nb_progress(nb_op **ops, int n, int block)
     /* MPI_Waitany, not MPI_Waitsome: SMPI 3.32's Waitsome slows transfers
      * down (8 pieces of 128 KiB between two nodes took 781 us instead of
      * 85 us with Waitany or Waitall) */
-    if (block) {
+    if (nflat) {                      /* schedules' requests and ours in one wait */
+        int which;
+        rc = ct_sched_wait_with(all, total, &which);
+        done[0] = which;
+        outcount = which < 0 ? 0 : 1;
+    } else if (block) {
         rc = MPI_Waitany(total, all, &done[0], MPI_STATUS_IGNORE);
         outcount = done[0] == MPI_UNDEFINED ? MPI_UNDEFINED : 1;
     } else {
@@ -212,12 +260,17 @@ int nb_progress(nb_op **ops, int n, int block)
         o->req[j] = MPI_REQUEST_NULL;
         rc = complete(o, j);
     }
+    for (int i = 0; i < n && nflat; i++) {
+        int r = flat_done(ops[i]);
+        if (rc == MPI_SUCCESS) rc = r;
+    }
     free(all); free(owner); free(done);
     return rc;
 }
 
 void nb_free(nb_op *o)
 {
+    if (o->kind == NB_FLAT_ALLREDUCE && o->flat.sched) ct_request_free(&o->flat);
     free(o->child); free(o->req); free(o->tmp); free(o->got);
     free(o);
 }

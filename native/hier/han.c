@@ -76,12 +76,14 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     o->count = seg_count(h, s.seg);
     o->dt = h->a.dtype;
     o->op = h->a.op;
-    if (mod == CT_HAN_MOD_LIBRARY) o->kind = red ? NB_LIB_IREDUCE : NB_LIB_IBCAST;
+    if (inter && mod == CT_HAN_MOD_FLAT) o->kind = NB_FLAT_ALLREDUCE;   /* ir = the whole allreduce */
+    else if (mod == CT_HAN_MOD_LIBRARY) o->kind = red ? NB_LIB_IREDUCE : NB_LIB_IBCAST;
     else if (mod == CT_HAN_MOD_SHM) o->kind = red ? NB_SHM_REDUCE : NB_SHM_BCAST;
     else o->kind = red ? NB_REDUCE : NB_BCAST;
     o->tag = (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE ? 16384 : 0) + (int)s.sub * 4096
              + s.seg % 4096;
     o->parent = inter ? (red ? h->p.iralg : h->p.ibalg) : (red ? h->p.sralg : h->p.salg);  /* tree value, see nb_start */
+    if (o->kind == NB_FLAT_ALLREDUCE) o->parent = h->p.iaalg;   /* catalogue id */
     int inner = inter ? (red ? h->p.irs : h->p.ibs) : h->p.ss;
     o->sub = ct_seg_elems(inner, h->ext, o->count);
     o->slot = h->seg * h->ext;
@@ -93,6 +95,7 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
 static int skip(const ct_han *h, ct_han_step s)
 {
     if (s.seg < 0 || s.seg >= h->u) return 1;
+    if (s.sub == CT_HAN_IB && h->p.imod == CT_HAN_MOD_FLAT) return 1;   /* done by ir */
     return (s.sub == CT_HAN_IB || s.sub == CT_HAN_IR) && h->up == MPI_COMM_NULL;
 }
 
@@ -218,7 +221,8 @@ ct_han_params ct_han_params_from(ct_coll coll, const int *p)
         return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3], .smod = p[4],
                                .salg = p[5], .sralg = p[5], .ss = p[6]};
     return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
-                           .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9]};
+                           .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9],
+                           .iaalg = p[10]};
 }
 
 /* ---- whole collectives ---- */
@@ -238,7 +242,13 @@ int ct_han_allreduce(const ct_args *a, const ct_han_params *p)
 {
     ct_han *h;
     int rc = ct_han_begin(&h, CT_ALLREDUCE, a, p);
-    for (int t = 0; t < h->u + 3 && rc == MPI_SUCCESS; t++) {
+    if (p->imod == CT_HAN_MOD_FLAT) {   /* ir is the whole inter-node allreduce: no ib stage */
+        for (int t = 0; t < h->u + 2 && rc == MPI_SUCCESS; t++) {
+            ct_han_step s[3] = {{CT_HAN_SR, t}, {CT_HAN_IR, t - 1}, {CT_HAN_SB, t - 2}};
+            rc = ct_han_task(h, s, 3);
+        }
+    }
+    for (int t = 0; p->imod != CT_HAN_MOD_FLAT && t < h->u + 3 && rc == MPI_SUCCESS; t++) {
         ct_han_step s[4] = {{CT_HAN_SR, t}, {CT_HAN_IR, t - 1}, {CT_HAN_IB, t - 2}, {CT_HAN_SB, t - 3}};
         rc = ct_han_task(h, s, 4);
     }

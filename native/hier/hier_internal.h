@@ -30,7 +30,7 @@ char *ct_hier_shm(ct_hier *h, MPI_Aint bytes);
 
 /* ---- non-blocking operations on one segment (engine.c) ---- */
 typedef enum { NB_BCAST, NB_REDUCE, NB_LIB_IBCAST, NB_LIB_IREDUCE, NB_SHM_BCAST,
-               NB_SHM_REDUCE } nb_kind;
+               NB_SHM_REDUCE, NB_FLAT_ALLREDUCE } nb_kind;
 
 typedef struct nb_op {
     nb_kind kind;
@@ -53,6 +53,7 @@ typedef struct nb_op {
     char *shm;               /* shm ops: the node's shared segment */
     int phase;               /* shm ops: protocol phase */
     MPI_Aint slot;           /* shm ops: bytes of one region (a full segment) */
+    ct_request flat;         /* NB_FLAT_ALLREDUCE: colltune's schedule (or the library's) */
     struct nb_op *next;
 } nb_op;
 

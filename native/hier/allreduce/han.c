@@ -29,12 +29,12 @@ static int run(const ct_args *a, const int *p)
 const ct_algorithm ct_allreduce_han = {
     .id = 5, .name = "han", .coll = CT_ALLREDUCE,
     .description = "hierarchical task-based (HAN): sr, ir, ib, sb per segment, overlapped (commutative ops)",
-    .nparams = 10,
+    .nparams = 11,
     .params = {
         {.name = "fs", .unit = "bytes", .help = "segment size, 0 = whole message",
          .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
-        {.name = "imod", .unit = "", .help = "inter-node module: 0 library MPI_Ireduce+MPI_Ibcast, 1 colltune trees",
-         .def = 1, .min = 0, .max = 1, .nprobe = 1, .probe = {0}},
+        {.name = "imod", .unit = "", .help = "inter-node module: 0 library MPI_Ireduce+MPI_Ibcast, 1 colltune trees, 2 colltune flat allreduce (iaalg) instead of ir+ib",
+         .def = 1, .min = 0, .max = 2, .nprobe = 2, .probe = {0, 2}},
         {.name = "ibalg", .unit = "", .help = "inter-node bcast tree: 1 binomial 2 binary 3 chain 4 4-nomial 5 linear",
          .def = 1, .min = 1, .max = 5, .nprobe = 1, .probe = {3}},
         {.name = "iralg", .unit = "", .help = "inter-node reduce tree, values as ibalg",
@@ -51,6 +51,8 @@ const ct_algorithm ct_allreduce_han = {
          .def = 5, .min = 1, .max = 5, .nprobe = 0},
         {.name = "ss", .unit = "bytes", .help = "inner segment of one intra-node tree op, 0 = whole",
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
+        {.name = "iaalg", .unit = "", .help = "imod 2: the leaders' allreduce, catalogue id: 1 recursive_doubling 2 ring 3 rabenseifner 4 reduce_bcast",
+         .def = 2, .min = 1, .max = 4, .nprobe = 0},
     },
     .supports = supports, .run = run,
 };

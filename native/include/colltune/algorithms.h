@@ -30,7 +30,7 @@ typedef struct {
     MPI_Comm comm;
 } ct_args;
 
-#define CT_MAX_PARAMS 10
+#define CT_MAX_PARAMS 12
 #define CT_MAX_PROBES 3
 
 /* One tunable parameter: default, allowed range [min, max], and a few values

@@ -17,6 +17,13 @@
  * inside a node), colltune's non-blocking tree schedules, or (intra-node
  * only) a shared-memory window. */
 enum { CT_HAN_MOD_LIBRARY = 0, CT_HAN_MOD_TREE = 1, CT_HAN_MOD_SHM = 2 };
+/* Allreduce only, inter-node: the leaders run one of colltune's flat allreduce
+ * algorithms (catalogue id iaalg: ring, Rabenseifner, ...) as a non-blocking
+ * schedule in place of the ir + ib pair. HAN's reduce-then-bcast sends every
+ * leader's full segment both ways along a tree; a ring or reduce-scatter +
+ * allgather moves 2m(N-1)/N per leader, the bandwidth bound, and has no
+ * N-hop pipeline fill at many nodes. */
+enum { CT_HAN_MOD_FLAT = 2 };
 /* Tree shapes of the colltune tree module (values of ibalg/iralg/salg/sralg). */
 enum { CT_HAN_TREE_BINOMIAL = 1, CT_HAN_TREE_BINARY, CT_HAN_TREE_CHAIN, CT_HAN_TREE_KNOMIAL4,
        CT_HAN_TREE_LINEAR, CT_HAN_NTREES };
@@ -29,6 +36,7 @@ typedef struct {
     int smod;          /* intra-node module: LIBRARY, TREE or SHM */
     int ss;            /* inner segment of one intra-node tree op (0: whole) */
     int salg, sralg;   /* intra-node tree shapes (smod = TREE) of sb and of sr */
+    int iaalg;         /* allreduce, imod = FLAT: catalogue id of the leaders' allreduce */
 } ct_han_params;
 
 /* The parameters from a bcast/han or allreduce/han descriptor's values

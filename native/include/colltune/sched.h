@@ -68,4 +68,15 @@ int ct_sched_wait(ct_sched *s);              /* the schedule's MPI error code */
 int ct_sched_progress(void);                 /* progress all, never blocks */
 void ct_sched_free(ct_sched **s);            /* waits first if still active */
 
+/* For callers that progress requests of their own together with schedules
+ * (native/hier runs colltune's allreduce across node leaders while its
+ * intra-node ops are in flight): one MPI_Waitany over every active schedule's
+ * open requests and the caller's `extra` requests (nothing spins: SMPI charges
+ * per MPI_Test). *which = index of the completed extra request (set to
+ * MPI_REQUEST_NULL in extra), or -1 when a schedule's request completed (the
+ * schedules are then advanced). Returns an MPI error code of the caller's
+ * request; a schedule's error is kept in the schedule. */
+int ct_sched_wait_with(MPI_Request *extra, int nextra, int *which);
+int ct_sched_active(const ct_sched *s);     /* started and not yet complete */
+
 #endif
