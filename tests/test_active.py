@@ -4,6 +4,7 @@ every fifth point, stopping by cap / budget / convergence, a valid pruned table)
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from colltune.decision import DecisionTable
 from colltune.store import Store
 from colltune.tuners.active import ActiveLearner, tune_active
 from colltune.tuners.active_model import CollectiveModel, is_pow2
-from colltune.tuners.active_rules import midpoint, rules_from_choices
+from colltune.tuners.active_rules import bisect_choices, midpoint, rules_from_choices, rules_from_samples
 
 from conftest import CACHE, run_cli
 
@@ -57,6 +58,50 @@ def test_rules_query_the_midpoint_and_prune(at_mid, expected):
 def test_rules_without_change_are_one_rule():
     rules = rules_from_choices([8, 16, 32], _chooser(lambda m: "X"), "smpi")
     assert [(r.min_size, r.algorithm) for r in rules] == [(0, "X")]
+
+
+def _best(pick):
+    asked = []
+
+    def best(points):
+        asked.append(list(points))
+        return [pick(n, m) for n, _, m in points]
+    return best, asked
+
+
+def test_bisection_finds_the_models_switch_points():
+    # layout 2: X below 5000 B, Y from there; layout 3: X / Z from 3000 / Y from 3500
+    def pick(n, m):
+        if n == 2:
+            return "X" if m < 5000 else "Y"
+        return "X" if m < 3000 else "Z" if m < 3500 else "Y"
+    best, asked = _best(pick)
+    samples = bisect_choices([(2, 1), (3, 1)], [1024, 2048, 4096, 8192], best, 12)
+    r2 = rules_from_samples(samples[(2, 1)], "smpi", {1024, 8192})
+    r3 = rules_from_samples(samples[(3, 1)], "smpi")
+    assert [r.algorithm for r in r2] == ["X", "Y"] and 4990 <= r2[1].min_size <= 5010
+    assert [r.algorithm for r in r3] == ["X", "Z", "Y"]
+    assert 2990 <= r3[1].min_size <= 3010 and 3490 <= r3[2].min_size <= 3510
+    assert [m for r in r2 for m in r.measured_sizes] == [1024, 8192]
+    assert len(asked) <= 13                          # one batched query per level
+    # every rule start is where the model's answer changes, and between samples
+    for lay, rules in (((2, 1), r2), ((3, 1), r3)):
+        for r in rules[1:]:
+            assert pick(lay[0], r.min_size) == r.algorithm
+
+
+def test_bisection_depth_one_is_the_midpoint_query():
+    best, asked = _best(lambda n, m: "A" if m <= 16 else "B")
+    samples = bisect_choices([(2, 1)], [8, 16, 32, 64], best, 1)
+    assert [m for m, _ in samples[(2, 1)]] == [8, 16, midpoint(16, 32), 32, 64]
+    rules = rules_from_samples(samples[(2, 1)], "smpi")
+    b = midpoint(16, 32)
+    # B answers like C: the change lies between A and B, the rule breaks at their middle
+    assert [(r.min_size, r.algorithm) for r in rules] == [(0, "A"), (math.ceil(math.sqrt(16 * b)), "B")]
+    # no change: the model is asked at the powers of two only
+    best, asked = _best(lambda n, m: "X")
+    samples = bisect_choices([(2, 1)], [8, 16, 32], best, 8)
+    assert len(asked) == 1 and rules_from_samples(samples[(2, 1)], "smpi")[0].algorithm == "X"
 
 
 # -- the model (unit) ----------------------------------------------------------
