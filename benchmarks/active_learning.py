@@ -112,7 +112,7 @@ def learning(a, session, store, coll, report):
           f"{len(candidates)} candidate points, test sets: "
           + ", ".join(f"{k} {len(v)}" for k, v in tests.items()))
     print(f"exhaustive (power-of-two grid, all algorithms): {exhaustive_s * 1e3:.2f} ms simulated benchmark time")
-    pow2_table = ExhaustiveTuner(None, TuningSpace((coll,), tuple(LAYOUTS), tuple(POW2)), []).decide(
+    pow2_table = ExhaustiveTuner(session.backend().provider(), TuningSpace((coll,), tuple(LAYOUTS), tuple(POW2)), []).decide(
         gt_results.filter(msg_size=POW2), {})
     print("reference, the exhaustive table of every power-of-two point on the same test sets: "
           + "; ".join(f"{k} {fmt(score(pow2_table, coll, truth, v))}" for k, v in tests.items()))

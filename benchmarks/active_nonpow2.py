@@ -173,7 +173,7 @@ def learn(session, store, coll, max_points):
     learner.run()
     st = learner.states[coll]
     tests["nonpow2_sizes"] = [p for p in tests["nonpow2_sizes"] if p not in st.measured]
-    pow2_table = ExhaustiveTuner(None, TuningSpace((coll,), tuple(AL.LAYOUTS), tuple(AL.POW2)), []).decide(
+    pow2_table = ExhaustiveTuner(session.backend().provider(), TuningSpace((coll,), tuple(AL.LAYOUTS), tuple(AL.POW2)), []).decide(
         gt_results.filter(msg_size=AL.POW2), {})
     return {"snaps": snaps, "converged_at": st.converged_at, "tests": tests, "truth": truth,
             "candidates": candidates, "labels": st.model.algorithms, "trees": st.model.trees,
