@@ -142,14 +142,20 @@ def summarize(rows, label, worst=15):
               f"{str(r['bestC']):<24} {r['pickC']:<24}")
 
 
-def table_at(entry, coll, measured, bisect=0):
+def table_at(entry, coll, measured, rules="bisect"):
     """The learner's table refitted on `measured` (same seed and rows: the same forest)."""
     from colltune.tuners.active import model_entries
     from colltune.tuners.active_model import CollectiveModel
     model = CollectiveModel(entry["labels"], entry["trees"], entry["seed"])
     model.fit(measured)
     return DecisionTable("active", {}, tuple(model_entries(model, coll, entry["candidates"], AL.LAYOUTS,
-                                                           measured, entry["provider"], bisect)))
+                                                           measured, entry["provider"], *variant(rules))))
+
+
+def variant(rules):
+    """"midpoint" (ACCLAiM), "bisect" (to the byte), "bisect:d" (d levels)."""
+    name, _, depth = rules.partition(":")
+    return name, int(depth) if depth else None
 
 
 def learn(session, store, coll, max_points):
@@ -181,7 +187,7 @@ def learn(session, store, coll, max_points):
             "pow2_table": pow2_table.to_dict()}
 
 
-def analyse(coll, entry, worst, bisects=(0,)):
+def analyse(coll, entry, worst, variants=("midpoint", "bisect")):
     truth, tests, conv, snaps = entry["truth"], entry["tests"], entry["converged_at"], entry["snaps"]
     print(f"\n===== {coll}: converged at iteration {conv}; non-pow2 test points {len(tests['nonpow2_sizes'])}")
     pow2_table = DecisionTable.from_dict(entry["pow2_table"])
@@ -189,10 +195,10 @@ def analyse(coll, entry, worst, bisects=(0,)):
               "reference: exhaustive table of every power-of-two point", worst)
     for label, snap in (("learner at convergence", snaps[conv - 1] if conv else snaps[-1]),
                         ("learner at the end", snaps[-1])):
-        for b in bisects:
-            table = table_at(entry, coll, snap["measured"], b)
-            summarize(classify(table, coll, truth, tests["nonpow2_sizes"]), f"{label}, rule bisection {b}",
-                      worst if b == bisects[0] else 0)
+        for v in variants:
+            table = table_at(entry, coll, snap["measured"], v)
+            summarize(classify(table, coll, truth, tests["nonpow2_sizes"]), f"{label}, rules {v}",
+                      worst if v == variants[0] else 0)
             print("  (all sets: " + ", ".join(
                 f"{k} {score(table, coll, truth, v)['avg_slowdown']:.4f}" for k, v in tests.items()) + ")")
 
@@ -206,7 +212,8 @@ def main() -> int:
     ap.add_argument("--from-replay", action="store_true", help="analyse the saved learner data only")
     ap.add_argument("--worst", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--bisect", default="0", help="rule-generation bisection depths to compare, e.g. 0,1,8")
+    ap.add_argument("--rules", default="midpoint,bisect",
+                    help="rule generations to compare: midpoint (ACCLAiM), bisect (to the byte), bisect:D (D levels)")
     a = ap.parse_args()
     replay = {}
     if os.path.exists(a.replay):
@@ -221,7 +228,7 @@ def main() -> int:
                 with open(a.replay, "wb") as fh:
                     pickle.dump(replay, fh)
     for coll in colls:
-        analyse(coll, replay[coll], a.worst, tuple(int(b) for b in a.bisect.split(",")))
+        analyse(coll, replay[coll], a.worst, tuple(a.rules.split(",")))
     return 0
 
 

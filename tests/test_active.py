@@ -76,14 +76,17 @@ def test_bisection_finds_the_models_switch_points():
             return "X" if m < 5000 else "Y"
         return "X" if m < 3000 else "Z" if m < 3500 else "Y"
     best, asked = _best(pick)
-    samples = bisect_choices([(2, 1), (3, 1)], [1024, 2048, 4096, 8192], best, 12)
+    samples = bisect_choices([(2, 1), (3, 1)], [1024, 2048, 4096, 8192], best)   # to the byte
     r2 = rules_from_samples(samples[(2, 1)], "smpi", {1024, 8192})
     r3 = rules_from_samples(samples[(3, 1)], "smpi")
-    assert [r.algorithm for r in r2] == ["X", "Y"] and 4990 <= r2[1].min_size <= 5010
-    assert [r.algorithm for r in r3] == ["X", "Z", "Y"]
-    assert 2990 <= r3[1].min_size <= 3010 and 3490 <= r3[2].min_size <= 3510
+    assert [(r.min_size, r.algorithm) for r in r2] == [(0, "X"), (5000, "Y")]
+    assert [(r.min_size, r.algorithm) for r in r3] == [(0, "X"), (3000, "Z"), (3500, "Y")]
     assert [m for r in r2 for m in r.measured_sizes] == [1024, 8192]
-    assert len(asked) <= 13                          # one batched query per level
+    assert len(asked) <= 1 + 12                      # one batched query per level (2^12 = 4096)
+    # a depth limit stops earlier: the break is then between the last two samples
+    best, _ = _best(pick)
+    coarse = rules_from_samples(bisect_choices([(2, 1)], [4096, 8192], best, 4)[(2, 1)], "smpi")
+    assert [r.algorithm for r in coarse] == ["X", "Y"] and 4096 < coarse[1].min_size < 5400
     # every rule start is where the model's answer changes, and between samples
     for lay, rules in (((2, 1), r2), ((3, 1), r3)):
         for r in rules[1:]:

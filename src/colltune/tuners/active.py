@@ -265,7 +265,7 @@ class ActiveLearner:
         if st.model.forest is None:
             return []
         return model_entries(st.model, coll, st.grid, self.layouts, st.measured,
-                             st.algorithms[0].provider)
+                             st.algorithms[0].provider, self.settings.active_rules)
 
     def decide(self, provenance: dict | None = None) -> DecisionTable:
         entries = [e for c in self.states for e in self.entries(c)]
@@ -284,13 +284,14 @@ class ActiveLearner:
 
 
 def model_entries(model: CollectiveModel, coll: str, grid: list[Point], layouts, measured,
-                  provider: str, bisect: int = 0) -> list[Entry]:
+                  provider: str, rules: str = "bisect", depth: int | None = None) -> list[Entry]:
     """Decision-table entries of one collective from a fitted model: rule generation
     (tuners/active_rules.py) at every layout of the grid and of `layouts`, over the
-    powers of two of the grid's size range. bisect = 0: ACCLAiM's rules (one
+    powers of two of the grid's size range. rules "midpoint": ACCLAiM's rules (one
     midpoint query where the choice changes between powers of two, the interval
-    takes its answer); bisect = d >= 1: d levels of midpoint queries, the rule
-    changes where the model's answer does (active_rules.bisect_choices)."""
+    takes its answer); "bisect": midpoint queries until the change is located (to
+    the byte, or `depth` levels), the rule changes where the model's answer does
+    (active_rules.bisect_choices)."""
     lo, hi = min(m for *_, m in grid), max(m for *_, m in grid)
     pow2 = [1 << e for e in range(max(lo, 1).bit_length() - 1, hi.bit_length())
             if lo <= 1 << e <= hi] or sorted({m for *_, m in grid})
@@ -299,8 +300,8 @@ def model_entries(model: CollectiveModel, coll: str, grid: list[Point], layouts,
     def here(n, p):
         return {m for (a, b, m) in measured if (a, b) == (n, p)}
 
-    if bisect > 0:
-        samples = bisect_choices(layouts, pow2, lambda pts: model.best(np.array(pts)), bisect)
+    if rules == "bisect":
+        samples = bisect_choices(layouts, pow2, lambda pts: model.best(np.array(pts)), depth)
         return [Entry(coll, n, p, rules_from_samples(samples[(n, p)], provider, here(n, p)))
                 for n, p in layouts]
     # one batched model query for every size rule generation may ask about

@@ -3,9 +3,18 @@
 The model is asked for the best algorithm at every power-of-two size A of a layout.
 Where the choice changes between A and the next power of two C, it is asked again
 at the non-power-of-two midpoint B (geometric: the middle of the interval on the
-log2-size axis the model learns on). Three rules come out — sizes up to A take A's
-choice, sizes strictly between take B's, sizes from C on take C's — and consecutive
-rules with the same choice are merged (pruned).
+log2-size axis the model learns on).
+
+`rules_from_choices` is ACCLAiM's rule: three rules come out — sizes up to A take
+A's choice, sizes strictly between take B's, sizes from C on take C's — so the
+whole interval (A, C) takes one answer, and half of it the answer of the far power
+of two when the change lies near the middle (setting active_rules = "midpoint").
+
+`bisect_choices` + `rules_from_samples` (the default, active_rules = "bisect") keep
+asking: at the midpoint of whichever half (A, B) or (B, C) still has different
+answers at its ends, until the change is located to the byte, so the table gives
+the model's own choice at every size. Consecutive rules with the same choice are
+merged (pruned) in both. docs/active.md shows the measurement.
 """
 from __future__ import annotations
 
@@ -57,13 +66,13 @@ def rules_from_choices(sizes: list[int], choose: Callable[[list[int]], list[str]
 
 def bisect_choices(layouts: list[tuple[int, int]], sizes: list[int],
                    best: Callable[[list[tuple[int, int, int]]], list[str]],
-                   depth: int) -> dict[tuple[int, int], list[tuple[int, str]]]:
+                   depth: int | None = None) -> dict[tuple[int, int], list[tuple[int, str]]]:
     """The model's choices at `sizes` of every layout, and where they change between
-    neighbouring sizes A < C: the model is asked at the midpoint B (as above) and
-    then, `depth` - 1 more times, at the midpoint of every bracket whose two ends it
-    answers differently for (bisection), so the bracket around each change narrows
-    to a 2^(-depth) fraction of the log2-size interval. `best(points) -> algorithm
-    per point` asks the model for many points at once (one call per level).
+    neighbouring sizes A < C: the model is asked at the midpoint B (as above), then
+    at the midpoint of every bracket whose two ends it answers differently for
+    (bisection), until the bracket is two consecutive sizes (depth None: the change
+    is located to the byte) or for `depth` levels. `best(points) -> algorithm per
+    point` asks the model for many points at once (one call per level).
     Returns layout -> sorted (size, choice) samples."""
     sizes = sorted(set(sizes))
     pts = [(n, p, m) for n, p in layouts for m in sizes]
@@ -72,7 +81,9 @@ def bisect_choices(layouts: list[tuple[int, int]], sizes: list[int],
         samples[(n, p)][m] = alg
     brackets = [((n, p), a, c) for n, p in layouts for a, c in zip(sizes, sizes[1:])
                 if samples[(n, p)][a] != samples[(n, p)][c]]
-    for _ in range(depth):
+    level = 0
+    while depth is None or level < depth:
+        level += 1
         brackets = [(lay, a, c) for lay, a, c in brackets if c - a >= 2]
         if not brackets:
             break
