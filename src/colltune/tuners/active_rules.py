@@ -87,7 +87,8 @@ def bisect_choices(layouts: list[tuple[int, int]], sizes: list[int],
         brackets = [(lay, a, c) for lay, a, c in brackets if c - a >= 2]
         if not brackets:
             break
-        mids = [midpoint(a, c) for _, a, c in brackets]
+        # the geometric middle (between powers of two it is never one itself)
+        mids = [min(max(int(round(math.sqrt(max(a, 1) * c))), a + 1), c - 1) for _, a, c in brackets]
         answers = best([(*lay, b) for (lay, _, _), b in zip(brackets, mids)])
         nxt = []
         for (lay, a, c), b, alg in zip(brackets, mids, answers):
