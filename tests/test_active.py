@@ -140,6 +140,29 @@ def test_model_picks_the_faster_and_never_a_failing_algorithm():
     assert (model.ok_probability(np.array([(4, 2, 64)]))[0, 0]) == 0.0
 
 
+def test_bisected_table_gives_the_models_choice_at_every_size():
+    """model_entries with rules = bisect: the table's pick equals the model's own
+    best at any size between the grid's powers of two (where a layout's answers
+    change at most once per bracket, as here); ACCLAiM's midpoint rules do not."""
+    import random
+    from colltune.tuners.active import model_entries
+    model = CollectiveModel(["fast", "big", "broken"], trees=16, seed=2)
+    measured = _synthetic()
+    measured[(4, 2, 3000)] = {"fast": 1e-6 * (1 + 3000 / 1024), "big": 2e-6 * (1 + 3000 / 4096),
+                              "broken": None}        # a non-pow2 sample moves a split
+    model.fit(measured)
+    grid = [(n, 2, 1 << e) for n in (2, 4, 8) for e in range(3, 15)]
+    table = DecisionTable("active", {}, tuple(model_entries(model, "bcast", grid, [], measured, "smpi")))
+    mid = DecisionTable("active", {}, tuple(model_entries(model, "bcast", grid, [], measured, "smpi",
+                                                          "midpoint")))
+    rng = random.Random(5)
+    sizes = [rng.randint(8, 1 << 14) for _ in range(300)]
+    pts = [(n, 2, m) for n in (2, 4, 8) for m in sizes]
+    want = model.best(np.array(pts))
+    assert [table.lookup("bcast", *pt).algorithm for pt in pts] == want
+    assert [mid.lookup("bcast", *pt).algorithm for pt in pts] != want
+
+
 # -- the loop on real smpirun runs -------------------------------------------------
 def _settings(**kw):
     base = {"cache_dir": CACHE, "platform": "small", "min_reps": 2, "check": "none",
