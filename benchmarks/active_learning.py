@@ -55,9 +55,20 @@ def measure_truth(session, store, coll: str, quiet: bool):
 
 
 def evaluate(learner, coll, truth, tests):
+    """Scores of the learner's table (its active_rules setting) and, on the same
+    model, of ACCLAiM's single-midpoint rules ("midpoint_<set>"), on test points
+    the learner has not trained on."""
     from colltune.decision import DecisionTable
+    from colltune.tuners.active import model_entries
+    st = learner.states[coll]
+    tests = {k: [p for p in v if p not in st.measured] for k, v in tests.items()}
     table = DecisionTable("active", {}, tuple(learner.entries(coll)))
-    return {name: score(table, coll, truth, pts) for name, pts in tests.items()}
+    out = {name: score(table, coll, truth, pts) for name, pts in tests.items()}
+    if st.model.forest is not None and learner.settings.active_rules != "midpoint":
+        mid = DecisionTable("active", {}, tuple(model_entries(
+            st.model, coll, st.grid, learner.layouts, st.measured, st.algorithms[0].provider, "midpoint")))
+        out.update({f"midpoint_{name}": score(mid, coll, truth, pts) for name, pts in tests.items()})
+    return out
 
 
 def run_learner(session, store, coll, truth, tests, candidates, select, seed, max_points):
@@ -112,7 +123,7 @@ def learning(a, session, store, coll, report):
           f"{len(candidates)} candidate points, test sets: "
           + ", ".join(f"{k} {len(v)}" for k, v in tests.items()))
     print(f"exhaustive (power-of-two grid, all algorithms): {exhaustive_s * 1e3:.2f} ms simulated benchmark time")
-    pow2_table = ExhaustiveTuner(None, TuningSpace((coll,), tuple(LAYOUTS), tuple(POW2)), []).decide(
+    pow2_table = ExhaustiveTuner(session.backend().provider(), TuningSpace((coll,), tuple(LAYOUTS), tuple(POW2)), []).decide(
         gt_results.filter(msg_size=POW2), {})
     print("reference, the exhaustive table of every power-of-two point on the same test sets: "
           + "; ".join(f"{k} {fmt(score(pow2_table, coll, truth, v))}" for k, v in tests.items()))
@@ -125,6 +136,11 @@ def learning(a, session, store, coll, report):
     print(f"{'':<28}{'at convergence':<52}{'at the end':<52}")
     for k in tests:
         print(f"  {k:<26}{fmt(at['test_' + k]):<52}{fmt(curve[-1]['test_' + k]):<52}")
+    if "test_midpoint_pow2" in at:
+        print(f"same models, ACCLAiM's single-midpoint rules (active_rules = midpoint; the table above: "
+              f"{session.settings.active_rules}):")
+        for k in tests:
+            print(f"  {k:<26}{fmt(at['test_midpoint_' + k]):<52}{fmt(curve[-1]['test_midpoint_' + k]):<52}")
     lvl = first_at_or_below(curve, "test_pow2", 1.03)
     print(f"variance convergence at iteration {conv}; pow2 test slowdown stays <= 1.03 from iteration "
           f"{lvl + 1 if lvl is not None else 'never'} -> variance stops "
@@ -179,11 +195,12 @@ def main() -> int:
     ap.add_argument("--html", default="results/active-eval.html")
     ap.add_argument("--placement-only", action="store_true")
     ap.add_argument("--no-placement", action="store_true")
+    ap.add_argument("--jobs", type=int, default=2, help="launches run concurrently")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args()
     report: dict = {}
     if not a.placement_only:
-        session = Session({"platform": "small", "store": a.store, "jobs": 2, "active_batch": 4})
+        session = Session({"platform": "small", "store": a.store, "jobs": a.jobs, "active_batch": 4})
         with session.store as store:
             for coll in a.collectives.split(","):
                 learning(a, session, store, coll, report)

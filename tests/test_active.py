@@ -4,6 +4,7 @@ every fifth point, stopping by cap / budget / convergence, a valid pruned table)
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from colltune.decision import DecisionTable
 from colltune.store import Store
 from colltune.tuners.active import ActiveLearner, tune_active
 from colltune.tuners.active_model import CollectiveModel, is_pow2
-from colltune.tuners.active_rules import midpoint, rules_from_choices
+from colltune.tuners.active_rules import bisect_choices, midpoint, rules_from_choices, rules_from_samples
 
 from conftest import CACHE, run_cli
 
@@ -59,6 +60,53 @@ def test_rules_without_change_are_one_rule():
     assert [(r.min_size, r.algorithm) for r in rules] == [(0, "X")]
 
 
+def _best(pick):
+    asked = []
+
+    def best(points):
+        asked.append(list(points))
+        return [pick(n, m) for n, _, m in points]
+    return best, asked
+
+
+def test_bisection_finds_the_models_switch_points():
+    # layout 2: X below 5000 B, Y from there; layout 3: X / Z from 3000 / Y from 3500
+    def pick(n, m):
+        if n == 2:
+            return "X" if m < 5000 else "Y"
+        return "X" if m < 3000 else "Z" if m < 3500 else "Y"
+    best, asked = _best(pick)
+    samples = bisect_choices([(2, 1), (3, 1)], [1024, 2048, 4096, 8192], best)   # to the byte
+    r2 = rules_from_samples(samples[(2, 1)], "smpi", {1024, 8192})
+    r3 = rules_from_samples(samples[(3, 1)], "smpi")
+    assert [(r.min_size, r.algorithm) for r in r2] == [(0, "X"), (5000, "Y")]
+    assert [(r.min_size, r.algorithm) for r in r3] == [(0, "X"), (3000, "Z"), (3500, "Y")]
+    assert [m for r in r2 for m in r.measured_sizes] == [1024, 8192]
+    assert len(asked) <= 1 + 12                      # one batched query per level (2^12 = 4096)
+    # a depth limit stops earlier: the break is then between the last two samples
+    best, _ = _best(pick)
+    coarse = rules_from_samples(bisect_choices([(2, 1)], [4096, 8192], best, 4)[(2, 1)], "smpi")
+    assert [r.algorithm for r in coarse] == ["X", "Y"] and 4096 < coarse[1].min_size < 5400
+    # every rule start is where the model's answer changes, and between samples
+    for lay, rules in (((2, 1), r2), ((3, 1), r3)):
+        for r in rules[1:]:
+            assert pick(lay[0], r.min_size) == r.algorithm
+
+
+def test_bisection_depth_one_is_the_midpoint_query():
+    best, asked = _best(lambda n, m: "A" if m <= 16 else "B")
+    samples = bisect_choices([(2, 1)], [8, 16, 32, 64], best, 1)
+    assert [m for m, _ in samples[(2, 1)]] == [8, 16, midpoint(16, 32), 32, 64]
+    rules = rules_from_samples(samples[(2, 1)], "smpi")
+    b = midpoint(16, 32)
+    # B answers like C: the change lies between A and B, the rule breaks at their middle
+    assert [(r.min_size, r.algorithm) for r in rules] == [(0, "A"), (math.ceil(math.sqrt(16 * b)), "B")]
+    # no change: the model is asked at the powers of two only
+    best, asked = _best(lambda n, m: "X")
+    samples = bisect_choices([(2, 1)], [8, 16, 32], best, 8)
+    assert len(asked) == 1 and rules_from_samples(samples[(2, 1)], "smpi")[0].algorithm == "X"
+
+
 # -- the model (unit) ----------------------------------------------------------
 def _synthetic():
     """'fast' wins below 1 KiB, 'big' above; 'broken' always fails."""
@@ -90,6 +138,29 @@ def test_model_picks_the_faster_and_never_a_failing_algorithm():
     best = model.best(np.array([(4, 2, 16), (4, 2, 1 << 13)]))
     assert best == ["fast", "big"]
     assert (model.ok_probability(np.array([(4, 2, 64)]))[0, 0]) == 0.0
+
+
+def test_bisected_table_gives_the_models_choice_at_every_size():
+    """model_entries with rules = bisect: the table's pick equals the model's own
+    best at any size between the grid's powers of two (where a layout's answers
+    change at most once per bracket, as here); ACCLAiM's midpoint rules do not."""
+    import random
+    from colltune.tuners.active import model_entries
+    model = CollectiveModel(["fast", "big", "broken"], trees=16, seed=2)
+    measured = _synthetic()
+    measured[(4, 2, 3000)] = {"fast": 1e-6 * (1 + 3000 / 1024), "big": 2e-6 * (1 + 3000 / 4096),
+                              "broken": None}        # a non-pow2 sample moves a split
+    model.fit(measured)
+    grid = [(n, 2, 1 << e) for n in (2, 4, 8) for e in range(3, 15)]
+    table = DecisionTable("active", {}, tuple(model_entries(model, "bcast", grid, [], measured, "smpi")))
+    mid = DecisionTable("active", {}, tuple(model_entries(model, "bcast", grid, [], measured, "smpi",
+                                                          "midpoint")))
+    rng = random.Random(5)
+    sizes = [rng.randint(8, 1 << 14) for _ in range(300)]
+    pts = [(n, 2, m) for n in (2, 4, 8) for m in sizes]
+    want = model.best(np.array(pts))
+    assert [table.lookup("bcast", *pt).algorithm for pt in pts] == want
+    assert [mid.lookup("bcast", *pt).algorithm for pt in pts] != want
 
 
 # -- the loop on real smpirun runs -------------------------------------------------

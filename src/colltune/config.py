@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "active_nonpow2_every": 5,      # every n-th point uses a random non-power-of-two size
     "active_trees": 64,             # trees per random forest
     "active_seed": 1,               # forest and random-size seed (reproducible runs)
+    "active_rules": "bisect",       # rule breaks: "bisect" (where the model's choice changes) or
+                                    # "midpoint" (ACCLAiM: one query between powers of two)
     # Slurm backend and batch scripts (docs/slurm.md); "" = the cluster's default.
     "slurm_partition": "",
     "slurm_account": "",

@@ -36,7 +36,7 @@ from ..results import Results
 from ..store import OK
 from . import TUNERS
 from .active_model import CollectiveModel, is_pow2
-from .active_rules import midpoint, rules_from_choices
+from .active_rules import bisect_choices, midpoint, rules_from_choices, rules_from_samples
 from .base import Tuner, TuningSpace
 
 Point = tuple[int, int, int]        # nodes, ppn, size
@@ -264,25 +264,8 @@ class ActiveLearner:
         st = self.states[coll]
         if st.model.forest is None:
             return []
-        lo, hi = min(m for *_, m in st.grid), max(m for *_, m in st.grid)
-        pow2 = [1 << e for e in range(max(lo, 1).bit_length() - 1, hi.bit_length())
-                if lo <= 1 << e <= hi] or sorted({m for *_, m in st.grid})
-        provider = st.algorithms[0].provider
-        layouts = sorted({(n, p) for n, p, _ in st.grid} | set(self.layouts))
-        # one batched model query for every size rule generation may ask about
-        asked = [(n, p, m) for n, p in layouts
-                 for m in pow2 + [midpoint(a, c) for a, c in zip(pow2, pow2[1:]) if c - a >= 2]]
-        cache = dict(zip(asked, st.model.best(np.array(asked))))
-        out = []
-        for n, p in layouts:
-            def choose(sizes, n=n, p=p):
-                missing = [(n, p, m) for m in sizes if (n, p, m) not in cache]
-                if missing:
-                    cache.update(zip(missing, st.model.best(np.array(missing))))
-                return [cache[(n, p, m)] for m in sizes]
-            measured = {m for (a, b, m) in st.measured if (a, b) == (n, p)}
-            out.append(Entry(coll, n, p, rules_from_choices(pow2, choose, provider, measured)))
-        return out
+        return model_entries(st.model, coll, st.grid, self.layouts, st.measured,
+                             st.algorithms[0].provider, self.settings.active_rules)
 
     def decide(self, provenance: dict | None = None) -> DecisionTable:
         entries = [e for c in self.states for e in self.entries(c)]
@@ -299,6 +282,41 @@ class ActiveLearner:
         prov = {**(provenance or self.campaign.provenance), **info}
         return DecisionTable("active", prov, tuple(entries))
 
+
+def model_entries(model: CollectiveModel, coll: str, grid: list[Point], layouts, measured,
+                  provider: str, rules: str = "bisect", depth: int | None = None) -> list[Entry]:
+    """Decision-table entries of one collective from a fitted model: rule generation
+    (tuners/active_rules.py) at every layout of the grid and of `layouts`, over the
+    powers of two of the grid's size range. rules "midpoint": ACCLAiM's rules (one
+    midpoint query where the choice changes between powers of two, the interval
+    takes its answer); "bisect": midpoint queries until the change is located (to
+    the byte, or `depth` levels), the rule changes where the model's answer does
+    (active_rules.bisect_choices)."""
+    lo, hi = min(m for *_, m in grid), max(m for *_, m in grid)
+    pow2 = [1 << e for e in range(max(lo, 1).bit_length() - 1, hi.bit_length())
+            if lo <= 1 << e <= hi] or sorted({m for *_, m in grid})
+    layouts = sorted({(n, p) for n, p, _ in grid} | set(layouts))
+
+    def here(n, p):
+        return {m for (a, b, m) in measured if (a, b) == (n, p)}
+
+    if rules == "bisect":
+        samples = bisect_choices(layouts, pow2, lambda pts: model.best(np.array(pts)), depth)
+        return [Entry(coll, n, p, rules_from_samples(samples[(n, p)], provider, here(n, p)))
+                for n, p in layouts]
+    # one batched model query for every size rule generation may ask about
+    asked = [(n, p, m) for n, p in layouts
+             for m in pow2 + [midpoint(a, c) for a, c in zip(pow2, pow2[1:]) if c - a >= 2]]
+    cache = dict(zip(asked, model.best(np.array(asked))))
+    out = []
+    for n, p in layouts:
+        def choose(sizes, n=n, p=p):
+            missing = [(n, p, m) for m in sizes if (n, p, m) not in cache]
+            if missing:
+                cache.update(zip(missing, model.best(np.array(missing))))
+            return [cache[(n, p, m)] for m in sizes]
+        out.append(Entry(coll, n, p, rules_from_choices(pow2, choose, provider, here(n, p))))
+    return out
 
 def tune_active(backend, store, settings, collectives, layouts, sizes, *, campaign: str = "active",
                 budget_s: float | None = None, algorithms=None, show_progress: bool = False,
