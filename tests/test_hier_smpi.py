@@ -191,3 +191,16 @@ def test_han_allgather_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     algs = [a for a in han_catalogue if a["coll"] == "allgather"]
     check_run(r.stdout, expected_cases(algs, 5, 5, False, counts, "blocking"))
     assert "library fallback ran in 0 cases" in r.stdout
+
+
+def test_han_allgather_through_interposer_smpi(tmp_path):
+    """libcolltune linked into an unmodified program (collcheck.c) under SMPI,
+    3 hosts x 2 ranks: COLLTUNE_FORCE=allgather:han runs HAN for every
+    allgather (reported ran=han) and every result is right."""
+    from test_interposer import Runner
+    runner = Runner("smpi", tmp_path)
+    proc, rep = runner.report(6, {"COLLTUNE_FORCE": "allgather:han:ss=100"})
+    assert proc.returncode == 0 and "0 failures" in proc.stdout, proc.stdout + proc.stderr
+    ag = [r for r in rep if r["collective"] == "allgather"]
+    assert ag and {r["ran"] for r in ag} == {"han"}, ag
+    assert {(r["nodes"], r["ppn"]) for r in ag if r["comm_size"] == 6} == {(3, 2)}
