@@ -204,3 +204,17 @@ def test_han_allgather_through_interposer_smpi(tmp_path):
     ag = [r for r in rep if r["collective"] == "allgather"]
     assert ag and {r["ran"] for r in ag} == {"han"}, ag
     assert {(r["nodes"], r["ppn"]) for r in ag if r["comm_size"] == 6} == {(3, 2)}
+
+
+@pytest.mark.parametrize("vnode", [0, 3])
+def test_han_allgather_large_counts_smpi(smpi, han_catalogue, vnode):
+    """WORLD of 24 ranks (hosts of 4, or vnode 3: nodes of 3 + 1 per host),
+    default parameters, counts 1031 and 20001 (odd; node blocks of several
+    64 KiB pieces)."""
+    counts = [1031, 20001]
+    out = smpi(24, "colltune-algotest", ["-a", "allgather/han", "-s", "0", "-r", "few", "-m", "blocking",
+                                         "-d", "-c", ",".join(map(str, counts))], vnode)
+    algs = [{**a, "params": [{**p, "probe": []} for p in a["params"]]}
+            for a in han_catalogue if a["coll"] == "allgather"]
+    check_run(out, expected_cases(algs, 24, 0, False, counts, "blocking"))
+    assert "library fallback ran in 0 cases" in out
