@@ -34,7 +34,7 @@ def smpi(tmp_path_factory):
     plat = platforms.load("small")               # 8 nodes x 4 cores
     hostfile = plat.write_hostfile(8, 4, tmp / "hosts")
 
-    def run(np_: int, exe: str, args: list[str], vnode: int = 0) -> str:
+    def run(np_: int, exe: str, args: list[str], vnode: int = 0, hostfile: str = hostfile) -> str:
         cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", hostfile,
                *plat.smpirun_cfg_args(), "--log=xbt_cfg.thres:warning", "--log=smpi_coll.thres:warning",
                str(out / exe), *args]
@@ -136,3 +136,90 @@ def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
         assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         algs = [a for a in han_catalogue if a["coll"] == coll]
         check_run(r.stdout, expected_cases(algs, 5, 5, True, counts))
+
+
+# ---- allgather/han (native/hier/allgather/han.c; docs/hier.md "Allgather") ----
+
+def write_cyclic_hostfile(path: Path, nodes: int, ranks: int) -> str:
+    """Rank r on host r % nodes: the ranks of a node are not contiguous in the
+    communicator, so allgather/han must permute its node-ordered layout."""
+    plat = platforms.load("small")
+    hosts = list(dict.fromkeys(plat.hostfile_lines(nodes, 1)))
+    path.write_text("".join(f"{hosts[r % nodes]}\n" for r in range(ranks)))
+    return str(path)
+
+
+# vnode 0: hosts of 4 (the last node uneven when k % 4); 3: nodes of 3 + 1 per
+# host; 1: one rank per node (every rank a leader, sg and sb empty)
+@pytest.mark.parametrize("vnode", [0, 3, 1])
+def test_han_allgather_matrix_smpi_every_subcommunicator(smpi, han_catalogue, vnode):
+    """allgather/han, defaults and every probe (imod 0 = library Iallgatherv,
+    smod 0 library / 2 shared memory, salg 3 chain, ss 100-byte pieces), on
+    communicators of 1..13 ranks and WORLD, counts 0,1,7,1031, int/double/
+    3-byte struct, in place and not: no case fails and none is declined."""
+    counts = [0, 1, 7, 1031]
+    out = smpi(13, "colltune-algotest", ["-a", "allgather/han", "-s", "13", "-r", "few", "-m", "blocking",
+                                         "-c", ",".join(map(str, counts))], vnode)
+    algs = [a for a in han_catalogue if a["coll"] == "allgather"]
+    assert len(algs) == 1
+    check_run(out, expected_cases(algs, 13, 13, False, counts, "blocking"))
+    assert "library fallback ran in 0 cases" in out
+
+
+@pytest.mark.parametrize("vnode", [0, 3])
+def test_han_allgather_matrix_smpi_non_contiguous_nodes(smpi, han_catalogue, tmp_path, vnode):
+    """The same matrix with rank r on host r % 4 (nodes {0,4,8,12}, {1,5,9},
+    ...; vnode 3: {0,4,8}, {12}, ...): the ranks of a node are not contiguous,
+    the node-ordered layout is permuted into recvbuf."""
+    hosts = write_cyclic_hostfile(tmp_path / "hosts-cyclic", 4, 13)
+    counts = [0, 1, 7, 1031]
+    out = smpi(13, "colltune-algotest", ["-a", "allgather/han", "-s", "13", "-r", "few", "-m", "blocking",
+                                         "-c", ",".join(map(str, counts))], vnode, hostfile=hosts)
+    algs = [a for a in han_catalogue if a["coll"] == "allgather"]
+    check_run(out, expected_cases(algs, 13, 13, False, counts, "blocking"))
+    assert "library fallback ran in 0 cases" in out
+
+
+@pytest.mark.parametrize("mpi", sorted(LAUNCH))
+def test_han_allgather_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
+    """allgather/han on the real library: 5 ranks on one host in virtual nodes
+    of 2 (2+2+1: uneven), every sub-communicator, counts 0,1,7,100,1031."""
+    impl = impl_or_skip(mpi)
+    out = build(impl.cc, tmp_path / "build")
+    extra, env = LAUNCH[mpi]
+    counts = [0, 1, 7, 100, 1031]
+    cmd = [impl.launcher, *extra, "-np", "5", str(out / "colltune-algotest"), "-a", "allgather/han",
+           "-s", "5", "-r", "few", "-m", "blocking", "-c", ",".join(map(str, counts))]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       env={**impl.run_env(), **env, "COLLTUNE_VNODE_SIZE": "2"})
+    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    algs = [a for a in han_catalogue if a["coll"] == "allgather"]
+    check_run(r.stdout, expected_cases(algs, 5, 5, False, counts, "blocking"))
+    assert "library fallback ran in 0 cases" in r.stdout
+
+
+def test_han_allgather_through_interposer_smpi(tmp_path):
+    """libcolltune linked into an unmodified program (collcheck.c) under SMPI,
+    3 hosts x 2 ranks: COLLTUNE_FORCE=allgather:han runs HAN for every
+    allgather (reported ran=han) and every result is right."""
+    from test_interposer import Runner
+    runner = Runner("smpi", tmp_path)
+    proc, rep = runner.report(6, {"COLLTUNE_FORCE": "allgather:han:ss=100"})
+    assert proc.returncode == 0 and "0 failures" in proc.stdout, proc.stdout + proc.stderr
+    ag = [r for r in rep if r["collective"] == "allgather"]
+    assert ag and {r["ran"] for r in ag} == {"han"}, ag
+    assert {(r["nodes"], r["ppn"]) for r in ag if r["comm_size"] == 6} == {(3, 2)}
+
+
+@pytest.mark.parametrize("vnode", [0, 3])
+def test_han_allgather_large_counts_smpi(smpi, han_catalogue, vnode):
+    """WORLD of 24 ranks (hosts of 4, or vnode 3: nodes of 3 + 1 per host),
+    default parameters, counts 1031 and 20001 (odd; node blocks of several
+    64 KiB pieces)."""
+    counts = [1031, 20001]
+    out = smpi(24, "colltune-algotest", ["-a", "allgather/han", "-s", "0", "-r", "few", "-m", "blocking",
+                                         "-d", "-c", ",".join(map(str, counts))], vnode)
+    algs = [{**a, "params": [{**p, "probe": []} for p in a["params"]]}
+            for a in han_catalogue if a["coll"] == "allgather"]
+    check_run(out, expected_cases(algs, 24, 0, False, counts, "blocking"))
+    assert "library fallback ran in 0 cases" in out

@@ -4,6 +4,8 @@
 #include <string.h>
 #include "internal.h"
 
+extern const ct_algorithm ct_allgather_han;   /* native/hier/allgather/han.c */
+
 extern const ct_algorithm ct_bcast_linear, ct_bcast_binomial, ct_bcast_binary,
     ct_bcast_knomial, ct_bcast_pipeline, ct_bcast_scatter_ring_allgather,
     ct_bcast_scatter_rdb_allgather;
@@ -22,6 +24,7 @@ static const ct_algorithm *const table[] = {
     &ct_reduce_rabenseifner,
     &ct_allreduce_recursive_doubling, &ct_allreduce_ring, &ct_allreduce_rabenseifner,
     &ct_allreduce_reduce_bcast,
+    &ct_allgather_han,
     &ct_allgather_ring, &ct_allgather_recursive_doubling, &ct_allgather_bruck,
     &ct_allgather_neighbor_exchange,
     &ct_bcast_han, &ct_allreduce_han,
