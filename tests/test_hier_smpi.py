@@ -83,16 +83,17 @@ def test_han_reduce_matrix_smpi_every_subcommunicator(smpi, han_catalogue, vnode
     check_run(out, expected_cases(algs, 13, 13, roots == "all", counts, mode))
 
 
+@pytest.mark.parametrize("coll", ["bcast", "allreduce", "reduce"])
 @pytest.mark.parametrize("vnode", [0, 5])
-def test_han_matrix_smpi_large_counts(smpi, han_catalogue, vnode):
+def test_han_matrix_smpi_large_counts(smpi, han_catalogue, vnode, coll):
     """WORLD of 24 ranks (vnode 5: nodes of 4, or 5+... uneven), counts up to
-    1031 with every parameter probe (fs=1000 bytes: many segments)."""
+    1031 with every parameter probe (fs=1000 bytes: many segments); roots 0,
+    12, 23 for bcast and reduce."""
     counts = [0, 1, 7, 100, 1031]
-    for coll in ("bcast", "allreduce", "reduce"):
-        out = smpi(24, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few",
-                                             "-c", ",".join(map(str, counts))], vnode)
-        algs = [a for a in han_catalogue if a["coll"] == coll]
-        check_run(out, expected_cases(algs, 24, 0, False, counts))
+    out = smpi(24, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few",
+                                         "-c", ",".join(map(str, counts))], vnode)
+    algs = [a for a in han_catalogue if a["coll"] == coll]
+    check_run(out, expected_cases(algs, 24, 0, False, counts))
 
 
 # (bcast params, allreduce params): modules and trees of both levels
