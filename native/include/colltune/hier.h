@@ -4,8 +4,8 @@
  * the message is cut into segments of fs bytes, and per-segment tasks overlap
  * inter-node (ib, ir) with intra-node (sb, sr) work. See docs/hier.md.
  *
- * The whole collectives are registered in the flat catalogue as bcast/han and
- * allreduce/han (ct_call); this header exposes the tasks one by one for the
+ * The whole collectives are registered in the flat catalogue as bcast/han,
+ * reduce/han and allreduce/han (ct_call); this header exposes the tasks one by one for the
  * task benchmark (colltune-taskbench) and the cost-model tuner. */
 #ifndef COLLTUNE_HIER_H
 #define COLLTUNE_HIER_H
@@ -39,7 +39,7 @@ typedef struct {
     int iaalg;         /* allreduce, imod = FLAT: catalogue id of the leaders' allreduce */
 } ct_han_params;
 
-/* The parameters from a bcast/han or allreduce/han descriptor's values
+/* The parameters from a bcast/han, reduce/han or allreduce/han descriptor's values
  * (catalogue order, docs/hier.md). */
 ct_han_params ct_han_params_from(ct_coll coll, const int *p);
 
@@ -56,7 +56,7 @@ void ct_hier_set_vnode_size(int v);
 typedef struct { int nnodes, node, lrank, nlocal, maxppn, uneven; } ct_hier_info;
 int ct_hier_info_get(MPI_Comm comm, ct_hier_info *info);   /* collective on first use */
 
-/* One HAN collective call in progress (bcast or allreduce). */
+/* One HAN collective call in progress (bcast, reduce or allreduce). */
 typedef struct ct_han ct_han;
 int ct_han_begin(ct_han **h, ct_coll coll, const ct_args *a, const ct_han_params *p);
 int ct_han_segments(const ct_han *h);     /* u */
@@ -73,8 +73,9 @@ int ct_han_end(ct_han *h);                /* completes what is in flight, frees 
  * sr(i)+ir(i-1)+ib(i-2)+sb(i-3). Returns the number of steps, -1 if malformed. */
 int ct_han_parse_task(const char *name, ct_han_step *steps, int max);
 
-/* The whole collectives (what bcast/han and allreduce/han run). */
+/* The whole collectives (what bcast/han, reduce/han and allreduce/han run). */
 int ct_han_bcast(const ct_args *a, const ct_han_params *p);
+int ct_han_reduce(const ct_args *a, const ct_han_params *p);
 int ct_han_allreduce(const ct_args *a, const ct_han_params *p);
 
 #endif
