@@ -303,13 +303,13 @@ static int scratch(int n)
 
 /* One Testsome (block = 0) or Waitany over the pending requests of every
  * active schedule, then advance. Returns 0 when nothing was pending. */
-static int progress(int block)
+/* The open requests of every active schedule into all_req[0..n) (owners
+ * noted), with room for `extra` more after them. Returns n, -1 if no memory. */
+static int gather_requests(int extra)
 {
-    advance_all();
     int n = 0;
     for (int i = 0; i < nact; i++) n += act[i]->pending;
-    if (n == 0) return 0;
-    if (!scratch(n)) return -1;
+    if (!scratch(n + extra)) return -1;
     n = 0;
     for (int i = 0; i < nact; i++)
         for (int j = 0; j < act[i]->nreq; j++)
@@ -318,6 +318,14 @@ static int progress(int block)
                 owner[n] = act[i];
                 owner_idx[n++] = j;
             }
+    return n;
+}
+
+static int progress(int block)
+{
+    advance_all();
+    int n = gather_requests(0);
+    if (n <= 0) return n;
     int done = n, rc;
     if (!block) {
 #ifdef COLLTUNE_SMPI
@@ -373,18 +381,9 @@ int ct_sched_wait_with(MPI_Request *extra, int nextra, int *which)
 {
     *which = -1;
     advance_all();
-    int n = 0;
-    for (int i = 0; i < nact; i++) n += act[i]->pending;
+    int n = gather_requests(nextra);
+    if (n < 0) return MPI_ERR_NO_MEM;
     if (n + nextra == 0) return MPI_SUCCESS;
-    if (!scratch(n + nextra)) return MPI_ERR_NO_MEM;
-    n = 0;
-    for (int i = 0; i < nact; i++)
-        for (int j = 0; j < act[i]->nreq; j++)
-            if (act[i]->req[j] != MPI_REQUEST_NULL) {
-                all_req[n] = act[i]->req[j];
-                owner[n] = act[i];
-                owner_idx[n++] = j;
-            }
     for (int k = 0; k < nextra; k++) all_req[n + k] = extra[k];
     int idx, rc = MPI_Waitany(n + nextra, all_req, &idx, &all_st[0]);
     if (idx == MPI_UNDEFINED) return rc;

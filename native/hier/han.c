@@ -243,44 +243,39 @@ ct_han_params ct_han_params_from(ct_coll coll, const int *p)
 }
 
 /* ---- whole collectives ---- */
-int ct_han_bcast(const ct_args *a, const ct_han_params *p)
+/* Runs a whole call as its task pipeline: pattern[i] = (sub-op, lag); task t
+ * runs sub-op pattern[i].sub on segment t - lag, for t = 0 .. u - 1 + max lag. */
+static int run_pipeline(ct_coll coll, const ct_args *a, const ct_han_params *p,
+                        const ct_han_step *pattern, int n)
 {
     ct_han *h;
-    int rc = ct_han_begin(&h, CT_BCAST, a, p);
-    for (int t = 0; t <= h->u && rc == MPI_SUCCESS; t++) {
-        ct_han_step s[2] = {{CT_HAN_IB, t}, {CT_HAN_SB, t - 1}};
-        rc = ct_han_task(h, s, 2);
+    ct_han_step s[4];
+    int rc = ct_han_begin(&h, coll, a, p), lag = pattern[n - 1].seg;
+    for (int t = 0; t < h->u + lag && rc == MPI_SUCCESS; t++) {
+        for (int i = 0; i < n; i++) s[i] = (ct_han_step){pattern[i].sub, t - pattern[i].seg};
+        rc = ct_han_task(h, s, n);
     }
     int rc2 = ct_han_end(h);
     return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+int ct_han_bcast(const ct_args *a, const ct_han_params *p)
+{
+    static const ct_han_step bcast[] = {{CT_HAN_IB, 0}, {CT_HAN_SB, 1}};
+    return run_pipeline(CT_BCAST, a, p, bcast, 2);
 }
 
 int ct_han_allreduce(const ct_args *a, const ct_han_params *p)
 {
-    ct_han *h;
-    int rc = ct_han_begin(&h, CT_ALLREDUCE, a, p);
-    if (p->imod == CT_HAN_MOD_FLAT) {   /* ir is the whole inter-node allreduce: no ib stage */
-        for (int t = 0; t < h->u + 2 && rc == MPI_SUCCESS; t++) {
-            ct_han_step s[3] = {{CT_HAN_SR, t}, {CT_HAN_IR, t - 1}, {CT_HAN_SB, t - 2}};
-            rc = ct_han_task(h, s, 3);
-        }
-    }
-    for (int t = 0; p->imod != CT_HAN_MOD_FLAT && t < h->u + 3 && rc == MPI_SUCCESS; t++) {
-        ct_han_step s[4] = {{CT_HAN_SR, t}, {CT_HAN_IR, t - 1}, {CT_HAN_IB, t - 2}, {CT_HAN_SB, t - 3}};
-        rc = ct_han_task(h, s, 4);
-    }
-    int rc2 = ct_han_end(h);
-    return rc != MPI_SUCCESS ? rc : rc2;
+    static const ct_han_step han[] = {{CT_HAN_SR, 0}, {CT_HAN_IR, 1}, {CT_HAN_IB, 2}, {CT_HAN_SB, 3}};
+    /* imod = FLAT: ir is the whole inter-node allreduce, there is no ib stage */
+    static const ct_han_step flat[] = {{CT_HAN_SR, 0}, {CT_HAN_IR, 1}, {CT_HAN_SB, 2}};
+    return p->imod == CT_HAN_MOD_FLAT ? run_pipeline(CT_ALLREDUCE, a, p, flat, 3)
+                                      : run_pipeline(CT_ALLREDUCE, a, p, han, 4);
 }
 
 int ct_han_reduce(const ct_args *a, const ct_han_params *p)
 {
-    ct_han *h;
-    int rc = ct_han_begin(&h, CT_REDUCE, a, p);
-    for (int t = 0; t <= h->u && rc == MPI_SUCCESS; t++) {
-        ct_han_step s[2] = {{CT_HAN_SR, t}, {CT_HAN_IR, t - 1}};
-        rc = ct_han_task(h, s, 2);
-    }
-    int rc2 = ct_han_end(h);
-    return rc != MPI_SUCCESS ? rc : rc2;
+    static const ct_han_step reduce[] = {{CT_HAN_SR, 0}, {CT_HAN_IR, 1}};
+    return run_pipeline(CT_REDUCE, a, p, reduce, 2);
 }
