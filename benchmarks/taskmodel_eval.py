@@ -36,7 +36,9 @@ from colltune.sizes import parse_list
 from colltune.store import Store
 from colltune.taskmodel.costs import TaskCosts
 from colltune.taskmodel.runner import TaskRunner
-from colltune.taskmodel.search import configurations, measure_whole, predict_config
+from colltune.taskmodel.heuristics import ALL, PRUNING, candidates, pruned_by
+from colltune.taskmodel.search import (best_predicted, configurations, measure_whole,
+                                       predict_config)
 
 
 def layout(s: str) -> tuple[int, int]:
@@ -84,43 +86,101 @@ def validate(costs, colls, n, p, m, failures) -> dict:
     return out
 
 
-def accuracy(costs, colls, layouts, sizes, failures) -> dict:
-    points, whole_bench = [], 0.0
-    costs.used.clear()
+def variant_costs(costs, spec):
+    """A TaskCosts on the same store and runner with other heuristics."""
+    return TaskCosts(costs.store, costs.runner, costs.provenance, costs.cost, spec)
+
+
+def accuracy(costs, colls, layouts, sizes, failures, variants) -> dict:
+    """Whole calls of every configuration at every point (exhaustive search),
+    then, per heuristics variant, the model's pick and the pipelines it needed."""
+    grid, whole_bench = [], 0.0
     for coll in colls:
         confs = configurations(coll)
         for n, p in layouts:
             for m in sizes:
-                preds = [predict_config(costs, coll, n, p, c, m) for c in confs]
                 meas = [whole_or_none(costs, coll, n, p, c, m, failures) for c in confs]
                 whole_bench += sum(w["bench_s"] for w in meas if w)
-                ok = [(w["completion_s"], i) for i, w in enumerate(meas) if w]
-                best_t, best_i = min(ok)
-                pick = min(range(len(confs)), key=lambda i: preds[i])
-                if meas[pick] is None:
-                    failures.append(f"predicted best failed: {coll} {n}x{p} {m}")
-                    continue
-                sd = meas[pick]["completion_s"] / best_t
-                points.append({"coll": coll, "nodes": n, "ppn": p, "bytes": m, "slowdown": sd,
-                               "picked": label(confs[pick]), "best": label(confs[best_i])})
-    task_bench = costs.spent(costs.used)
-    print(f"\n(b) accuracy vs exhaustive search ({len(configurations(colls[0]))} configurations "
-          f"per point)")
+                grid.append((coll, n, p, m, confs, meas))
+    out = {}
+    for name in variants:
+        vc = variant_costs(costs, None if name == "none" else name)
+        points = []
+        for coll, n, p, m, confs, meas in grid:
+            ok = [(w["completion_s"], i) for i, w in enumerate(meas) if w]
+            best_t, best_i = min(ok)
+            pick_conf, _ = best_predicted(vc, coll, n, p, m, confs)
+            pick = confs.index(pick_conf)
+            if meas[pick] is None:
+                failures.append(f"predicted best failed: {coll} {n}x{p} {m} ({name})")
+                continue
+            points.append({"coll": coll, "nodes": n, "ppn": p, "bytes": m,
+                           "slowdown": meas[pick]["completion_s"] / best_t,
+                           "picked": label(confs[pick]), "best": label(confs[best_i]),
+                           "candidates": len(candidates(coll, n, p, m, confs, vc.active))})
+        task_bench = vc.spent(vc.used)
+        sds = [r["slowdown"] for r in points]
+        summ = {"points": len(sds), "mean_slowdown": statistics.mean(sds),
+                "share_optimal": sum(s == 1.0 for s in sds) / len(sds), "worst": max(sds),
+                "task_bench_s": task_bench, "exhaustive_bench_s": whole_bench,
+                "cost_ratio": task_bench / whole_bench, "pipelines": len(vc.used),
+                "heuristics": vc.heuristics}
+        out[name] = {"points": points, "summary": summ}
+    return out
+
+
+def print_accuracy(acc: dict, nconf: int) -> None:
+    first = next(iter(acc.values()))
+    print(f"\n(b) accuracy vs exhaustive search ({nconf} configurations per point), "
+          f"per point with {next(iter(acc))!r}")
     print(f"{'coll':10s} {'layout':>7s} {'bytes':>9s} {'slowdown':>9s}  picked / best")
-    for r in points:
+    for r in first["points"]:
         print(f"{r['coll']:10s} {r['nodes']:>3d}x{r['ppn']:<3d} {r['bytes']:9d} {r['slowdown']:9.3f}"
               f"  {r['picked']} / {r['best']}")
-    sds = [r["slowdown"] for r in points]
-    summ = {"points": len(sds), "mean_slowdown": statistics.mean(sds),
-            "share_optimal": sum(s == 1.0 for s in sds) / len(sds), "worst": max(sds),
-            "task_bench_s": task_bench, "exhaustive_bench_s": whole_bench,
-            "cost_ratio": task_bench / whole_bench}
-    print(f"average slowdown {summ['mean_slowdown']:.4f} (target <= 1.02), optimal "
-          f"{100 * summ['share_optimal']:.0f}%, worst {summ['worst']:.3f} over {len(sds)} points")
-    print(f"\n(c) tuning cost (simulated benchmark seconds): task model {task_bench:.4f} s, "
-          f"exhaustive {whole_bench:.4f} s -> {100 * summ['cost_ratio']:.1f}% "
-          f"(paper: 23% without heuristics, 4.3% with)")
-    return {"points": points, "summary": summ}
+    print("\n(b, c) per heuristics variant: accuracy (target: average slowdown <= 1.02) and "
+          "tuning cost (simulated benchmark seconds; paper: 23% without heuristics, 4.3% with)")
+    print(f"{'heuristics':12s} {'avg slowdown':>12s} {'optimal':>9s} {'worst':>7s} "
+          f"{'pipelines':>9s} {'task s':>9s} {'exhaustive s':>12s} {'cost':>7s}")
+    for name, v in acc.items():
+        s = v["summary"]
+        print(f"{name:12s} {s['mean_slowdown']:12.4f} {s['share_optimal'] * s['points']:4.0f}/"
+              f"{s['points']:<4d} {s['worst']:7.3f} {s['pipelines']:9d} {s['task_bench_s']:9.4f} "
+              f"{s['exhaustive_bench_s']:12.4f} {100 * s['cost_ratio']:6.1f}%")
+
+
+def evidence(costs, colls, layouts, sizes, failures) -> dict:
+    """For each pruning heuristic, from the whole calls of the grid: at how many
+    points it prunes something, whether it ever prunes the measured best, and
+    the slowdown of the best configuration it keeps vs the best of all."""
+    out = {}
+    print("\n(e) evidence for the pruning heuristics (whole calls of every configuration)")
+    print(f"{'heur.':6s} {'points pruned':>13s} {'configs pruned':>14s} {'best pruned':>11s} "
+          f"{'worst kept/best':>15s}  where the best was pruned")
+    for name in PRUNING:
+        npts = nconf = nbest = 0
+        worst, where = 1.0, []
+        for coll in colls:
+            confs = configurations(coll)
+            for n, p in layouts:
+                for m in sizes:
+                    drop = pruned_by(name, coll, n, m, confs)
+                    if not any(drop):
+                        continue
+                    meas = [whole_or_none(costs, coll, n, p, c, m, failures) for c in confs]
+                    ok = [(w["completion_s"], i) for i, w in enumerate(meas) if w]
+                    best_t, best_i = min(ok)
+                    kept = [t for t, i in ok if not drop[i]]
+                    npts += 1
+                    nconf += sum(drop)
+                    ratio = min(kept) / best_t if kept else float("inf")
+                    worst = max(worst, ratio)
+                    if drop[best_i]:
+                        nbest += 1
+                        where.append(f"{coll} {n}x{p} {m} ({ratio:.3f})")
+        print(f"{name:6s} {npts:13d} {nconf:14d} {nbest:11d} {worst:15.3f}  {'; '.join(where)}")
+        out[name] = {"points_pruned": npts, "configs_pruned": nconf, "best_pruned": nbest,
+                     "worst_kept_over_best": worst, "where": where}
+    return out
 
 
 def main() -> int:
@@ -132,7 +192,13 @@ def main() -> int:
     ap.add_argument("--sizes", default="300000,3000000")
     ap.add_argument("--colls", default="bcast,allreduce")
     ap.add_argument("--cost", default="rank", choices=["rank", "leader"])
-    ap.add_argument("--heuristics", action="store_true", help="the tuner's --heuristics")
+    ap.add_argument("--heuristics", nargs="?", const="all", default="",
+                    help="heuristics of the validation (a): all, or e.g. H1,H3 (default none)")
+    ap.add_argument("--variants", default="none," + ",".join(ALL) + ",all",
+                    help="heuristics variants compared in (b, c): none, H1..H4, all, "
+                         "or a '+'-joined set such as H1+H3")
+    ap.add_argument("--evidence", action="store_true",
+                    help="(e): per pruning heuristic, does it ever prune the measured best?")
     ap.add_argument("--store", default="results/taskmodel_eval.sqlite")
     ap.add_argument("--json", help="summary JSON (default: next to --store)")
     ap.add_argument("--html", help="report page (default: next to --json)")
@@ -150,11 +216,17 @@ def main() -> int:
     if a.validate:
         out["validation"] = validate(costs, colls, *layout(a.validate), a.validate_bytes, failures)
     if a.layouts:
-        out["accuracy"] = accuracy(costs, colls, [layout(s) for s in a.layouts.split(",")],
-                                   parse_list(a.sizes, "message size"), failures)
+        lays, sizes = [layout(s) for s in a.layouts.split(",")], parse_list(a.sizes, "message size")
+        variants = [v.replace("+", ",") for v in a.variants.split(",") if v]
+        acc = accuracy(costs, colls, lays, sizes, failures, variants)
+        print_accuracy(acc, len(configurations(colls[0])))
+        out["variants"] = {k: v["summary"] for k, v in acc.items()}
+        out["accuracy"] = acc[variants[-1]]
+        if a.evidence:
+            out["evidence"] = evidence(costs, colls, lays, sizes, failures)
     if failures:
         print("\nfailed measurements (excluded):\n  " + "\n  ".join(failures))
-    path = a.json or os.path.splitext(a.store)[0] + f"_{a.platform}_{a.cost}{'_h' if a.heuristics else ''}.json"
+    path = a.json or os.path.splitext(a.store)[0] + f"_{a.platform}_{a.cost}{'_h' if costs.heuristics else ''}.json"
     with open(path, "w") as fh:
         json.dump({**out, "failures": failures}, fh, indent=1)
     from colltune.report.taskmodel import render_page

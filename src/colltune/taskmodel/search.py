@@ -7,6 +7,7 @@ import json
 import time
 
 from ..store import point_key
+from .heuristics import candidates
 from .model import depth, predict, segments
 
 # Default space (docs/taskmodel.md): segment size x inter-node module x intra-node
@@ -49,6 +50,10 @@ def predict_config(costs, coll: str, nodes: int, ppn: int, params: dict, nbytes:
 
 
 def best_predicted(costs, coll, nodes, ppn, nbytes, configs) -> tuple[dict, float]:
+    """The configuration with the lowest prediction among those the active
+    pruning heuristics of ``costs`` leave (heuristics.py): pruned ones are
+    never predicted, so their pipelines are never measured."""
+    configs = candidates(coll, nodes, ppn, nbytes, configs, getattr(costs, "active", ()))
     preds = [(predict_config(costs, coll, nodes, ppn, c, nbytes), i) for i, c in enumerate(configs)]
     t, i = min(preds)
     return configs[i], t
