@@ -36,6 +36,7 @@ from colltune.sizes import parse_list
 from colltune.store import Store
 from colltune.taskmodel.costs import TaskCosts
 from colltune.taskmodel.runner import TaskRunner
+from colltune.taskmodel.model import depth, segments
 from colltune.taskmodel.heuristics import ALL, PRUNING, candidates, pruned_by
 from colltune.taskmodel.search import (best_predicted, configurations, measure_whole,
                                        predict_config)
@@ -86,9 +87,13 @@ def validate(costs, colls, n, p, m, failures) -> dict:
     return out
 
 
+VARIANT_COSTS: list = []
+
+
 def variant_costs(costs, spec):
     """A TaskCosts on the same store and runner with other heuristics."""
-    return TaskCosts(costs.store, costs.runner, costs.provenance, costs.cost, spec)
+    VARIANT_COSTS.append(TaskCosts(costs.store, costs.runner, costs.provenance, costs.cost, spec))
+    return VARIANT_COSTS[-1]
 
 
 def accuracy(costs, colls, layouts, sizes, failures, variants) -> dict:
@@ -155,10 +160,10 @@ def evidence(costs, colls, layouts, sizes, failures) -> dict:
     out = {}
     print("\n(e) evidence for the pruning heuristics (whole calls of every configuration)")
     print(f"{'heur.':6s} {'points pruned':>13s} {'configs pruned':>14s} {'best pruned':>11s} "
-          f"{'worst kept/best':>15s}  where the best was pruned")
+          f"{'worst kept/best':>15s} {'margin':>7s}  where the best was pruned")
     for name in PRUNING:
         npts = nconf = nbest = 0
-        worst, where = 1.0, []
+        worst, margin, where = 1.0, float("inf"), []
         for coll in colls:
             confs = configurations(coll)
             for n, p in layouts:
@@ -174,12 +179,42 @@ def evidence(costs, colls, layouts, sizes, failures) -> dict:
                     nconf += sum(drop)
                     ratio = min(kept) / best_t if kept else float("inf")
                     worst = max(worst, ratio)
+                    # margin: the fastest pruned configuration / the best kept one
+                    margin = min(margin, min(t for t, i in ok if drop[i]) / min(kept))
                     if drop[best_i]:
                         nbest += 1
                         where.append(f"{coll} {n}x{p} {m} ({ratio:.3f})")
-        print(f"{name:6s} {npts:13d} {nconf:14d} {nbest:11d} {worst:15.3f}  {'; '.join(where)}")
+        print(f"{name:6s} {npts:13d} {nconf:14d} {nbest:11d} {worst:15.3f} {margin:7.3f}  "
+              f"{'; '.join(where)}")
         out[name] = {"points_pruned": npts, "configs_pruned": nconf, "best_pruned": nbest,
-                     "worst_kept_over_best": worst, "where": where}
+                     "worst_kept_over_best": worst, "margin": margin, "where": where}
+    # H5 changes a prediction, not the candidates: |error| vs the whole call with
+    # the exact (u-1)-segment pipeline and with the slope, where it applies
+    exact, slope = variant_costs(costs, None), variant_costs(costs, "H5")
+    errs = {"exact": [], "H5": []}
+    for coll in colls:
+        d = depth(coll)
+        for c in configurations(coll):
+            fs = c["fs"]
+            for n, p in layouts:
+                for m in sizes:
+                    if segments(m, fs) != d or m == d * fs or d - 1 < 2:
+                        continue          # H5 applies to u = D >= 3, last segment partial
+                    w = whole_or_none(costs, coll, n, p, c, m, failures)
+                    if not w:
+                        continue
+                    for k, vc in (("exact", exact), ("H5", slope)):
+                        errs[k].append(abs(predict_config(vc, coll, n, p, c, m)
+                                           / w["completion_s"] - 1))
+    if errs["H5"]:
+        ex, h5 = errs["exact"], errs["H5"]
+        print(f"H5     {len(h5)} (configuration, point) pairs with u = D >= 3 and a partial last "
+              f"segment: mean |error| {100 * statistics.mean(ex):.1f}% with the exact "
+              f"(u-1)-segment pipeline, {100 * statistics.mean(h5):.1f}% with H5's fill+drain; max "
+              f"{100 * max(ex):.1f}% / {100 * max(h5):.1f}%")
+        out["H5"] = {"pairs": len(h5), "mean_err_exact": statistics.mean(ex),
+                     "mean_err_h5": statistics.mean(h5), "max_err_exact": max(ex),
+                     "max_err_h5": max(h5)}
     return out
 
 
@@ -232,7 +267,8 @@ def main() -> int:
     from colltune.report.taskmodel import render_page
     page = render_page(path, a.html or os.path.splitext(path)[0] + ".html")
     print(f"\nsummary: {path}, report {page}; wall {time.monotonic() - t0:.0f} s; "
-          f"{costs.measured} pipelines measured, {costs.reused} reused")
+          f"{costs.measured + sum(getattr(v, 'measured', 0) for v in VARIANT_COSTS)} pipelines "
+          f"measured")
     return 0
 
 

@@ -11,7 +11,8 @@ from colltune.store import Store
 from colltune.taskmodel import heuristics as H
 from colltune.taskmodel.costs import PIPE_SEGMENTS, PIPE_SEGMENTS_SHORT, TaskCosts
 from colltune.taskmodel.runner import TaskRunner
-from colltune.taskmodel.search import best_predicted, configurations, measure_whole
+from colltune.taskmodel.search import (best_predicted, configurations, measure_whole,
+                                       predict_config)
 
 KI = 1024
 
@@ -129,3 +130,30 @@ def test_h2_mechanism_unfilled_chain_loses_to_binomial(tm):
     t_chain = measure_whole(costs, "bcast", 8, 1, chain, 100_000)["completion_s"]
     t_bin = measure_whole(costs, "bcast", 8, 1, dict(chain, ibalg=1), 100_000)["completion_s"]
     assert t_chain > t_bin
+
+
+def test_h5_fill_drain_needs_no_short_pipeline(tm):
+    """allreduce, u = D = 4 with a partial last segment: H5 measures only the
+    steady pipeline (no exact 3-segment one) and stays within the tolerance."""
+    store, runner, prov = tm
+    conf = {"fs": 128 * KI, "imod": 0, "smod": 0, "ibalg": 1, "iralg": 1}
+    m = 450_000                                   # 3 x 128 KiB < m < 4 x 128 KiB
+    where = "collective='allreduce' AND nodes=2 AND ppn=4"
+    h5 = TaskCosts(store, runner, prov, heuristics="H5")
+    pred = predict_config(h5, "allreduce", 2, 4, conf, m)
+    segs = [r[0] for r in store.db.execute(f"SELECT segments FROM taskmodel_pipelines WHERE {where}")]
+    assert segs == [PIPE_SEGMENTS["allreduce"]] and h5.measured == 1
+    exact = TaskCosts(store, runner, prov)
+    pred_exact = predict_config(exact, "allreduce", 2, 4, conf, m)
+    assert exact.measured == 1                    # the 3-segment pipeline H5 did without
+    whole = measure_whole(exact, "allreduce", 2, 4, conf, m)["completion_s"]
+    assert abs(pred / whole - 1) <= 0.10, (pred, pred_exact, whole)
+
+
+def test_h5_not_for_one_segment_bcast(tm):
+    store, runner, prov = tm
+    conf = {"fs": 128 * KI, "imod": 1, "smod": 1, "ibalg": 1}
+    h5 = TaskCosts(store, runner, prov, heuristics="H5")
+    predict_config(h5, "bcast", 2, 2, conf, 200_000)   # u = 2 = D, partial: needs u-1 = 1
+    assert 1 in [r[0] for r in store.db.execute(
+        "SELECT segments FROM taskmodel_pipelines WHERE collective='bcast' AND nodes=2 AND ppn=2")]
