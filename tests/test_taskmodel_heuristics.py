@@ -157,3 +157,18 @@ def test_h5_not_for_one_segment_bcast(tm):
     predict_config(h5, "bcast", 2, 2, conf, 200_000)   # u = 2 = D, partial: needs u-1 = 1
     assert 1 in [r[0] for r in store.db.execute(
         "SELECT segments FROM taskmodel_pipelines WHERE collective='bcast' AND nodes=2 AND ppn=2")]
+
+
+def test_cli_heuristics_subset_and_all(workdir):
+    from colltune.decision import DecisionTable
+    from conftest import run_cli
+    base = ["tune", "--strategy", "taskmodel", "--collectives", "allreduce", "--layouts", "2x2",
+            "--sizes", "1000000", "--platform", "small"]
+    run_cli(*base, "--campaign", "hsub", "--heuristics", "H3,H4")
+    t = DecisionTable.load(str(workdir / "out" / "hsub.table.json"))
+    assert t.provenance["taskmodel"]["heuristics"] == ["H3", "H4"]
+    rule = t.lookup("allreduce", 2, 2, 1000000)
+    assert rule.params["fs"] == 128 * KI and not (rule.params["imod"] == 1 and rule.params["smod"] == 0)
+    run_cli(*base, "--campaign", "hall", "--heuristics")
+    t = DecisionTable.load(str(workdir / "out" / "hall.table.json"))
+    assert t.provenance["taskmodel"]["heuristics"] == list(H.ALL)
