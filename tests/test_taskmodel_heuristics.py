@@ -75,6 +75,19 @@ def test_candidates_union_and_never_empty():
     assert H.candidates("bcast", 8, 4, 1000, only_chain, "H2") == only_chain
 
 
+def test_h5_fill_drain_is_the_short_call_task_structure():
+    from colltune.taskmodel.model import pipeline_tasks, predict_fill_drain
+    # a 3-segment allreduce is the 4-segment pipeline's fill followed by its drain
+    short, pipe = pipeline_tasks("allreduce", 3), pipeline_tasks("allreduce", 7)
+    strip = lambda t: sorted(x.split("(")[0] for x in t.split("+"))  # noqa: E731
+    assert [strip(t) for t in short] == [strip(t) for t in pipe[:3] + pipe[-3:]]
+    costs = [[1.0, 2.0], [2.0, 1.0], [3.0, 3.0], [9.0, 9.0], [9.0, 9.0], [4.0, 1.0],
+             [5.0, 1.0], [6.0, 1.0]]                     # per task, per rank; steady = 9s
+    assert predict_fill_drain("allreduce", costs) == max(1 + 2 + 3 + 4 + 5 + 6, 2 + 1 + 3 + 3)
+    with pytest.raises(ValueError):
+        predict_fill_drain("allreduce", costs[:6])
+
+
 # --- real smpirun (small platform) ---
 
 @pytest.fixture(scope="module")
