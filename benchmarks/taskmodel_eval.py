@@ -59,16 +59,37 @@ def whole_or_none(costs, coll, n, p, conf, m, failures):
         return None
 
 
+class NotStored(Exception):
+    """--stored-only: a measurement the store does not have yet."""
+
+
+class StoredOnlyRunner:
+    """Stands in for TaskRunner with --stored-only: measures nothing."""
+
+    def launch(self, *a, **k):
+        raise NotStored
+
+
 def validate(costs, colls, n, p, m, failures) -> dict:
     out = {}
     for coll in colls:
-        rows = []
+        rows, missing = [], 0
         for conf in configurations(coll):
-            pred = predict_config(costs, coll, n, p, conf, m)
-            w = whole_or_none(costs, coll, n, p, conf, m, failures)
+            try:
+                pred = predict_config(costs, coll, n, p, conf, m)
+                w = whole_or_none(costs, coll, n, p, conf, m, failures)
+            except NotStored:
+                missing += 1
+                continue
             rows.append({"config": label(conf), "params": conf, "predicted_s": pred,
                          "measured_s": w and w["completion_s"],
                          "error": w and pred / w["completion_s"] - 1})
+        if missing:
+            print(f"\n(a) {coll} {n}x{p}, {m} B: PARTIAL (--stored-only): {len(rows)} of "
+                  f"{len(rows) + missing} configurations measured so far; 'best' below is "
+                  f"among those only")
+        if not rows:
+            continue
         ok = [r for r in rows if r["measured_s"]]
         pb = min(rows, key=lambda r: r["predicted_s"])
         mb = min(ok, key=lambda r: r["measured_s"])
@@ -82,7 +103,7 @@ def validate(costs, colls, n, p, m, failures) -> dict:
         print(f"mean |error| {100 * statistics.mean(errs):.1f}%, max {100 * max(errs):.1f}%; "
               f"predicted best {pb['config']} == measured best: {pb is mb} "
               f"(slowdown {pb['measured_s'] / mb['measured_s']:.3f})")
-        out[coll] = {"nodes": n, "ppn": p, "bytes": m, "rows": rows,
+        out[coll] = {"nodes": n, "ppn": p, "bytes": m, "rows": rows, "missing": missing,
                      "best_match": pb is mb, "slowdown": pb["measured_s"] / mb["measured_s"]}
     return out
 
@@ -232,6 +253,8 @@ def main() -> int:
     ap.add_argument("--variants", default="none," + ",".join(ALL) + ",all",
                     help="heuristics variants compared in (b, c): none, H1..H4, all, "
                          "or a '+'-joined set such as H1+H3")
+    ap.add_argument("--stored-only", action="store_true",
+                    help="measure nothing: report (a) from what the store has (partial runs)")
     ap.add_argument("--evidence", action="store_true",
                     help="(e): per pruning heuristic, does it ever prune the measured best?")
     ap.add_argument("--store", default="results/taskmodel_eval.sqlite")
@@ -243,7 +266,8 @@ def main() -> int:
     backend = SimBackend(settings, a.platform)
     backend.prepare()
     store = Store(a.store)
-    costs = TaskCosts(store, TaskRunner(backend, settings), backend.provenance(), a.cost,
+    runner = StoredOnlyRunner() if a.stored_only else TaskRunner(backend, settings)
+    costs = TaskCosts(store, runner, backend.provenance(), a.cost,
                       a.heuristics)
     colls, failures, t0 = a.colls.split(","), [], time.monotonic()
     out = {"platform": a.platform, "cost": a.cost, "heuristics": a.heuristics,
