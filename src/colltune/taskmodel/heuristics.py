@@ -15,9 +15,10 @@ H2 chain-fill: no chain inter-node tree (ibalg=3) when the message has fewer
 H3 blocking-intra: no library intra-node module (smod=0, a *blocking*
    PMPI_Bcast/Reduce on the node communicator) under colltune's non-blocking
    inter-node trees (imod=1) once the call is pipelined (u >= 2 segments):
-   while a leader blocks in the library call it does not progress the
-   inter-node tree, so the next segment's inter-node forwarding stalls and the
-   pipeline degenerates into a sequence.
+   ct_han_task (native/hier/han.c) starts the task's inter-node ops, runs the
+   blocking library steps, and only then progresses the ops, and the tree
+   forwards piece by piece only while progressed: ib(s) stalls during sb(s-1)
+   and the pipeline degenerates into a sequence.
 H4 unfilled-pipeline: no segment size that leaves the task pipeline unfilled
    (1 < u < D, D = stages: allreduce 4) when a smaller segment size of the space
    fills it (u >= D): every task of such a call is a fill or drain task.
