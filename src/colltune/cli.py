@@ -71,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--baselines", help="library default selectors to compare with "
                                                 "(default: the provider's, e.g. ompi,mpich)")
             p.add_argument("--table", help="decision table path (default: OUTPUT_DIR/<campaign>.table.json)")
-            p.add_argument("--heuristics", action="store_true",
-                           help="taskmodel: cheaper task measurements (docs/taskmodel.md)")
+            p.add_argument("--heuristics", nargs="?", const="all", default=None,
+                           help="taskmodel: cheaper task measurements and pruning; alone = all, "
+                                "or a list such as H1,H3 (docs/taskmodel.md)")
 
     p = sub.add_parser("report", help="render the HTML report of a campaign")
     add_globals(p)

@@ -56,6 +56,14 @@ def sections(summary: dict) -> list[str]:
             "share optimal": s["share_optimal"], "worst": s["worst"],
             "task model bench s": s["task_bench_s"], "exhaustive bench s": s["exhaustive_bench_s"],
             "cost ratio": s["cost_ratio"]}]), set(), "{:.4g}"))
+        if summary.get("variants"):
+            out.append("<p>Heuristics variants (same whole calls, same grid):</p>" + _table(
+                pd.DataFrame([{"heuristics": k, "mean slowdown": v["mean_slowdown"],
+                               "share optimal": v["share_optimal"], "worst": v["worst"],
+                               "pipelines": v.get("pipelines"),
+                               "task model bench s": v["task_bench_s"],
+                               "cost ratio": v["cost_ratio"]}
+                              for k, v in summary["variants"].items()]), {"heuristics"}, "{:.4g}"))
         out.append("<details><summary>per point</summary>"
                    + _table(pd.DataFrame(acc["points"]), {"coll", "picked", "best"}, "{:.4g}")
                    + "</details>")

@@ -23,6 +23,7 @@ import json
 import time
 
 from ..store import point_key
+from . import heuristics as heuristics_mod
 from .model import depth, pipeline_tasks
 
 # Segments of the short pipeline that yields fill, steady and drain costs.
@@ -72,11 +73,13 @@ class TaskCosts:
     """Measured pipelines in the store; measures what is missing through a TaskRunner."""
 
     def __init__(self, store, runner, provenance: dict, cost: str = "rank",
-                 heuristics: bool = False):
+                 heuristics=False):
         if cost not in COST_KINDS:
             raise ValueError(f"task cost {cost!r}: expected one of {', '.join(COST_KINDS)}")
         self.db, self.runner, self.cost = store.db, runner, cost
-        self.heuristics = heuristics
+        self.store, self.provenance = store, provenance
+        self.active = heuristics_mod.parse(heuristics)
+        self.heuristics = sorted(self.active)   # provenance: the names in effect
         self.platform = provenance.get("platform")
         self.sha = provenance.get("platform_sha256")
         self.db.executescript(_DDL)
@@ -129,7 +132,7 @@ class TaskCosts:
             return {"short": self.pipeline(coll, nodes, ppn, params, nbytes, 1)}
         if u < depth(coll):   # exact short call (its last segment may be partial)
             return {"short": self.pipeline(coll, nodes, ppn, params, fs, u, nbytes)}
-        segs = (PIPE_SEGMENTS_SHORT if self.heuristics else PIPE_SEGMENTS)[coll]
+        segs = (PIPE_SEGMENTS_SHORT if "H1" in self.active else PIPE_SEGMENTS)[coll]
         return {"pipe": self.pipeline(coll, nodes, ppn, params, fs, segs)}
 
     def spent(self, keys) -> float:

@@ -89,3 +89,13 @@ def predict(coll: str, u: int, short: list[list[float]] | None = None,
     n_steady = u - d + 1
     used = keep[:n_steady] + [keep[-1]] * max(0, n_steady - len(keep))
     return node_totals(fill + used + drain)
+
+
+def predict_fill_drain(coll: str, pipe: list[list[float]]) -> float:
+    """max over ranks of the fill and drain tasks of a pipeline without any
+    steady task: the estimate of a (D-1)-segment call that the --heuristics
+    rule H5 uses instead of measuring its own exact short pipeline."""
+    d = depth(coll)
+    if pipe is None or len(pipe) < 2 * d - 1:
+        raise ValueError(f"{coll} needs a pipeline of at least {d} segments")
+    return node_totals(pipe[:d - 1] + pipe[len(pipe) - (d - 1):])

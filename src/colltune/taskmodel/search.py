@@ -7,7 +7,8 @@ import json
 import time
 
 from ..store import point_key
-from .model import depth, predict, segments
+from .heuristics import candidates
+from .model import depth, predict, predict_fill_drain, segments
 
 # Default space (docs/taskmodel.md): segment size x inter-node module x intra-node
 # module x inter-node tree; other parameters keep their catalogue defaults.
@@ -44,11 +45,21 @@ def predict_config(costs, coll: str, nodes: int, ppn: int, params: dict, nbytes:
         return predict(coll, k, **costs.inputs(coll, nodes, ppn, params, b, k))
     if u < depth(coll) or nbytes == u * fs:
         return full(u, nbytes)
-    lo, hi = full(u - 1, (u - 1) * fs), full(u, u * fs)
+    hi = full(u, u * fs)
+    if 2 <= u - 1 < depth(coll) and "H5" in getattr(costs, "active", ()):
+        # H5: u-1 full segments would need an exact short pipeline of its own;
+        # take the same pipeline without its steady tasks instead (heuristics.py)
+        lo = predict_fill_drain(coll, costs.inputs(coll, nodes, ppn, params, u * fs, u)["pipe"])
+    else:
+        lo = full(u - 1, (u - 1) * fs)
     return lo + (nbytes - (u - 1) * fs) / fs * (hi - lo)
 
 
 def best_predicted(costs, coll, nodes, ppn, nbytes, configs) -> tuple[dict, float]:
+    """The configuration with the lowest prediction among those the active
+    pruning heuristics of ``costs`` leave (heuristics.py): pruned ones are
+    never predicted, so their pipelines are never measured."""
+    configs = candidates(coll, nodes, ppn, nbytes, configs, getattr(costs, "active", ()))
     preds = [(predict_config(costs, coll, nodes, ppn, c, nbytes), i) for i, c in enumerate(configs)]
     t, i = min(preds)
     return configs[i], t

@@ -1,0 +1,133 @@
+"""Optional heuristics of the taskmodel tuner (``--heuristics``; docs/taskmodel.md,
+"Heuristics", has the measured evidence for each and the command that prints it).
+
+H1 changes how a pipeline is measured (3 steady tasks instead of 4-5; costs.py).
+The others prune configurations *before* anything is measured for them, so the
+pipelines of a pruned configuration are never launched. Each is a rule about
+the structure of colltune's HAN (docs/hier.md), stated in terms of the point
+(collective, nodes n, message bytes m) and the configuration, never in terms of
+particular grid values:
+
+H2 chain-fill: no chain inter-node tree (ibalg=3) when the message has fewer
+   inter-node pieces than the chain has hops (ceil(m / ibs) < n - 1): the
+   chain's pipeline is never filled, it pays n - 1 sequential hops for a
+   message a binomial tree sends in ceil(log2 n) rounds.
+H3 blocking-intra: no library intra-node module (smod=0, a *blocking*
+   PMPI_Bcast/Reduce on the node communicator) under colltune's non-blocking
+   inter-node trees (imod=1) once the call is pipelined (u >= 2 segments):
+   ct_han_task (native/hier/han.c) starts the task's inter-node ops, runs the
+   blocking library steps, and only then progresses the ops, and the tree
+   forwards piece by piece only while progressed: ib(s) stalls during sb(s-1)
+   and the pipeline degenerates into a sequence.
+H4 unfilled-pipeline: no segment size that leaves the task pipeline unfilled
+   (1 < u < D, D = stages: allreduce 4) when a smaller segment size of the space
+   fills it (u >= D): every task of such a call is a fill or drain task.
+H5 fill-drain: a message just over D full segments (u = D, last one partial)
+   is interpolated between u-1 and u full segments; u-1 < D would need an exact
+   (u-1)-segment pipeline of its own (a whole short call, measured for nothing
+   else). A (D-1)-segment call has the same task structure as the fill and the
+   drain of any pipeline (allreduce, 3 segments: sr(0); irsr(1); ibirsr(2);
+   sbibir(2); sbib(2); sb(2)), so H5 takes the lower end from the pipeline the
+   call uses anyway without its steady tasks (model.predict_fill_drain). Only
+   where that short call is itself pipelined, u-1 >= 2 (allreduce): a
+   1-segment call (bcast u-1 = 1) overlaps nothing and measured 11-34 % slower
+   than the pipeline's ib(0) + sb for trees at both levels, so it keeps its
+   exact measurement. (A first version, T(u-1) ~ 2 T(u) - T(u+1), failed: the
+   first steady task costs up to 6x the later ones; mean |error| 63 % vs
+   16.5 % exact on the training grid.)
+"""
+from __future__ import annotations
+
+import math
+
+from .model import depth, segments
+
+ALL = ("H1", "H2", "H3", "H4", "H5")
+PRUNING = ("H2", "H3", "H4")
+# Inter-node piece bytes when a configuration does not set ibs/irs (the
+# catalogue default, docs/hier.md).
+DEFAULT_IBS = 65536
+
+
+def parse(spec) -> frozenset:
+    """True / 'all' -> every heuristic; False / None / '' / 'none' -> none;
+    'H1,H3' -> those (case-insensitive)."""
+    if spec is True:
+        return frozenset(ALL)
+    if not spec or spec is False:
+        return frozenset()
+    if isinstance(spec, (set, frozenset, list, tuple)):
+        names = {str(s).upper() for s in spec}
+    else:
+        s = str(spec).strip().lower()
+        if s in ("all", "1", "true", "yes"):
+            return frozenset(ALL)
+        if s in ("none", "0", "false", "no"):
+            return frozenset()
+        names = {x.strip().upper() for x in s.split(",") if x.strip()}
+    bad = names - set(ALL)
+    if bad:
+        raise ValueError(f"unknown taskmodel heuristic(s) {', '.join(sorted(bad))} "
+                         f"(have {', '.join(ALL)})")
+    return frozenset(names)
+
+
+def chain_unfilled(coll: str, nodes: int, params: dict, nbytes: int) -> bool:
+    """H2: a chain inter-node tree that the message cannot fill."""
+    if int(params.get("imod", 1)) != 1 or int(params.get("ibalg", 1)) != 3:
+        return False
+    return inter_pieces(params, nbytes) < nodes - 1
+
+
+def inter_pieces(params: dict, nbytes: int) -> int:
+    """Inter-node pieces of a whole call: every segment streams in pieces of ibs
+    bytes (0 = the whole segment)."""
+    fs = int(params.get("fs", 0))
+    u = segments(nbytes, fs)
+    seg = fs if u > 1 else nbytes
+    ibs = int(params.get("ibs", DEFAULT_IBS))
+    piece = min(ibs, seg) if ibs > 0 else seg
+    last = nbytes - (u - 1) * seg
+    return (u - 1) * math.ceil(seg / piece) + math.ceil(last / piece)
+
+
+def blocking_intra(coll: str, nodes: int, params: dict, nbytes: int) -> bool:
+    """H3: library (blocking) intra-node module under colltune's inter-node trees,
+    pipelined call."""
+    return (int(params.get("imod", 1)) == 1 and int(params.get("smod", 1)) == 0
+            and segments(nbytes, int(params.get("fs", 0))) >= 2)
+
+
+def unfilled(coll: str, params: dict, nbytes: int, configs: list[dict]) -> bool:
+    """H4: 1 < u < D while a smaller fs of the candidates has u >= D."""
+    d = depth(coll)
+    fs = int(params.get("fs", 0))
+    u = segments(nbytes, fs)
+    if not 1 < u < d:
+        return False
+    return any(0 < int(c.get("fs", 0)) < fs and segments(nbytes, int(c["fs"])) >= d
+               for c in configs)
+
+
+def pruned_by(name: str, coll: str, nodes: int, nbytes: int, configs: list[dict]) -> list[bool]:
+    """Which configurations heuristic ``name`` alone removes at this point."""
+    if name == "H2":
+        return [chain_unfilled(coll, nodes, c, nbytes) for c in configs]
+    if name == "H3":
+        return [blocking_intra(coll, nodes, c, nbytes) for c in configs]
+    if name == "H4":
+        return [unfilled(coll, c, nbytes, configs) for c in configs]
+    return [False] * len(configs)
+
+
+def candidates(coll: str, nodes: int, ppn: int, nbytes: int, configs: list[dict],
+               active) -> list[dict]:
+    """The configurations left to predict after the active pruning heuristics
+    (never none: if every configuration would be pruned, all are kept)."""
+    active = parse(active)
+    drop = [False] * len(configs)
+    for name in PRUNING:
+        if name in active:
+            drop = [a or b for a, b in zip(drop, pruned_by(name, coll, nodes, nbytes, configs))]
+    kept = [c for c, d in zip(configs, drop) if not d]
+    return kept or list(configs)
