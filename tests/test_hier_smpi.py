@@ -50,6 +50,10 @@ def han_catalogue(smpi):
     return [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"])) if a["name"] == "han"]
 
 
+# HAN algorithms have no non-blocking form: in algotest's nb mode (ct_icall)
+# every case is the library's MPI_I<coll>, which the flat suite's nb matrices
+# (test_algorithms_smpi.py, they iterate the catalogue, HAN included) already
+# cover. The HAN matrices here run the blocking mode, where HAN runs.
 # vnode 0: the simulated hosts (4 ranks each, the last node uneven when k % 4);
 # 3: nodes of 3 + 1 ranks per host; 1: one rank per node
 @pytest.mark.parametrize("vnode", [0, 3, 1])
@@ -58,29 +62,24 @@ def test_han_matrix_smpi_every_subcommunicator(smpi, han_catalogue, coll, vnode)
     """Communicators of 1..13 ranks and WORLD (13), every root, counts 0,1,7;
     int/double/3-byte types; sum/max/non-commutative (declined: library)."""
     counts = [0, 1, 7]
-    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/han", "-s", "13", "-r", "all",
+    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/han", "-s", "13", "-r", "all", "-m", "blocking",
                                          "-c", ",".join(map(str, counts))], vnode)
     algs = [a for a in han_catalogue if a["coll"] == coll]
-    check_run(out, expected_cases(algs, 13, 13, True, counts))
+    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
-# reduce/han has every root x 8 (type, op) x in place: ~5x bcast's matrix. HAN
-# runs in the blocking mode (ct_call); in the nb mode (ct_icall) reduce/han has
-# no schedule, so every case is the library's MPI_Ireduce, which SMPI is slow
-# to simulate: that mode gets roots 0, k/2, k-1 only, in its own smpirun.
-@pytest.mark.parametrize("mode", ["blocking", "nb"])
+# reduce/han has every root x 8 (type, op) x in place: ~5x bcast's matrix.
 @pytest.mark.parametrize("vnode", [0, 3, 1])
-def test_han_reduce_matrix_smpi_every_subcommunicator(smpi, han_catalogue, vnode, mode):
-    """reduce/han: communicators of 1..13 ranks and WORLD, every root (nb
-    mode: 3 roots), counts 0,1,7 and 301 (several segments with fs=1000,
-    several pieces with irs=1000); int/double/3-byte; sum/max/non-commutative
-    (declined); in place at the root; the send buffer is never written."""
+def test_han_reduce_matrix_smpi_every_subcommunicator(smpi, han_catalogue, vnode):
+    """reduce/han: communicators of 1..13 ranks and WORLD, every root, counts
+    0,1,7 and 301 (several segments with fs=1000, several pieces with
+    irs=1000); int/double/3-byte; sum/max/non-commutative (declined); in place
+    at the root; the send buffer is never written."""
     counts = [0, 1, 7, 301]
-    roots = "all" if mode == "blocking" else "few"
-    out = smpi(13, "colltune-algotest", ["-a", "reduce/han", "-s", "13", "-r", roots, "-m", mode,
+    out = smpi(13, "colltune-algotest", ["-a", "reduce/han", "-s", "13", "-r", "all", "-m", "blocking",
                                          "-c", ",".join(map(str, counts))], vnode)
     algs = [a for a in han_catalogue if a["coll"] == "reduce"]
-    check_run(out, expected_cases(algs, 13, 13, roots == "all", counts, mode))
+    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
 @pytest.mark.parametrize("coll", ["bcast", "allreduce", "reduce"])
@@ -90,10 +89,10 @@ def test_han_matrix_smpi_large_counts(smpi, han_catalogue, vnode, coll):
     1031 with every parameter probe (fs=1000 bytes: many segments); roots 0,
     12, 23 for bcast and reduce."""
     counts = [0, 1, 7, 100, 1031]
-    out = smpi(24, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few",
+    out = smpi(24, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few", "-m", "blocking",
                                          "-c", ",".join(map(str, counts))], vnode)
     algs = [a for a in han_catalogue if a["coll"] == coll]
-    check_run(out, expected_cases(algs, 24, 0, False, counts))
+    check_run(out, expected_cases(algs, 24, 0, False, counts, "blocking"))
 
 
 # (bcast params, allreduce params): modules and trees of both levels
@@ -192,12 +191,12 @@ def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     counts = [0, 1, 7, 100]
     for coll in ("bcast", "allreduce", "reduce"):
         cmd = [impl.launcher, *extra, "-np", "5", str(out / "colltune-algotest"), "-a",
-               f"{coll}/han", "-s", "5", "-r", "all", "-c", ",".join(map(str, counts))]
+               f"{coll}/han", "-s", "5", "-r", "all", "-m", "blocking", "-c", ",".join(map(str, counts))]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                            env={**impl.run_env(), **env, "COLLTUNE_VNODE_SIZE": "2"})
         assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         algs = [a for a in han_catalogue if a["coll"] == coll]
-        check_run(r.stdout, expected_cases(algs, 5, 5, True, counts))
+        check_run(r.stdout, expected_cases(algs, 5, 5, True, counts, "blocking"))
 
 
 # ---- allgather/han (native/hier/allgather/han.c; docs/hier.md "Allgather") ----
