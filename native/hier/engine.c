@@ -3,8 +3,9 @@
  * tree reduce (inner segments of `sub` elements stream through the tree, each
  * forwarded as soon as it is complete), the library's MPI_Ibcast/MPI_Ireduce,
  * the shared-memory ops of shm.c, and a whole flat allreduce of colltune's
- * catalogue across the leaders (its schedule progressed with the rest). One MPI_Waitany over the requests of
- * all ops of a task; nothing busy-polls (SMPI charges time per MPI_Test). */
+ * catalogue across the leaders (its schedule progressed with the rest). One
+ * MPI_Waitany over the requests of all ops of a task; nothing busy-polls
+ * (SMPI charges time per MPI_Test). */
 #include <stdlib.h>
 #include "hier_internal.h"
 

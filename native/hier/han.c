@@ -30,10 +30,28 @@ int ct_han_segments(const ct_han *h) { return h->u; }
 int ct_han_is_leader(const ct_han *h) { return h->up != MPI_COMM_NULL; }
 int ct_han_node(const ct_han *h) { return h->h->node_idx; }
 
+/* The parameters a call really runs with. SMPI 3.32's MPI_Ireduce returns the
+ * root's own data for derived datatypes (checked with a 4-rank test), and its
+ * MPI_Allreduce, where a declined call would go, dies of SIGFPE on 17 ranks
+ * with 1 element: reductions of derived types use colltune's trees across
+ * nodes there (docs/hier.md). */
+static ct_han_params usable_params(ct_coll coll, const ct_args *a, const ct_han_params *p)
+{
+    ct_han_params q = *p;
+#ifdef COLLTUNE_SMPI
+    int ni, na, nd, comb;
+    MPI_Type_get_envelope(a->dtype, &ni, &na, &nd, &comb);
+    if (coll != CT_BCAST && comb != MPI_COMBINER_NAMED) q.imod = CT_HAN_MOD_TREE;
+#else
+    (void)coll; (void)a;
+#endif
+    return q;
+}
+
 int ct_han_begin(ct_han **out, ct_coll coll, const ct_args *a, const ct_han_params *p)
 {
     ct_han *h = calloc(1, sizeof *h);
-    h->coll = coll; h->a = *a; h->p = *p;
+    h->coll = coll; h->a = *a; h->p = usable_params(coll, a, p);
     h->h = ct_hier_get(a->comm);
     h->ext = ct_extent(a->dtype);
     h->seg = ct_seg_elems(p->fs, h->ext, a->count);
@@ -270,8 +288,9 @@ int ct_han_allreduce(const ct_args *a, const ct_han_params *p)
     static const ct_han_step han[] = {{CT_HAN_SR, 0}, {CT_HAN_IR, 1}, {CT_HAN_IB, 2}, {CT_HAN_SB, 3}};
     /* imod = FLAT: ir is the whole inter-node allreduce, there is no ib stage */
     static const ct_han_step flat[] = {{CT_HAN_SR, 0}, {CT_HAN_IR, 1}, {CT_HAN_SB, 2}};
-    return p->imod == CT_HAN_MOD_FLAT ? run_pipeline(CT_ALLREDUCE, a, p, flat, 3)
-                                      : run_pipeline(CT_ALLREDUCE, a, p, han, 4);
+    ct_han_params q = usable_params(CT_ALLREDUCE, a, p);   /* the pattern of what will run */
+    return q.imod == CT_HAN_MOD_FLAT ? run_pipeline(CT_ALLREDUCE, a, &q, flat, 3)
+                                     : run_pipeline(CT_ALLREDUCE, a, &q, han, 4);
 }
 
 int ct_han_reduce(const ct_args *a, const ct_han_params *p)

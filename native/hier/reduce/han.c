@@ -17,14 +17,6 @@ static const char *supports(const ct_args *a)
 static int run(const ct_args *a, const int *p)
 {
     ct_han_params hp = ct_han_params_from(CT_REDUCE, p);
-#ifdef COLLTUNE_SMPI
-    /* SMPI 3.32's MPI_Ireduce returns the root's own data for derived
-     * datatypes (allreduce/han, docs/hier.md): colltune's trees across nodes
-     * for those. */
-    int ni, na, nd, comb;
-    MPI_Type_get_envelope(a->dtype, &ni, &na, &nd, &comb);
-    if (comb != MPI_COMBINER_NAMED) hp.imod = CT_HAN_MOD_TREE;
-#endif
     return ct_han_reduce(a, &hp);
 }
 
