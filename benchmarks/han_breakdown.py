@@ -36,7 +36,7 @@ from pathlib import Path
 from colltune import platforms
 from colltune.proc import run_group
 from colltune.sizes import human_bytes, parse_value
-from colltune.taskmodel.model import STAGES, pipeline_tasks, segments
+from colltune.taskmodel.model import pipeline_tasks, segments, stages as stages_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from han_vs_selectors import HAN_SETTINGS, REPO, injection_bw  # noqa: E402
@@ -69,7 +69,8 @@ def main() -> int:
     params = a.params or HAN_SETTINGS[a.coll].get(a.setting)
     if params is None:
         raise SystemExit(f"--setting {a.setting!r}: not one of {sorted(HAN_SETTINGS[a.coll])}")
-    fs = dict(kv.split("=") for kv in params.split(",")).get("fs")
+    kv = dict(x.split("=") for x in params.split(","))
+    fs = kv.get("fs")
     if fs is None:
         raise SystemExit(f"{params!r}: a breakdown needs an explicit fs")
     env = {**os.environ}
@@ -88,16 +89,19 @@ def main() -> int:
 
     u = segments(size, int(fs))
     seg_bytes = min(size, int(fs)) if int(fs) > 0 else size
-    stages = STAGES[a.coll]
+    stages = stages_of(a.coll, kv)
     # one launch per stage: in one sequence a non-leader's sb(0) would include
     # waiting for its leader's ir(0) and ib(0)
     alone = {f"{s}(0)": run(["--tasks", f"{s}(0)"])[-1]["max_all"] for s in stages}
-    tasks = run(["--tasks", ";".join(pipeline_tasks(a.coll, u))])
+    tasks = run(["--tasks", ";".join(pipeline_tasks(a.coll, u, kv))])
     whole = run(["--whole", "han"])[-1]["completion"]
 
     bw, loop = injection_bw(plat.xml_path)
     lbnet = size / bw if a.coll == "bcast" else 2 * size * (nodes - 1) / nodes / bw
-    per_seg = (1 if a.coll == "bcast" else 2) * seg_bytes / bw
+    # bytes one leader's NIC carries per segment: bcast one segment; allreduce an
+    # ir piece and an ib piece, or (imod=2) a flat allreduce's 2(N-1)/N segments
+    per_seg = seg_bytes / bw if a.coll == "bcast" else 2 * seg_bytes / bw * (
+        (nodes - 1) / nodes if "ib" not in stages else 1)
     design = u * per_seg
     steady = [r["max_all"] for r in tasks[len(stages) - 1:len(tasks) - (len(stages) - 1)]]
     if not steady:

@@ -38,7 +38,7 @@ from colltune.taskmodel.costs import TaskCosts
 from colltune.taskmodel.runner import TaskRunner
 from colltune.taskmodel.model import depth, segments
 from colltune.taskmodel.heuristics import ALL, PRUNING, candidates, pruned_by
-from colltune.taskmodel.search import (best_predicted, configurations, measure_whole,
+from colltune.taskmodel.search import (SPACES, best_predicted, configurations, measure_whole,
                                        predict_config)
 
 
@@ -70,11 +70,11 @@ class StoredOnlyRunner:
         raise NotStored
 
 
-def validate(costs, colls, n, p, m, failures) -> dict:
+def validate(costs, colls, n, p, m, failures, space="han") -> dict:
     out = {}
     for coll in colls:
         rows, missing = [], 0
-        for conf in configurations(coll):
+        for conf in configurations(coll, space):
             try:
                 pred = predict_config(costs, coll, n, p, conf, m)
                 w = whole_or_none(costs, coll, n, p, conf, m, failures)
@@ -117,12 +117,12 @@ def variant_costs(costs, spec):
     return VARIANT_COSTS[-1]
 
 
-def accuracy(costs, colls, layouts, sizes, failures, variants) -> dict:
+def accuracy(costs, colls, layouts, sizes, failures, variants, space="han") -> dict:
     """Whole calls of every configuration at every point (exhaustive search),
     then, per heuristics variant, the model's pick and the pipelines it needed."""
     grid, whole_bench = [], 0.0
     for coll in colls:
-        confs = configurations(coll)
+        confs = configurations(coll, space)
         for n, p in layouts:
             for m in sizes:
                 meas = [whole_or_none(costs, coll, n, p, c, m, failures) for c in confs]
@@ -174,7 +174,7 @@ def print_accuracy(acc: dict, nconf: int) -> None:
               f"{s['exhaustive_bench_s']:12.4f} {100 * s['cost_ratio']:6.1f}%")
 
 
-def evidence(costs, colls, layouts, sizes, failures) -> dict:
+def evidence(costs, colls, layouts, sizes, failures, space="han") -> dict:
     """For each pruning heuristic, from the whole calls of the grid: at how many
     points it prunes something, whether it ever prunes the measured best, and
     the slowdown of the best configuration it keeps vs the best of all."""
@@ -186,7 +186,7 @@ def evidence(costs, colls, layouts, sizes, failures) -> dict:
         npts = nconf = nbest = 0
         worst, margin, where = 1.0, float("inf"), []
         for coll in colls:
-            confs = configurations(coll)
+            confs = configurations(coll, space)
             for n, p in layouts:
                 for m in sizes:
                     drop = pruned_by(name, coll, n, m, confs)
@@ -214,9 +214,8 @@ def evidence(costs, colls, layouts, sizes, failures) -> dict:
     exact, slope = variant_costs(costs, None), variant_costs(costs, "H5")
     errs = {"exact": [], "H5": []}
     for coll in colls:
-        d = depth(coll)
-        for c in configurations(coll):
-            fs = c["fs"]
+        for c in configurations(coll, space):
+            d, fs = depth(coll, c), c["fs"]
             for n, p in layouts:
                 for m in sizes:
                     if segments(m, fs) != d or m == d * fs or d - 1 < 2:
@@ -248,6 +247,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="300000,3000000")
     ap.add_argument("--colls", default="bcast,allreduce")
     ap.add_argument("--cost", default="rank", choices=["rank", "leader"])
+    ap.add_argument("--space", default="han", choices=sorted(SPACES),
+                    help="configuration space: han (the paper's), han+flat (adds allreduce "
+                         "imod=2, a flat ring / Rabenseifner across the leaders)")
     ap.add_argument("--heuristics", nargs="?", const="all", default="",
                     help="heuristics of the validation (a): all, or e.g. H1,H3 (default none)")
     ap.add_argument("--variants", default="none," + ",".join(ALL) + ",all",
@@ -271,21 +273,23 @@ def main() -> int:
                       a.heuristics)
     colls, failures, t0 = a.colls.split(","), [], time.monotonic()
     out = {"platform": a.platform, "cost": a.cost, "heuristics": a.heuristics,
-           "command": " ".join(sys.argv)}
+           "space": a.space, "command": " ".join(sys.argv)}
     if a.validate:
-        out["validation"] = validate(costs, colls, *layout(a.validate), a.validate_bytes, failures)
+        out["validation"] = validate(costs, colls, *layout(a.validate), a.validate_bytes, failures,
+                                     a.space)
     if a.layouts:
         lays, sizes = [layout(s) for s in a.layouts.split(",")], parse_list(a.sizes, "message size")
         variants = [v.replace("+", ",") for v in a.variants.split(",") if v]
-        acc = accuracy(costs, colls, lays, sizes, failures, variants)
-        print_accuracy(acc, len(configurations(colls[0])))
+        acc = accuracy(costs, colls, lays, sizes, failures, variants, a.space)
+        print_accuracy(acc, len(configurations(colls[0], a.space)))
         out["variants"] = {k: v["summary"] for k, v in acc.items()}
         out["accuracy"] = acc[variants[-1]]
         if a.evidence:
-            out["evidence"] = evidence(costs, colls, lays, sizes, failures)
+            out["evidence"] = evidence(costs, colls, lays, sizes, failures, a.space)
     if failures:
         print("\nfailed measurements (excluded):\n  " + "\n  ".join(failures))
-    path = a.json or os.path.splitext(a.store)[0] + f"_{a.platform}_{a.cost}{'_h' if costs.heuristics else ''}.json"
+    path = a.json or os.path.splitext(a.store)[0] + (f"_{a.platform}_{a.cost}{'_h' if costs.heuristics else ''}"
+                                                     f"{'' if a.space == 'han' else '_' + a.space.replace('+', '_')}.json")
     with open(path, "w") as fh:
         json.dump({**out, "failures": failures}, fh, indent=1)
     from colltune.report.taskmodel import render_page

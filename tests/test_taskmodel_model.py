@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from colltune.taskmodel.model import pipeline_tasks, predict, segments, stable_index
+from colltune.taskmodel.model import depth, pipeline_tasks, predict, segments, stable_index
 from colltune.taskmodel.search import configurations
 
 
@@ -18,6 +18,30 @@ def test_pipeline_tasks_bcast_and_allreduce():
     assert len(t) == 9 and t[3] == "sr(3)+ir(2)+ib(1)+sb(0)" and t[-1] == "sb(5)"
     with pytest.raises(ValueError, match="no task pipeline"):
         predict("reduce", 3, pipe=[[1.0]])
+
+
+def test_flat_allreduce_has_no_ib_stage():
+    flat = {"imod": 2, "iaalg": 3}
+    assert depth("allreduce", flat) == 3 and depth("allreduce", {"imod": 1}) == 4
+    assert pipeline_tasks("allreduce", 3, flat) == ["sr(0)", "sr(1)+ir(0)", "sr(2)+ir(1)+sb(0)",
+                                                    "ir(2)+sb(1)", "sb(2)"]
+    # depth 3: fill 2, steady from the 3rd task, drain 2; u=2 needs a short pipeline
+    pipe = _pipe([1.0, 2.0], [5.0, 5.0, 5.0], [3.0, 1.0])
+    assert predict("allreduce", 6, pipe=pipe, params=flat) == 1 + 2 + 4 * 5 + 3 + 1
+    with pytest.raises(ValueError, match="needs the 4 tasks"):
+        predict("allreduce", 2, pipe=pipe, params=flat)
+    assert pipeline_tasks("bcast", 2, flat) == ["ib(0)", "ib(1)+sb(0)", "sb(1)"]   # bcast: no imod=2
+
+
+def test_spaces():
+    assert configurations("allreduce", "han") == configurations("allreduce")
+    flat = [c for c in configurations("allreduce", "han+flat") if c["imod"] == 2]
+    assert len(flat) == 8 and all("ibalg" not in c and c["iaalg"] in (2, 3) for c in flat)
+    assert len(configurations("allreduce", "han+flat")) == 12 + 8
+    assert configurations("bcast", "han+flat") == configurations("bcast")
+    assert all("iaalg" not in c for c in configurations("allreduce", "han"))
+    with pytest.raises(ValueError, match="taskmodel space 'x'"):
+        configurations("bcast", "x")
 
 
 def test_segments():

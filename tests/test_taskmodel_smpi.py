@@ -47,6 +47,22 @@ def test_prediction_vs_whole_call(measured, coll, nbytes):
     assert abs(pred / whole["completion_s"] - 1) <= TOL, (pred, whole)
 
 
+@pytest.mark.parametrize("iaalg", [2, 3])
+def test_flat_leaders_prediction_vs_whole_call(measured, iaalg):
+    """allreduce imod=2: the leaders run a flat ring / Rabenseifner; three stages."""
+    store, runner, costs, _ = measured
+    params = {"fs": 131072, "imod": 2, "smod": 1, "iaalg": iaalg}
+    pred = predict_config(costs, "allreduce", 4, 2, params, 1 << 20)
+    whole = measure_whole(costs, "allreduce", 4, 2, params, 1 << 20)
+    assert whole["ran"] == "han"
+    assert abs(pred / whole["completion_s"] - 1) <= TOL, (pred, whole)
+    row = store.db.execute("SELECT tasks_json FROM taskmodel_pipelines WHERE params_json LIKE "
+                           "?", (f'%"iaalg": {iaalg}%',)).fetchone()
+    tasks = [t["task"] for t in json.loads(row[0])]
+    assert tasks[:3] == ["sr(0)", "sr(1)+ir(0)", "sr(2)+ir(1)+sb(0)"]
+    assert not any("ib" in t for t in tasks)
+
+
 def test_reuse_measures_nothing_new(measured, sim_backend):
     store, runner, costs, _ = measured
     before = store.db.execute("SELECT COUNT(*) FROM taskmodel_pipelines").fetchone()[0]

@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--heuristics", nargs="?", const="all", default=None,
                            help="taskmodel: cheaper task measurements and pruning; alone = all, "
                                 "or a list such as H1,H3 (docs/taskmodel.md)")
+            p.add_argument("--han-space", default="han",
+                           help="taskmodel: HAN configuration space, han (the paper's) or han+flat "
+                                "(adds allreduce imod=2: a flat allreduce across the leaders)")
 
     p = sub.add_parser("report", help="render the HTML report of a campaign")
     add_globals(p)

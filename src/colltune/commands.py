@@ -142,7 +142,8 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
     tuner = TUNERS.get(strategy)(provider, space, baselines)
     with session.store as store:
         if hasattr(tuner, "attach"):  # tuners that measure by themselves (taskmodel)
-            tuner.attach(backend, session.settings, store, getattr(args, "heuristics", False))
+            tuner.attach(backend, session.settings, store, getattr(args, "heuristics", False),
+                         getattr(args, "han_space", "han"))
         summary = tuner.run(Campaign(name, backend, store, session.settings, not args.quiet,
                                      getattr(args, "retry_failed", False)))
         results = Results.from_store(store, name)

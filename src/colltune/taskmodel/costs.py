@@ -36,7 +36,7 @@ PIPE_SEGMENTS_SHORT = {"bcast": 4, "allreduce": 6}
 # Parameters each collective's tasks depend on (fs enters through segment bytes).
 RELEVANT = {"bcast": ("imod", "ibalg", "ibs", "smod", "salg", "ss"),
             "allreduce": ("imod", "ibalg", "iralg", "ibs", "irs", "smod", "sralg", "salg",
-                          "sbalg", "ss")}
+                          "sbalg", "ss", "iaalg")}
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS taskmodel_pipelines (
@@ -104,7 +104,7 @@ class TaskCosts:
         if row:
             self.reused += 1
             return [t[self.cost] for t in json.loads(row[0])]
-        tasks = pipeline_tasks(coll, u)
+        tasks = pipeline_tasks(coll, u, params)
         t0 = time.monotonic()
         recs = self.runner.launch(coll, nodes, ppn, nbytes, {**rel, "fs": seg_bytes},
                                   tasks=tasks)
@@ -130,7 +130,7 @@ class TaskCosts:
         fs = int(params.get("fs", 0))
         if u == 1:   # one segment of the whole message: any fs >= nbytes shares it
             return {"short": self.pipeline(coll, nodes, ppn, params, nbytes, 1)}
-        if u < depth(coll):   # exact short call (its last segment may be partial)
+        if u < depth(coll, params):   # exact short call (its last segment may be partial)
             return {"short": self.pipeline(coll, nodes, ppn, params, fs, u, nbytes)}
         segs = (PIPE_SEGMENTS_SHORT if "H1" in self.active else PIPE_SEGMENTS)[coll]
         return {"pipe": self.pipeline(coll, nodes, ppn, params, fs, segs)}

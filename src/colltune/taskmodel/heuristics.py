@@ -100,7 +100,7 @@ def blocking_intra(coll: str, nodes: int, params: dict, nbytes: int) -> bool:
 
 def unfilled(coll: str, params: dict, nbytes: int, configs: list[dict]) -> bool:
     """H4: 1 < u < D while a smaller fs of the candidates has u >= D."""
-    d = depth(coll)
+    d = depth(coll, params)
     fs = int(params.get("fs", 0))
     u = segments(nbytes, fs)
     if not 1 < u < d:

@@ -24,16 +24,27 @@ from __future__ import annotations
 import math
 
 STAGES = {"bcast": ("ib", "sb"), "allreduce": ("sr", "ir", "ib", "sb")}
+# allreduce with imod=2 (a flat allreduce across the leaders, docs/hier.md): the
+# ir task is the whole inter-node allreduce, there is no ib stage.
+FLAT_IMOD, FLAT_STAGES = 2, ("sr", "ir", "sb")
 # Relative change under which a steady task's cost counts as stable.
 STABLE_REL = 0.01
 
 
-def depth(coll: str) -> int:
+def stages(coll: str, params: dict | None = None) -> tuple[str, ...]:
+    """The stages of a call of coll with these HAN parameters (None: the standard ones)."""
     try:
-        return len(STAGES[coll])
+        st = STAGES[coll]
     except KeyError:
         raise ValueError(f"taskmodel: no task pipeline for collective {coll!r} "
                          f"(have {', '.join(STAGES)})") from None
+    if coll == "allreduce" and params is not None and int(params.get("imod", 1)) == FLAT_IMOD:
+        return FLAT_STAGES
+    return st
+
+
+def depth(coll: str, params: dict | None = None) -> int:
+    return len(stages(coll, params))
 
 
 def segments(nbytes: int, fs: int) -> int:
@@ -43,9 +54,9 @@ def segments(nbytes: int, fs: int) -> int:
     return math.ceil(nbytes / fs)
 
 
-def pipeline_tasks(coll: str, u: int) -> list[str]:
+def pipeline_tasks(coll: str, u: int, params: dict | None = None) -> list[str]:
     """The task sequence of a u-segment call, as taskbench explicit sums."""
-    st = STAGES[coll]
+    st = stages(coll, params)
     return ["+".join(f"{st[k]}({t - k})" for k in range(len(st)) if 0 <= t - k < u)
             for t in range(u + len(st) - 1)]
 
@@ -58,9 +69,9 @@ def stable_index(costs: list[float], rel: float = STABLE_REL) -> int | None:
     return None
 
 
-def steady_stable(coll: str, pipe: list[list[float]]) -> int | None:
+def steady_stable(coll: str, pipe: list[list[float]], params: dict | None = None) -> int | None:
     """Index of the first stable steady task of a pipeline (None: not stable)."""
-    d = depth(coll)
+    d = depth(coll, params)
     return stable_index([max(c) for c in pipe[d - 1:len(pipe) - (d - 1)]])
 
 
@@ -70,12 +81,13 @@ def node_totals(task_costs: list[list[float]]) -> float:
 
 
 def predict(coll: str, u: int, short: list[list[float]] | None = None,
-            pipe: list[list[float]] | None = None) -> float:
+            pipe: list[list[float]] | None = None, params: dict | None = None) -> float:
     """Predicted time of a u-segment call.
 
     short: per-task per-node costs of an exact u-segment pipeline (needed if u < D).
-    pipe:  per-task per-node costs of a U-segment pipeline, U >= D (used if u >= D)."""
-    d = depth(coll)
+    pipe:  per-task per-node costs of a U-segment pipeline, U >= D (used if u >= D).
+    params: the configuration (its stages: allreduce imod=2 has no ib)."""
+    d = depth(coll, params)
     if u < d:
         if short is None or len(short) != u + d - 1:
             raise ValueError(f"{coll} with u={u} < {d} needs the {u + d - 1} tasks of a "
@@ -84,18 +96,18 @@ def predict(coll: str, u: int, short: list[list[float]] | None = None,
     if pipe is None or len(pipe) < 2 * d - 1:
         raise ValueError(f"{coll} with u={u} needs a pipeline of at least {d} segments")
     fill, steady, drain = pipe[:d - 1], pipe[d - 1:len(pipe) - (d - 1)], pipe[len(pipe) - (d - 1):]
-    j = steady_stable(coll, pipe)
+    j = steady_stable(coll, pipe, params)
     keep = steady if j is None else steady[:j + 1]
     n_steady = u - d + 1
     used = keep[:n_steady] + [keep[-1]] * max(0, n_steady - len(keep))
     return node_totals(fill + used + drain)
 
 
-def predict_fill_drain(coll: str, pipe: list[list[float]]) -> float:
+def predict_fill_drain(coll: str, pipe: list[list[float]], params: dict | None = None) -> float:
     """max over ranks of the fill and drain tasks of a pipeline without any
     steady task: the estimate of a (D-1)-segment call that the --heuristics
     rule H5 uses instead of measuring its own exact short pipeline."""
-    d = depth(coll)
+    d = depth(coll, params)
     if pipe is None or len(pipe) < 2 * d - 1:
         raise ValueError(f"{coll} needs a pipeline of at least {d} segments")
     return node_totals(pipe[:d - 1] + pipe[len(pipe) - (d - 1):])

@@ -8,20 +8,34 @@ import time
 
 from ..store import point_key
 from .heuristics import candidates
-from .model import depth, predict, predict_fill_drain, segments
+from .model import FLAT_IMOD, depth, predict, predict_fill_drain, segments
 
-# Default space (docs/taskmodel.md): segment size x inter-node module x intra-node
+# Spaces (docs/taskmodel.md): segment size x inter-node module x intra-node
 # module x inter-node tree; other parameters keep their catalogue defaults.
 # ibalg only matters with imod=1 (colltune trees), so imod=0 takes one value.
+# "han+flat" adds allreduce imod=2 (colltune's flat allreduce across the leaders,
+# ring or Rabenseifner: iaalg), which has no inter-node trees.
 SPACE = {"fs": (131072, 524288), "imod": (0, 1), "smod": (0, 1), "ibalg": (1, 3)}
+SPACES = {"han": SPACE, "han+flat": {**SPACE, "imod": (0, 1, FLAT_IMOD), "iaalg": (2, 3)}}
 
 
-def configurations(coll: str, space: dict | None = None) -> list[dict]:
+def configurations(coll: str, space: dict | str | None = None) -> list[dict]:
+    if isinstance(space, str):
+        if space not in SPACES:
+            raise ValueError(f"taskmodel space {space!r}: expected one of {', '.join(SPACES)}")
+        space = SPACES[space]
     space = space or SPACE
     names = list(space)
     out, seen = [], set()
     for vals in itertools.product(*(space[n] for n in names)):
         c = dict(zip(names, vals))
+        flat = c.get("imod") == FLAT_IMOD
+        if flat and coll != "allreduce":
+            continue                    # only allreduce has a flat inter-node level
+        if flat:
+            c.pop("ibalg", None)        # no inter-node trees
+        else:
+            c.pop("iaalg", None)
         if c.get("imod") == 0 and "ibalg" in c:
             c["ibalg"] = space["ibalg"][0]
         if coll == "allreduce" and "ibalg" in c:
@@ -42,14 +56,16 @@ def predict_config(costs, coll: str, nodes: int, ppn: int, params: dict, nbytes:
     u = segments(nbytes, fs)
 
     def full(k, b):
-        return predict(coll, k, **costs.inputs(coll, nodes, ppn, params, b, k))
-    if u < depth(coll) or nbytes == u * fs:
+        return predict(coll, k, **costs.inputs(coll, nodes, ppn, params, b, k), params=params)
+    d = depth(coll, params)
+    if u < d or nbytes == u * fs:
         return full(u, nbytes)
     hi = full(u, u * fs)
-    if 2 <= u - 1 < depth(coll) and "H5" in getattr(costs, "active", ()):
+    if 2 <= u - 1 < d and "H5" in getattr(costs, "active", ()):
         # H5: u-1 full segments would need an exact short pipeline of its own;
         # take the same pipeline without its steady tasks instead (heuristics.py)
-        lo = predict_fill_drain(coll, costs.inputs(coll, nodes, ppn, params, u * fs, u)["pipe"])
+        lo = predict_fill_drain(coll, costs.inputs(coll, nodes, ppn, params, u * fs, u)["pipe"],
+                                params)
     else:
         lo = full(u - 1, (u - 1) * fs)
     return lo + (nbytes - (u - 1) * fs) / fs * (hi - lo)

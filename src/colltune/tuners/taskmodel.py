@@ -14,7 +14,7 @@ from ..results import Results
 from ..taskmodel.costs import TaskCosts
 from ..taskmodel.model import STAGES
 from ..taskmodel.runner import TaskRunner
-from ..taskmodel.search import best_predicted, configurations
+from ..taskmodel.search import SPACES, best_predicted, configurations
 from . import TUNERS
 from .base import Tuner
 
@@ -25,9 +25,13 @@ PROVIDER, ALGORITHM = "colltune", "han"
 class TaskModelTuner(Tuner):
     name = "taskmodel"
 
-    def attach(self, backend, settings, store, heuristics: bool = False) -> None:
+    def attach(self, backend, settings, store, heuristics: bool = False,
+               space: str = "han") -> None:
+        if space not in SPACES:
+            raise ColltuneError(f"--han-space {space!r}: expected one of {', '.join(SPACES)}")
         self.costs = TaskCosts(store, TaskRunner(backend, settings), backend.provenance(),
                                heuristics=heuristics)
+        self.han_space = space
         self.choices: dict = {}
 
     def plan(self):
@@ -40,7 +44,7 @@ class TaskModelTuner(Tuner):
             raise ColltuneError(f"the taskmodel tuner knows the HAN task pipelines of "
                                 f"{', '.join(STAGES)}, not {', '.join(other)}")
         for coll in self.space.collectives:
-            confs = configurations(coll)
+            confs = configurations(coll, self.han_space)
             for nodes, ppn in self.space.layouts:
                 for m in self.space.sizes:
                     self.choices[(coll, nodes, ppn, m)] = best_predicted(
@@ -55,6 +59,7 @@ class TaskModelTuner(Tuner):
                         self.choices[(coll, nodes, ppn, m)][1]) for m in self.space.sizes]
                 entries.append(Entry(coll, nodes, ppn, rules_from_points(pts)))
         prov = {**provenance, "taskmodel": {"heuristics": self.costs.heuristics,
+                                            "space": self.han_space,
                                             "pipelines_measured": self.costs.measured,
                                             "pipelines_reused": self.costs.reused,
                                             "bench_simulated_s": self.costs.bench_s}}
