@@ -148,7 +148,8 @@ def main() -> int:
                     r = run_point(str(tmp / "colltune-taskbench"), plat, hostfile, nodes * ppn, coll,
                                   size, impl, params, a.timeout, env)
                     r.update(coll=coll, size=size, impl=impl, params=params, layout=a.layout,
-                             platform=a.platform, charge=a.charge)
+                             platform=a.platform, charge=a.charge,
+                             platform_sha256=plat.provenance.get("sha256"))
                     done[(coll, size, impl)] = r
                     f.write(json.dumps(r) + "\n")
                     f.flush()

@@ -371,3 +371,27 @@ def test_per_message_overhead_removes_the_flat_tree_artifact(programs, tmp_path)
     # the root posts P-1 MPI_Isend, each costing smpi/ois of CPU time
     assert t["flattree"] >= (nodes * ppn - 1) * overhead(p, "smpi/ois")
     assert t["flattree"] > 3 * t["binomial_tree"], t
+
+
+def test_fattree_carries_shifts_at_link_rate(tmp_path):
+    """fattree64x12 is non-blocking for shift permutations across leaves (D-mod-k),
+    as its description says. Control: the same tree written with SimGrid's parallel
+    cables ("1,2;1,8") blocks them 2:1 (the down cable is picked by source), which is
+    why the platform models 16 spine planes (fattree64x12.xml comment)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from fattree_links import build, patterns, run_flows
+    from han_vs_selectors import injection_bw
+    ft = platforms.load("fattree64x12")
+    bw, _ = injection_bw(ft.xml_path)
+    exe, pats = build(tmp_path), patterns(ft.nodes)
+    cables = tmp_path / "parallel-cables.xml"
+    cables.write_text(Path(ft.xml_path).read_text().replace('topo_parameters="2;16,4;1,16;1,1"',
+                                                            'topo_parameters="2;16,4;1,2;1,8"'))
+    for name in ("shift, leaf 0 -> leaf 2 (i -> i+32)", "shift, all nodes (i -> i+32)",
+                 "even nodes, leaf 0 -> leaf 2"):
+        src, dst = pats[name]
+        full = run_flows(ft, ft.xml_path, exe, src, dst, tmp_path)["gbytes_per_s"] * 1e9
+        blocked = run_flows(ft, str(cables), exe, src, dst, tmp_path)["gbytes_per_s"] * 1e9
+        assert full >= 0.95 * bw, (name, full)
+        assert blocked <= 0.6 * bw, (name, blocked)
