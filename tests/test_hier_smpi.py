@@ -68,6 +68,19 @@ def test_han_matrix_smpi_every_subcommunicator(smpi, han_catalogue, coll, vnode)
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
+# allreduce/han with the leaders' flat allreduce two deep in flight (iadepth=2:
+# ir(t-1) starts in task t and is awaited in task t+1) around the matrix's
+# probes: fs=1000 bytes gives up to 76 segments at 301 elements.
+@pytest.mark.parametrize("vnode,iaalg", [(0, 3), (3, 2)])
+def test_han_allreduce_two_leader_allreduces_in_flight(smpi, han_catalogue, vnode, iaalg):
+    counts = [0, 1, 7, 301]
+    out = smpi(13, "colltune-algotest", ["-a", "allreduce/han", "-s", "13", "-r", "all", "-m", "blocking",
+                                         "-c", ",".join(map(str, counts)),
+                                         "-b", f"imod=2,iadepth=2,fs=1000,iaalg={iaalg}"], vnode)
+    algs = [a for a in han_catalogue if a["coll"] == "allreduce"]
+    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+
+
 # reduce/han has every root x 8 (type, op) x in place: ~5x bcast's matrix.
 @pytest.mark.parametrize("vnode", [0, 3, 1])
 def test_han_reduce_matrix_smpi_every_subcommunicator(smpi, han_catalogue, vnode):
@@ -106,7 +119,7 @@ SETTINGS = [
     # allreduce: colltune's flat Rabenseifner / recursive doubling / ring across the
     # leaders (imod=2), several segments, the library's and shared memory inside
     ("ibalg=5,fs=300000", "imod=2,iaalg=3,fs=300000,sralg=5"),
-    ("imod=0,smod=2,fs=65536", "imod=2,iaalg=1,fs=65536,smod=2"),
+    ("imod=0,smod=2,fs=65536", "imod=2,iaalg=1,fs=65536,smod=2,iadepth=2"),
     ("imod=1,smod=0,fs=0", "imod=2,iaalg=2,fs=250000,smod=0"),
 ]
 
@@ -189,9 +202,12 @@ def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     out = build(impl.cc, tmp_path / "build")
     extra, env = LAUNCH[mpi]
     counts = [0, 1, 7, 100]
-    for coll in ("bcast", "allreduce", "reduce"):
+    # the last pass: allreduce with two leaders' flat allreduces in flight (iadepth=2)
+    for coll, base in (("bcast", []), ("allreduce", []), ("reduce", []),
+                       ("allreduce", ["-b", "imod=2,iadepth=2,iaalg=3,fs=96"])):
         cmd = [impl.launcher, *extra, "-np", "5", str(out / "colltune-algotest"), "-a",
-               f"{coll}/han", "-s", "5", "-r", "all", "-m", "blocking", "-c", ",".join(map(str, counts))]
+               f"{coll}/han", "-s", "5", "-r", "all", "-m", "blocking", "-c", ",".join(map(str, counts)),
+               *base]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                            env={**impl.run_env(), **env, "COLLTUNE_VNODE_SIZE": "2"})
         assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"

@@ -94,6 +94,14 @@ static int library_step(ct_han *h, ct_han_step s)
     return PMPI_Reduce(in, NULL, n, h->a.dtype, h->a.op, h->lroot, h->h->node);
 }
 
+/* The communicator and tag of a step's op (shm ops have their own tag range). */
+static int step_tag(const ct_han *h, ct_han_step s, MPI_Comm *comm)
+{
+    int inter = s.sub == CT_HAN_IB || s.sub == CT_HAN_IR;
+    *comm = inter ? h->up : h->h->node;
+    return (!inter && h->p.smod == CT_HAN_MOD_SHM ? 16384 : 0) + (int)s.sub * 4096 + s.seg % 4096;
+}
+
 static nb_op *make_op(ct_han *h, ct_han_step s)
 {
     MPI_Aint off = (MPI_Aint)s.seg * h->seg;
@@ -101,7 +109,7 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     int red = s.sub == CT_HAN_IR || s.sub == CT_HAN_SR;
     int mod = inter ? h->p.imod : h->p.smod;
     nb_op *o = calloc(1, sizeof *o);
-    o->comm = inter ? h->up : h->h->node;
+    o->tag = step_tag(h, s, &o->comm);
     o->root = inter ? h->uproot : h->lroot;
     o->buf = ct_at(h->acc, h->ext, off);
     o->count = seg_count(h, s.seg);
@@ -111,8 +119,6 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     else if (mod == CT_HAN_MOD_LIBRARY) o->kind = red ? NB_LIB_IREDUCE : NB_LIB_IBCAST;
     else if (mod == CT_HAN_MOD_SHM) o->kind = red ? NB_SHM_REDUCE : NB_SHM_BCAST;
     else o->kind = red ? NB_REDUCE : NB_BCAST;
-    o->tag = (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE ? 16384 : 0) + (int)s.sub * 4096
-             + s.seg % 4096;
     o->parent = inter ? (red ? h->p.iralg : h->p.ibalg) : (red ? h->p.sralg : h->p.salg);  /* tree value, see nb_start */
     if (o->kind == NB_FLAT_ALLREDUCE) o->parent = h->p.iaalg;   /* catalogue id */
     int inner = inter ? (red ? h->p.irs : h->p.ibs) : h->p.ss;
@@ -157,6 +163,16 @@ static void reap(ct_han *h)
     }
 }
 
+/* The live op an earlier task started for this step (NULL: already done and freed). */
+static nb_op *started(ct_han *h, ct_han_step s)
+{
+    MPI_Comm comm;
+    int tag = step_tag(h, s, &comm);
+    for (nb_op *o = h->live; o; o = o->next)
+        if (o->comm == comm && o->tag == tag) return o;
+    return NULL;
+}
+
 int ct_han_task(ct_han *h, const ct_han_step *steps, int n)
 {
     int rc = MPI_SUCCESS, nmine = 0;
@@ -164,6 +180,11 @@ int ct_han_task(ct_han *h, const ct_han_step *steps, int n)
     for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
         ct_han_step s = steps[i];
         if (skip(h, s)) continue;
+        if (s.when == CT_HAN_AWAIT) {
+            nb_op *o = started(h, s);
+            if (o) mine[nmine++] = o;
+            continue;
+        }
         int inter = s.sub == CT_HAN_IB || s.sub == CT_HAN_IR;
         if (s.sub == CT_HAN_SR && h->a.sendbuf != MPI_IN_PLACE && h->p.smod != CT_HAN_MOD_LIBRARY)
             ct_copy(ct_at(h->acc, h->ext, (MPI_Aint)s.seg * h->seg),
@@ -174,12 +195,13 @@ int ct_han_task(ct_han *h, const ct_han_step *steps, int n)
         rc = nb_start(o);
         o->next = h->live;
         h->live = o;
-        mine[nmine++] = o;
+        if (s.when != CT_HAN_START) mine[nmine++] = o;
     }
     /* blocking library steps in task order (the same on every rank of a node) */
     for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
         ct_han_step s = steps[i];
-        if (skip(h, s) || s.sub == CT_HAN_IB || s.sub == CT_HAN_IR) continue;
+        if (skip(h, s) || s.sub == CT_HAN_IB || s.sub == CT_HAN_IR || s.when == CT_HAN_AWAIT)
+            continue;
         if (h->p.smod == CT_HAN_MOD_LIBRARY) rc = library_step(h, s);
     }
     if (rc == MPI_SUCCESS) rc = progress_until_ready(h, mine, nmine);
@@ -212,16 +234,16 @@ int ct_han_end(ct_han *h)
 
 /* ---- named tasks ---- */
 static const struct { const char *name; int n; ct_han_step s[4]; } named[] = {
-    {"ib", 1, {{CT_HAN_IB, 0}}},
-    {"sb", 1, {{CT_HAN_SB, 0}}},
-    {"ir", 1, {{CT_HAN_IR, 0}}},
-    {"sr", 1, {{CT_HAN_SR, 0}}},
-    {"sbib", 2, {{CT_HAN_IB, 0}, {CT_HAN_SB, -1}}},
-    {"irsr", 2, {{CT_HAN_SR, 0}, {CT_HAN_IR, -1}}},
-    {"ibirsr", 3, {{CT_HAN_SR, 0}, {CT_HAN_IR, -1}, {CT_HAN_IB, -2}}},
-    {"sbibirsr", 4, {{CT_HAN_SR, 0}, {CT_HAN_IR, -1}, {CT_HAN_IB, -2}, {CT_HAN_SB, -3}}},
-    {"sbibir", 3, {{CT_HAN_IR, 0}, {CT_HAN_IB, -1}, {CT_HAN_SB, -2}}},
-    {"sbsr", 2, {{CT_HAN_SR, 0}, {CT_HAN_SB, -3}}},
+    {"ib", 1, {{CT_HAN_IB, 0, CT_HAN_RUN}}},
+    {"sb", 1, {{CT_HAN_SB, 0, CT_HAN_RUN}}},
+    {"ir", 1, {{CT_HAN_IR, 0, CT_HAN_RUN}}},
+    {"sr", 1, {{CT_HAN_SR, 0, CT_HAN_RUN}}},
+    {"sbib", 2, {{CT_HAN_IB, 0, CT_HAN_RUN}, {CT_HAN_SB, -1, CT_HAN_RUN}}},
+    {"irsr", 2, {{CT_HAN_SR, 0, CT_HAN_RUN}, {CT_HAN_IR, -1, CT_HAN_RUN}}},
+    {"ibirsr", 3, {{CT_HAN_SR, 0, CT_HAN_RUN}, {CT_HAN_IR, -1, CT_HAN_RUN}, {CT_HAN_IB, -2, CT_HAN_RUN}}},
+    {"sbibirsr", 4, {{CT_HAN_SR, 0, CT_HAN_RUN}, {CT_HAN_IR, -1, CT_HAN_RUN}, {CT_HAN_IB, -2, CT_HAN_RUN}, {CT_HAN_SB, -3, CT_HAN_RUN}}},
+    {"sbibir", 3, {{CT_HAN_IR, 0, CT_HAN_RUN}, {CT_HAN_IB, -1, CT_HAN_RUN}, {CT_HAN_SB, -2, CT_HAN_RUN}}},
+    {"sbsr", 2, {{CT_HAN_SR, 0, CT_HAN_RUN}, {CT_HAN_SB, -3, CT_HAN_RUN}}},
 };
 
 int ct_han_parse_task(const char *name, ct_han_step *steps, int max)
@@ -240,7 +262,7 @@ int ct_han_parse_task(const char *name, ct_han_step *steps, int max)
             if (strcmp(named[i].name, word) == 0) k = i;
         if (k < 0 || n + named[k].n > max) return -1;
         for (int i = 0; i < named[k].n; i++)
-            steps[n++] = (ct_han_step){named[k].s[i].sub, idx + named[k].s[i].seg};
+            steps[n++] = (ct_han_step){named[k].s[i].sub, idx + named[k].s[i].seg, CT_HAN_RUN};
         if (*s == '+') s++;
         else if (*s) return -1;
     }
@@ -257,7 +279,7 @@ ct_han_params ct_han_params_from(ct_coll coll, const int *p)
                                .ibs = p[3], .smod = p[4], .sralg = p[5], .salg = p[5], .ss = p[6]};
     return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .iralg = p[3], .ibs = p[4],
                            .irs = p[5], .smod = p[6], .sralg = p[7], .salg = p[8], .ss = p[9],
-                           .iaalg = p[10]};
+                           .iaalg = p[10], .iadepth = p[11]};
 }
 
 /* ---- whole collectives ---- */
@@ -270,7 +292,8 @@ static int run_pipeline(ct_coll coll, const ct_args *a, const ct_han_params *p,
     ct_han_step s[4];
     int rc = ct_han_begin(&h, coll, a, p), lag = pattern[n - 1].seg;
     for (int t = 0; t < h->u + lag && rc == MPI_SUCCESS; t++) {
-        for (int i = 0; i < n; i++) s[i] = (ct_han_step){pattern[i].sub, t - pattern[i].seg};
+        for (int i = 0; i < n; i++)
+            s[i] = (ct_han_step){pattern[i].sub, t - pattern[i].seg, pattern[i].when};
         rc = ct_han_task(h, s, n);
     }
     int rc2 = ct_han_end(h);
@@ -279,22 +302,28 @@ static int run_pipeline(ct_coll coll, const ct_args *a, const ct_han_params *p,
 
 int ct_han_bcast(const ct_args *a, const ct_han_params *p)
 {
-    static const ct_han_step bcast[] = {{CT_HAN_IB, 0}, {CT_HAN_SB, 1}};
+    static const ct_han_step bcast[] = {{CT_HAN_IB, 0, CT_HAN_RUN}, {CT_HAN_SB, 1, CT_HAN_RUN}};
     return run_pipeline(CT_BCAST, a, p, bcast, 2);
 }
 
 int ct_han_allreduce(const ct_args *a, const ct_han_params *p)
 {
-    static const ct_han_step han[] = {{CT_HAN_SR, 0}, {CT_HAN_IR, 1}, {CT_HAN_IB, 2}, {CT_HAN_SB, 3}};
+    static const ct_han_step han[] = {{CT_HAN_SR, 0, CT_HAN_RUN}, {CT_HAN_IR, 1, CT_HAN_RUN}, {CT_HAN_IB, 2, CT_HAN_RUN}, {CT_HAN_SB, 3, CT_HAN_RUN}};
     /* imod = FLAT: ir is the whole inter-node allreduce, there is no ib stage */
-    static const ct_han_step flat[] = {{CT_HAN_SR, 0}, {CT_HAN_IR, 1}, {CT_HAN_SB, 2}};
+    static const ct_han_step flat[] = {{CT_HAN_SR, 0, CT_HAN_RUN}, {CT_HAN_IR, 1, CT_HAN_RUN}, {CT_HAN_SB, 2, CT_HAN_RUN}};
+    /* iadepth 2: ir(t-1) starts in task t and is awaited in task t+1, so two
+     * leaders' allreduces overlap and one's latency-bound rounds hide behind the
+     * other's transfers (docs/hier.md) */
+    static const ct_han_step flat2[] = {{CT_HAN_SR, 0, CT_HAN_RUN}, {CT_HAN_IR, 1, CT_HAN_START},
+                                        {CT_HAN_IR, 2, CT_HAN_AWAIT}, {CT_HAN_SB, 3, CT_HAN_RUN}};
     ct_han_params q = usable_params(CT_ALLREDUCE, a, p);   /* the pattern of what will run */
-    return q.imod == CT_HAN_MOD_FLAT ? run_pipeline(CT_ALLREDUCE, a, &q, flat, 3)
-                                     : run_pipeline(CT_ALLREDUCE, a, &q, han, 4);
+    if (q.imod != CT_HAN_MOD_FLAT) return run_pipeline(CT_ALLREDUCE, a, &q, han, 4);
+    return q.iadepth >= 2 ? run_pipeline(CT_ALLREDUCE, a, &q, flat2, 4)
+                          : run_pipeline(CT_ALLREDUCE, a, &q, flat, 3);
 }
 
 int ct_han_reduce(const ct_args *a, const ct_han_params *p)
 {
-    static const ct_han_step reduce[] = {{CT_HAN_SR, 0}, {CT_HAN_IR, 1}};
+    static const ct_han_step reduce[] = {{CT_HAN_SR, 0, CT_HAN_RUN}, {CT_HAN_IR, 1, CT_HAN_RUN}};
     return run_pipeline(CT_REDUCE, a, p, reduce, 2);
 }

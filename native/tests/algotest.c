@@ -1,14 +1,15 @@
 /* Correctness matrix for colltune's flat algorithms (native/algorithms).
  *
  *   algotest [-l] [-s MAXSUB] [-r all|few] [-c COUNTS] [-a FILTER] [-d]
- *            [-m blocking|nb|both] [-t BYTES]
+ *            [-m blocking|nb|both] [-t BYTES] [-b NAME=V,..]
  *
  * -l lists the catalogue with parameters (like ucc_info -A) and exits; -t
  * times one call of each algorithm instead (timing.c).
  * Otherwise, for every communicator (MPI_Comm_split of the first k ranks for
  * k = 1..MAXSUB, then MPI_COMM_WORLD), every algorithm of the catalogue
  * (filtered by "coll" or "coll/name"), every parameter set (defaults, then each
- * probe value of one parameter at a time; -d: defaults only), it runs every root (-r few: 0, k/2,
+ * probe value of one parameter at a time; -d: defaults only; -b: these values
+ * instead of the defaults, for parameters of that name), it runs every root (-r few: 0, k/2,
  * k-1) x count x type x op x in-place case and checks the result against an
  * analytically computed expectation (testdata.c), in two modes (-m):
  *   blocking  ct_call, one case at a time;
@@ -40,6 +41,19 @@ static int modes[NMODES] = {1, 1};
 
 static int counts[MAXCOUNTS] = {0, 1, 2, 7, 100, 1031}, ncounts = 6, maxcount = 1031;
 static int all_roots = 1, probes = 1, wrank, wsize;
+static const char *base_values;   /* -b name=v,...: replaces the defaults */
+
+/* The value -b gives parameter `name`, else def. */
+static int base_value(const char *name, int def)
+{
+    size_t n = strlen(name);
+    for (const char *s = base_values; s && *s;) {
+        if (!strncmp(s, name, n) && s[n] == '=') return atoi(s + n + 1);
+        s = strchr(s, ',');
+        s = s ? s + 1 : NULL;
+    }
+    return def;
+}
 
 /* (type, op) pairs tried per collective */
 static const int red_combos[][2] = {{T_INT, O_SUM}, {T_INT, O_MAX}, {T_INT, O_NC},
@@ -389,6 +403,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-a") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) timing = atol(argv[++i]);
         else if (!strcmp(argv[i], "-d")) probes = 0;
+        else if (!strcmp(argv[i], "-b") && i + 1 < argc) base_values = argv[++i];
         else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
             const char *m = argv[++i];
             modes[M_BLOCKING] = !strcmp(m, "blocking") || !strcmp(m, "both");
@@ -397,7 +412,7 @@ int main(int argc, char **argv)
         else {
             if (wrank == 0) fprintf(stderr, "usage: algotest [-l] [-s MAXSUB] [-r all|few] "
                                             "[-c C1,C2,..] [-a coll[/name]] [-d] [-m blocking|nb|both] "
-                                            "[-t BYTES]\n");
+                                            "[-t BYTES] [-b NAME=V,..]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -432,13 +447,15 @@ int main(int argc, char **argv)
             snprintf(full, sizeof full, "%s/%s", ct_coll_name(alg->coll), alg->name);
             if (filter && strcmp(filter, full) && strcmp(filter, ct_coll_name(alg->coll))) continue;
             int params[CT_MAX_PARAMS];
-            for (int j = 0; j < alg->nparams; j++) params[j] = alg->params[j].def;
+            int base[CT_MAX_PARAMS];
+            for (int j = 0; j < alg->nparams; j++)
+                params[j] = base[j] = base_value(alg->params[j].name, alg->params[j].def);
             run_block(alg, params, comm, k, cases, bad, sbuf, rbuf);
             for (int j = 0; j < alg->nparams && probes; j++)
                 for (int q = 0; q < alg->params[j].nprobe; q++) {
                     params[j] = alg->params[j].probe[q];
                     run_block(alg, params, comm, k, cases, bad, sbuf, rbuf);
-                    params[j] = alg->params[j].def;
+                    params[j] = base[j];
                 }
         }
         if (comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);

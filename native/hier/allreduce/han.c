@@ -20,7 +20,7 @@ static int run(const ct_args *a, const int *p)
 const ct_algorithm ct_allreduce_han = {
     .id = 5, .name = "han", .coll = CT_ALLREDUCE,
     .description = "hierarchical task-based (HAN): sr, ir, ib, sb per segment, overlapped (commutative ops)",
-    .nparams = 11,
+    .nparams = 12,
     .params = {
         {.name = "fs", .unit = "bytes", .help = "segment size, 0 = whole message",
          .def = 524288, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
@@ -44,6 +44,8 @@ const ct_algorithm ct_allreduce_han = {
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
         {.name = "iaalg", .unit = "", .help = "imod 2: the leaders' allreduce, catalogue id: 1 recursive_doubling 2 ring 3 rabenseifner 4 reduce_bcast",
          .def = 2, .min = 1, .max = 4, .nprobe = 0},
+        {.name = "iadepth", .unit = "", .help = "imod 2: leaders' allreduces in flight: 1 (one per task) or 2 (each one spans two tasks)",
+         .def = 1, .min = 1, .max = 2, .nprobe = 0},
     },
     .supports = supports, .run = run,
 };

@@ -37,15 +37,20 @@ typedef struct {
     int ss;            /* inner segment of one intra-node tree op (0: whole) */
     int salg, sralg;   /* intra-node tree shapes (smod = TREE) of sb and of sr */
     int iaalg;         /* allreduce, imod = FLAT: catalogue id of the leaders' allreduce */
+    int iadepth;       /* allreduce, imod = FLAT: leaders' allreduces in flight (1 or 2) */
 } ct_han_params;
 
 /* The parameters from a bcast/han, reduce/han or allreduce/han descriptor's values
  * (catalogue order, docs/hier.md). */
 ct_han_params ct_han_params_from(ct_coll coll, const int *p);
 
-/* Sub-operations of a task, each on one segment. */
+/* Sub-operations of a task, each on one segment. A step normally starts its
+ * op and the task waits for it; CT_HAN_START only starts it (it stays in
+ * flight across the task boundary), CT_HAN_AWAIT only waits for the op that an
+ * earlier task started on that segment. */
 typedef enum { CT_HAN_IB, CT_HAN_SB, CT_HAN_IR, CT_HAN_SR, CT_HAN_NSUBS } ct_han_sub;
-typedef struct { ct_han_sub sub; int seg; } ct_han_step;
+enum { CT_HAN_RUN = 0, CT_HAN_START = 1, CT_HAN_AWAIT = 2 };
+typedef struct { ct_han_sub sub; int seg; int when; } ct_han_step;
 
 /* Virtual nodes: ranks of one shared-memory node are further split into blocks
  * of v consecutive node-local ranks (tests on one host). 0 = read
