@@ -152,6 +152,62 @@ def table_of(learner, coll, measured):
                                                            st.algorithms[0].provider, s.active_rules)))
 
 
+def model_at(learner, coll, measured):
+    st, s = learner.states[coll], learner.settings
+    model = CollectiveModel(st.model.algorithms, s.active_trees, s.active_seed, s.active_model,
+                            s.active_per_algorithm, s.active_features)
+    model.fit(measured)
+    return model
+
+
+def pooled_slowdown(model, measured, pool):
+    """Mean slowdown of the model's picks at the pooled training points of other
+    runs that this run did not measure, from those runs' own measurements."""
+    pts = [p for p in sorted(pool) if p not in measured]
+    slow = []
+    for p, pick in zip(pts, model.best(np.array(pts))):
+        ok = {a: t for a, t in pool[p].items() if t}
+        if ok and pool[p].get(pick):
+            slow.append(pool[p][pick] / min(ok.values()))
+    return sum(slow) / len(slow), len(slow)
+
+
+def cross(coll, runs, at_points):
+    """Every variant's model, at equal training points, scored on the points the
+    other variants measured (their union, less its own): no test point involved."""
+    pool = {}
+    for _, _, snaps in runs:
+        pool.update(snaps[-1]["measured"])
+    print(f"\n--- {coll}: each variant's model at equal points, on the {len(pool)} points any variant "
+          "measured (less its own), slowdown from those measurements")
+    for name, learner, snaps in runs:
+        cells = []
+        for k in at_points:
+            snap = next((c for c in snaps if c["points"] >= k), snaps[-1])
+            v, n = pooled_slowdown(model_at(learner, coll, snap["measured"]), snap["measured"], pool)
+            cells.append(f"{snap['points']:>4} pts {v:.4f} ({n})")
+        print(f"  {name:<70} " + "  ".join(cells))
+
+
+def capacity(session, store, coll):
+    """Diagnosis (uses the test sets): every model configuration fitted on *all*
+    candidate points (the 80 % of the power-of-two grid not held out), scored on the
+    test sets: what the model could do with every point measured."""
+    candidates, tests = test_sets()
+    truth, _ = AL.measure_truth(session, store, coll, True)
+    labels = sorted({a for v in truth.values() for a in v})
+    train = {p: truth[p] for p in candidates if p[0] * p[1] > 1}
+    print(f"\n--- {coll}: models fitted on all {len(train)} candidate points (diagnosis on the test sets)")
+    for feats in FEATURE_SETS:
+        for kind in MODELS:
+            for per in (False, True):
+                m = CollectiveModel(labels, 64, 1, kind, per, feats)
+                m.fit(train)
+                q = quick_score(m, coll, truth, tests, {})
+                print(f"  features {feats:<8} {kind:<11}{' per algorithm' if per else '':<14} "
+                      + "  ".join(f"{k} {v:.4f}" for k, v in q.items()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collectives", default="bcast,allreduce")
@@ -161,10 +217,20 @@ def main() -> int:
     ap.add_argument("--cv", action="store_true", help="cross-validate every model kind on the training data")
     ap.add_argument("--folds", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--cross", default="", help="points (comma-separated) at which every variant's model "
+                    "is scored on the other variants' training points")
+    ap.add_argument("--capacity", action="store_true", help="only the all-candidates diagnosis")
     a = ap.parse_args()
+    if a.capacity:
+        session = Session({"platform": "small", "store": a.store, "jobs": a.jobs})
+        with session.store as store:
+            for coll in a.collectives.split(","):
+                capacity(session, store, coll)
+        return 0
     variants = [dict(kv.split("=", 1) for kv in v.split("+")) for v in a.variants.split(",")]
     candidates, tests0 = test_sets()
     for coll in a.collectives.split(","):
+        runs = []
         for variant in variants:
             session = Session({"platform": "small", "store": a.store, "jobs": a.jobs, "active_batch": 4})
             with session.store as store:
@@ -177,6 +243,7 @@ def main() -> int:
             exhaustive_s = sum(AL.point_cost(r) for r in gt.algorithms().points.to_dict("records")
                                if int(r["msg_size"]) in AL.POW2)
             name = "+".join(f"{k}={v}" for k, v in variant.items())
+            runs.append((name, learner, snaps))
             print(f"\n=== {coll}, {name}: converged at iteration {conv}, {wall:.0f} s wall")
             print(f"  {'iter':>4} {'pts':>4} {'cost':>6} {'var sum':>8} {'rel':>6} {'change':>7}  pow2   np2nodes np2sizes")
             for c in snaps:
@@ -207,6 +274,8 @@ def main() -> int:
                               f"{kind:<11}{' per algorithm' if per else '':<14} {cv:.4f}"
                               + (f" failed {failed}" if failed else ""))
             sys.stdout.flush()
+        if a.cross:
+            cross(coll, runs, [int(k) for k in a.cross.split(",")])
     return 0
 
 
