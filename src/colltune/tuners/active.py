@@ -6,14 +6,18 @@ Loop, per collective (one model each, tuners/active_model.py):
 1. measure a few spread initial points (every algorithm at each point);
 2. fit the forest; compute the jackknife variance of every candidate point
    (nodes, ppn, size) of the grid — all node counts, not only powers of two;
-3. select the batch of unmeasured points with the highest variance (a point's
-   variance is its most uncertain algorithm's, as in ACCLAiM), every n-th selected
+3. select the batch of unmeasured points with the highest uncertainty (default: the
+   variance of the predicted gap between the best and the runner-up algorithm;
+   `active_uncertainty = algorithm`: its most uncertain algorithm's variance, as in
+   ACCLAiM), every n-th selected
    point moved to a random non-power-of-two size between the neighbouring powers
    of two of its size; measure every algorithm there, the launches placed on
    disjoint groups of the platform (colltune.placement);
-4. stop when the summed variance over the candidate space changes by less than
-   `active_threshold` (relative) for `active_patience` consecutive iterations, or at
-   the wall-clock budget, the point cap, or when no candidate is left.
+4. stop when the decision table stops moving: the new model prices the previous
+   fit's choices over the candidate space at less than `active_stable` mean slowdown,
+   `active_patience` times in a row (`active_stop = variance`: the summed variance
+   changes by less than `active_threshold`, relative), or at the wall-clock budget,
+   the point cap, or when no candidate is left.
 Then rules are generated from the model (tuners/active_rules.py).
 
 `tune_active(...)` is the entry point for other commands; `colltune tune

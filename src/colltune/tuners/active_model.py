@@ -1,7 +1,8 @@
 """The active learner's model of one collective (ACCLAiM, Wilkins et al., CLUSTER 2022).
 
 One random forest per collective, the algorithm as a feature: a row is
-(nodes, ppn, log2 message size, algorithm code). The target is the algorithm's
+(nodes, ppn, log2 message size[, log2 rank count, rank count a power of two],
+algorithm code) — the bracket is the default `ranks` feature set. The target is the algorithm's
 log2 slowdown against the fastest algorithm measured at the same point,
 log2(t / t_best) — ACCLAiM normalises by algorithm too: what matters for the
 decision is how algorithms compare at a point, not the absolute time, which the
