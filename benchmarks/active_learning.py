@@ -142,8 +142,8 @@ def learning(a, session, store, coll, report):
         for k in tests:
             print(f"  {k:<26}{fmt(at['test_midpoint_' + k]):<52}{fmt(curve[-1]['test_midpoint_' + k]):<52}")
     lvl = first_at_or_below(curve, "test_pow2", 1.03)
-    print(f"variance convergence at iteration {conv}; pow2 test slowdown stays <= 1.03 from iteration "
-          f"{lvl + 1 if lvl is not None else 'never'} -> variance stops "
+    print(f"convergence ({session.settings.active_stop}) at iteration {conv}; pow2 test slowdown stays <= 1.03 from iteration "
+          f"{lvl + 1 if lvl is not None else 'never'} -> the rule stops "
           + ("n/a" if conv is None or lvl is None else "after" if conv > lvl + 1 else
              "at the same time" if conv == lvl + 1 else "before") + " the slowdown reaches 1.03")
     print("\nlearning curve (cost = fraction of exhaustive benchmark seconds; slowdown on the pow2 / "

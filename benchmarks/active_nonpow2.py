@@ -146,7 +146,8 @@ def table_at(entry, coll, measured, rules="bisect"):
     """The learner's table refitted on `measured` (same seed and rows: the same forest)."""
     from colltune.tuners.active import model_entries
     from colltune.tuners.active_model import CollectiveModel
-    model = CollectiveModel(entry["labels"], entry["trees"], entry["seed"])
+    model = CollectiveModel(entry["labels"], entry["trees"], entry["seed"], entry.get("kind", "forest"),
+                            entry.get("per_algorithm", False), entry.get("features", "acclaim"))
     model.fit(measured)
     return DecisionTable("active", {}, tuple(model_entries(model, coll, entry["candidates"], AL.LAYOUTS,
                                                            measured, entry["provider"], *variant(rules))))
@@ -183,7 +184,8 @@ def learn(session, store, coll, max_points):
         gt_results.filter(msg_size=AL.POW2), {})
     return {"snaps": snaps, "converged_at": st.converged_at, "tests": tests, "truth": truth,
             "candidates": candidates, "labels": st.model.algorithms, "trees": st.model.trees,
-            "seed": st.model.seed, "provider": st.algorithms[0].provider,
+            "seed": st.model.seed, "kind": st.model.kind, "per_algorithm": st.model.per_algorithm,
+            "features": st.model.features, "provider": st.algorithms[0].provider,
             "pow2_table": pow2_table.to_dict()}
 
 

@@ -119,8 +119,14 @@ def _synthetic():
     return measured
 
 
-def test_jackknife_variance_matches_leave_one_tree_out():
-    model = CollectiveModel(["fast", "big", "broken"], trees=16, seed=3)
+VARIANTS = [("forest", False, "acclaim"), ("extratrees", False, "acclaim"), ("forest", True, "acclaim"),
+            ("forest", False, "ranks"), ("extratrees", True, "ranks")]
+
+
+@pytest.mark.parametrize("kind,per_algorithm,features", VARIANTS)
+def test_jackknife_variance_matches_leave_one_tree_out(kind, per_algorithm, features):
+    model = CollectiveModel(["fast", "big", "broken"], trees=16, seed=3, kind=kind,
+                            per_algorithm=per_algorithm, features=features)
     model.fit(_synthetic())
     pts = np.array([(3, 2, 100), (8, 2, 1 << 20)])
     trees = model.tree_predictions(pts)
@@ -132,12 +138,56 @@ def test_jackknife_variance_matches_leave_one_tree_out():
     assert (model.variance(pts) >= 0).all()
 
 
-def test_model_picks_the_faster_and_never_a_failing_algorithm():
-    model = CollectiveModel(["broken", "fast", "big"], trees=32, seed=1)
+@pytest.mark.parametrize("kind,per_algorithm,features", VARIANTS)
+def test_model_picks_the_faster_and_never_a_failing_algorithm(kind, per_algorithm, features):
+    model = CollectiveModel(["broken", "fast", "big"], trees=32, seed=1, kind=kind,
+                            per_algorithm=per_algorithm, features=features)
     model.fit(_synthetic())
     best = model.best(np.array([(4, 2, 16), (4, 2, 1 << 13)]))
     assert best == ["fast", "big"]
     assert (model.ok_probability(np.array([(4, 2, 64)]))[0, 0]) == 0.0
+
+
+def test_rank_features():
+    model = CollectiveModel(["a"], trees=4, seed=1, features="ranks")
+    f = model.point_features([(3, 2, 1024), (4, 2, 8), (1, 1, 64)])
+    assert f.tolist() == [[3, 2, 10, math.log2(6), 0], [4, 2, 3, 3, 1], [1, 1, 6, 0, 1]]
+    assert CollectiveModel(["a"], trees=4, seed=1).point_features([(3, 2, 1024)]).tolist() == [[3, 2, 10]]
+    with pytest.raises(ValueError):
+        CollectiveModel(["a"], trees=4, seed=1, features="nope")
+
+
+def test_decision_variance_is_the_variance_of_the_best_runner_up_gap():
+    model = CollectiveModel(["fast", "big", "broken"], trees=16, seed=3)
+    model.fit(_synthetic())
+    pts = np.array([(3, 2, 100), (8, 2, 1 << 12), (2, 1, 1 << 16)])
+    trees = model.tree_predictions(pts)
+    mean = trees.mean(axis=0)
+    mean[:, 2] = np.inf                      # "broken" never works: not a candidate
+    want = []
+    for i in range(len(pts)):
+        first, second = np.argsort(mean[i])[:2]
+        gap = trees[:, i, second] - trees[:, i, first]
+        b = len(gap)
+        loo = np.array([np.delete(gap, j).mean() for j in range(b)])
+        want.append((b - 1) / b * ((loo - gap.mean()) ** 2).sum())
+    assert np.allclose(model.decision_variance(pts), want)
+
+
+def test_table_change_is_the_predicted_cost_of_the_previous_choices():
+    from colltune.tuners.active import ActiveLearner, CollectiveState
+    model = CollectiveModel(["fast", "big", "broken"], trees=16, seed=3)
+    model.fit(_synthetic())
+    grid = [(n, 2, 1 << e) for n in (2, 4) for e in range(3, 16)]
+    st = CollectiveState("bcast", [], grid, model)
+    assert ActiveLearner._table_change(None, st) is None          # nothing to compare with
+    assert ActiveLearner._table_change(None, st) == 0.0           # same model, same choices
+    now = st.choices.copy()
+    st.choices = 1 - now                                          # swap fast <-> big everywhere
+    pred = model.predict(np.array(grid))
+    idx = np.arange(len(grid))
+    want = np.mean(np.exp2(pred[idx, 1 - now] - pred[idx, now]) - 1)
+    assert ActiveLearner._table_change(None, st) == pytest.approx(want) and want > 0
 
 
 def test_bisected_table_gives_the_models_choice_at_every_size():
@@ -182,13 +232,18 @@ def capped(sim_backend, store):
     """One learner run to the point cap, with the variance of every candidate
     recorded after each fit (before the next selection)."""
     from colltune.campaign import Campaign
-    sim_backend.settings = _settings()
+    sim_backend.settings = _settings(active_min_points=1000)      # never converges: runs to the cap
     seen = []
 
     def on_iteration(learner, rec):
         st = learner.states["bcast"]
         todo = [p for p in st.grid if p not in st.measured]
-        var = st.model.variance(np.array(todo)).max(axis=1) if todo else np.array([])
+        if not todo:
+            var = np.array([])
+        elif learner.settings.active_uncertainty == "decision":     # the default
+            var = st.model.decision_variance(np.array(todo))
+        else:
+            var = st.model.variance(np.array(todo)).max(axis=1)
         seen.append({"rec": rec, "todo": todo, "var": var, "picks": st.picks})
 
     camp = Campaign("capped", sim_backend, store, sim_backend.settings, False)
@@ -247,11 +302,20 @@ def test_budget_and_convergence_stop_the_loop(sim_backend, store):
     assert out.stops == {"bcast": "budget"} and len(out.history) == 1
     # any relative change passes a threshold of 100: converged after patience + 1 fits
     sim_backend.settings = _settings(active_max_points=0, active_threshold=100.0, active_patience=2,
-                                     active_min_points=3)
+                                     active_min_points=3, active_stop="variance")
     out = tune_active(sim_backend, store, sim_backend.settings, ["bcast"], LAYOUTS, SIZES,
                       algorithms=ALGS, campaign="converge")
     assert out.stops == {"bcast": "converged"}
     assert len(out.history) == 3 and out.history[-1]["converged"]
+    # the table-stability rule (the default): the first fit has nothing to compare
+    # with; any change passes a threshold of 100, so again patience + 1 fits
+    sim_backend.settings = _settings(active_max_points=0, active_stable=100.0, active_patience=2,
+                                     active_min_points=3)
+    out = tune_active(sim_backend, store, sim_backend.settings, ["bcast"], LAYOUTS, SIZES,
+                      algorithms=ALGS, campaign="converge-stable")
+    assert out.stops == {"bcast": "converged"}
+    assert len(out.history) == 3 and out.history[-1]["converged"]
+    assert out.history[0]["table_change"] is None and out.history[1]["table_change"] >= 0
 
 
 def test_cli_tune_strategy_active(workdir):

@@ -52,6 +52,14 @@ DEFAULTS: dict[str, Any] = {
     "active_seed": 1,               # forest and random-size seed (reproducible runs)
     "active_rules": "bisect",       # rule breaks: "bisect" (where the model's choice changes) or
                                     # "midpoint" (ACCLAiM: one query between powers of two)
+    "active_model": "forest",       # regressor: "forest" (random forest, ACCLAiM) or "extratrees"
+    "active_features": "ranks",     # point features: "acclaim" (nodes, ppn, log2 size) or "ranks"
+                                    # (+ log2 rank count, rank count a power of two)
+    "active_per_algorithm": False,  # one regressor per algorithm (else the algorithm is a feature)
+    "active_uncertainty": "decision",  # a point's uncertainty: its most uncertain "algorithm"
+                                    # (ACCLAiM) or the "decision" (best vs runner-up gap)
+    "active_stop": "stable",        # convergence: summed "variance" settles, or the table is "stable"
+    "active_stable": 0.002,         # stable: predicted slowdown of the previous table's choices below
     # Slurm backend and batch scripts (docs/slurm.md); "" = the cluster's default.
     "slurm_partition": "",
     "slurm_account": "",

@@ -6,14 +6,18 @@ Loop, per collective (one model each, tuners/active_model.py):
 1. measure a few spread initial points (every algorithm at each point);
 2. fit the forest; compute the jackknife variance of every candidate point
    (nodes, ppn, size) of the grid — all node counts, not only powers of two;
-3. select the batch of unmeasured points with the highest variance (a point's
-   variance is its most uncertain algorithm's, as in ACCLAiM), every n-th selected
+3. select the batch of unmeasured points with the highest uncertainty (default: the
+   variance of the predicted gap between the best and the runner-up algorithm;
+   `active_uncertainty = algorithm`: its most uncertain algorithm's variance, as in
+   ACCLAiM), every n-th selected
    point moved to a random non-power-of-two size between the neighbouring powers
    of two of its size; measure every algorithm there, the launches placed on
    disjoint groups of the platform (colltune.placement);
-4. stop when the summed variance over the candidate space changes by less than
-   `active_threshold` (relative) for `active_patience` consecutive iterations, or at
-   the wall-clock budget, the point cap, or when no candidate is left.
+4. stop when the decision table stops moving: the new model prices the previous
+   fit's choices over the candidate space at less than `active_stable` mean slowdown,
+   `active_patience` times in a row (`active_stop = variance`: the summed variance
+   changes by less than `active_threshold`, relative), or at the wall-clock budget,
+   the point cap, or when no candidate is left.
 Then rules are generated from the model (tuners/active_rules.py).
 
 `tune_active(...)` is the entry point for other commands; `colltune tune
@@ -60,6 +64,8 @@ class CollectiveState:
     cost_s: float = 0.0
     picks: int = 0                        # points selected so far (for the non-pow2 rule)
     variance: list[float] = field(default_factory=list)
+    change: list[float] = field(default_factory=list)   # predicted cost of the previous table's choices
+    choices: np.ndarray | None = None     # the model's choice at every grid point, last fit
     calm: int = 0                         # consecutive iterations below the threshold
     converged_at: int | None = None       # iteration at which the criterion first held
     stop: str | None = None
@@ -103,7 +109,8 @@ class ActiveLearner:
                                                     for m in self.sizes]
             grid = [g for g in grid if g[0] * g[1] > 1]     # one rank: nothing to choose
             self.states[coll] = CollectiveState(coll, algs, sorted(set(grid)), CollectiveModel(
-                [a.label for a in algs], s.active_trees, s.active_seed))
+                [a.label for a in algs], s.active_trees, s.active_seed, s.active_model,
+                s.active_per_algorithm, s.active_features))
         self.history: list[dict] = []
         self.schedule: list[Hold] = []
         self.sequential_s = self.makespan_s = 0.0
@@ -143,7 +150,9 @@ class ActiveLearner:
         if self.select_mode == "random":
             order = self.rng.sample(todo, len(todo))
         else:
-            var = st.model.variance(np.array(todo)).max(axis=1)
+            var = (st.model.decision_variance(np.array(todo))
+                   if self.settings.active_uncertainty == "decision"
+                   else st.model.variance(np.array(todo)).max(axis=1))
             order = [todo[i] for i in np.argsort(-var, kind="stable")]
         batch: list[Point] = []
         for pt in order:                      # distinct sizes first: a batch spreads out
@@ -193,10 +202,27 @@ class ActiveLearner:
         return summary
 
     # -- the loop --------------------------------------------------------------
+    def _table_change(self, st: CollectiveState) -> float | None:
+        """Predicted mean slowdown, under the model just fitted, of the choices the
+        previous model made over the candidate grid (0: the decisions did not move)."""
+        grid = np.array(st.grid)
+        pred = st.model.predict(grid)
+        now = st.model.choice(grid)
+        prev, st.choices = st.choices, now
+        if prev is None:
+            return None
+        idx = np.arange(len(grid))
+        return float(np.mean(np.exp2(pred[idx, prev] - pred[idx, now]) - 1.0))
+
     def _converged(self, st: CollectiveState) -> bool:
-        v = st.variance
-        if len(v) >= 2 and v[-2] > 0:
-            st.calm = st.calm + 1 if abs(v[-1] - v[-2]) / v[-2] < self.settings.active_threshold else 0
+        if self.settings.active_stop == "stable":
+            c = st.change
+            if c and c[-1] is not None:
+                st.calm = st.calm + 1 if c[-1] < self.settings.active_stable else 0
+        else:
+            v = st.variance
+            if len(v) >= 2 and v[-2] > 0:
+                st.calm = st.calm + 1 if abs(v[-1] - v[-2]) / v[-2] < self.settings.active_threshold else 0
         return st.calm >= self.settings.active_patience and len(st.measured) >= self.settings.active_min_points
 
     def run(self) -> ActiveOutcome:
@@ -221,10 +247,11 @@ class ActiveLearner:
                     st.stop = "no successful measurement"
                     continue
                 st.variance.append(float(st.model.variance(np.array(st.grid)).sum()))
+                st.change.append(self._table_change(st))
                 prev = st.variance[-2] if len(st.variance) > 1 else math.nan
                 rec = {"collective": coll, "iteration": iteration, "points": len(st.measured),
                        "new_points": [list(p) for p in batch[coll]], "cost_s": st.cost_s,
-                       "variance_sum": st.variance[-1],
+                       "variance_sum": st.variance[-1], "table_change": st.change[-1],
                        "rel_change": abs(st.variance[-1] - prev) / prev if prev > 0 else None,
                        "wall_s": wall, "makespan_s": self.makespan_s,
                        "sequential_s": self.sequential_s}

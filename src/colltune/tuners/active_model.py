@@ -1,7 +1,8 @@
 """The active learner's model of one collective (ACCLAiM, Wilkins et al., CLUSTER 2022).
 
 One random forest per collective, the algorithm as a feature: a row is
-(nodes, ppn, log2 message size, algorithm code). The target is the algorithm's
+(nodes, ppn, log2 message size[, log2 rank count, rank count a power of two],
+algorithm code) — the bracket is the default `ranks` feature set. The target is the algorithm's
 log2 slowdown against the fastest algorithm measured at the same point,
 log2(t / t_best) — ACCLAiM normalises by algorithm too: what matters for the
 decision is how algorithms compare at a point, not the absolute time, which the
@@ -25,51 +26,93 @@ def is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
+MODELS = ("forest", "extratrees")
+# point features: ACCLAiM's (nodes, ppn, log2 size); "ranks" adds log2 of the rank
+# count and whether it is a power of two (what recursive-doubling / halving
+# algorithms' step counts depend on)
+FEATURE_SETS = ("acclaim", "ranks")
+
+
 class CollectiveModel:
-    def __init__(self, algorithms: list[str], trees: int, seed: int):
+    """kind: "forest" (RandomForestRegressor: bootstrap samples, best split
+    thresholds; ACCLAiM's model) or "extratrees" (ExtraTreesRegressor: every tree on
+    all rows, random split thresholds; chosen by leave-one-point-out regret on the
+    learner's own data, docs/active.md)."""
+
+    def __init__(self, algorithms: list[str], trees: int, seed: int, kind: str = "forest",
+                 per_algorithm: bool = False, features: str = "acclaim"):
         if not algorithms:
             raise ValueError("no candidate algorithms")
+        if kind not in MODELS:
+            raise ValueError(f"unknown model {kind!r} (one of {', '.join(MODELS)})")
         self.algorithms = list(algorithms)
-        self.trees, self.seed = trees, seed
+        self.trees, self.seed, self.kind = trees, seed, kind
+        # per_algorithm: one regressor per algorithm on (nodes, ppn, log2 size), instead
+        # of one with the algorithm's code as a feature
+        self.per_algorithm = per_algorithm
+        if features not in FEATURE_SETS:
+            raise ValueError(f"unknown features {features!r} (one of {', '.join(FEATURE_SETS)})")
+        self.features = features
         self.forest = None
         self.feasible = None          # classifier, or None when every attempt succeeded
         self.all_failed: set[str] = set()
 
     # -- features ----------------------------------------------------------
-    def rows(self, points: np.ndarray) -> np.ndarray:
-        """Feature rows of every algorithm at every point (point-major)."""
+    def point_features(self, points) -> np.ndarray:
+        """(points, features) of points (nodes, ppn, size)."""
         pts = np.asarray(points, dtype=float).reshape(-1, 3)
-        k, a = len(pts), len(self.algorithms)
-        out = np.empty((k * a, 4))
-        out[:, 0] = np.repeat(pts[:, 0], a)
-        out[:, 1] = np.repeat(pts[:, 1], a)
-        out[:, 2] = np.repeat(np.log2(np.maximum(pts[:, 2], 1)), a)
-        out[:, 3] = np.tile(np.arange(a), k)
-        return out
+        cols = [pts[:, 0], pts[:, 1], np.log2(np.maximum(pts[:, 2], 1))]
+        if self.features == "ranks":
+            ranks = pts[:, 0] * pts[:, 1]
+            cols += [np.log2(np.maximum(ranks, 1)),
+                     np.array([is_pow2(int(r)) for r in ranks], dtype=float)]
+        return np.column_stack(cols)
+
+    def rows(self, points: np.ndarray) -> np.ndarray:
+        """Feature rows of every algorithm at every point (point-major): the point's
+        features, then the algorithm's code."""
+        f = self.point_features(points)
+        k, a = len(f), len(self.algorithms)
+        return np.column_stack([np.repeat(f, a, axis=0), np.tile(np.arange(a), k)])
 
     # -- training ----------------------------------------------------------
     def fit(self, measured: dict[tuple[int, int, int], dict[str, float | None]]) -> int:
         """measured: point -> {algorithm: time in s, or None when it failed}.
         Returns the number of training rows (successful measurements)."""
-        from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+        from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier, RandomForestRegressor
         code = {a: i for i, a in enumerate(self.algorithms)}
+        pts = list(measured)            # insertion order: the forest's bootstrap draws depend on it
+        if not pts:
+            raise ValueError("no successful measurement to learn from")
+        feats = self.point_features(pts)
         X, y, Xf, yf = [], [], [], []
-        for (n, p, m), times in measured.items():
+        for f, pt in zip(feats, pts):
+            times = measured[pt]
             ok = {a: t for a, t in times.items() if t is not None and t > 0 and a in code}
             for a, t in times.items():
                 if a in code:
-                    Xf.append((n, p, math.log2(max(m, 1)), code[a]))
+                    Xf.append((*f, code[a]))
                     yf.append(a in ok)
             if not ok:
                 continue
             best = min(ok.values())
             for a, t in ok.items():
-                X.append((n, p, math.log2(max(m, 1)), code[a]))
+                X.append((*f, code[a]))
                 y.append(math.log2(t / best))
         if not X:
             raise ValueError("no successful measurement to learn from")
-        self.forest = RandomForestRegressor(n_estimators=self.trees, random_state=self.seed,
-                                            n_jobs=1).fit(np.array(X), np.array(y))
+        reg = RandomForestRegressor if self.kind == "forest" else ExtraTreesRegressor
+        X, y = np.array(X), np.array(y)
+        if self.per_algorithm:
+            self.forest = {}
+            for i in range(len(self.algorithms)):
+                sel = X[:, -1] == i
+                if sel.any():
+                    self.forest[i] = reg(n_estimators=self.trees, random_state=self.seed,
+                                         n_jobs=1).fit(X[sel, :-1], y[sel])
+            self._unseen = float(y.max()) + 1.0     # never measured: all_failed masks it
+        else:
+            self.forest = reg(n_estimators=self.trees, random_state=self.seed, n_jobs=1).fit(X, y)
         yf = np.array(yf)
         self.feasible = (RandomForestClassifier(n_estimators=self.trees, random_state=self.seed,
                                                 n_jobs=1).fit(np.array(Xf), yf)
@@ -82,6 +125,12 @@ class CollectiveModel:
     # -- queries -------------------------------------------------------------
     def tree_predictions(self, points: np.ndarray) -> np.ndarray:
         """(trees, points, algorithms) predictions of every tree."""
+        if isinstance(self.forest, dict):
+            x = self.point_features(points)
+            out = np.full((self.trees, len(x), len(self.algorithms)), self._unseen)
+            for i, f in self.forest.items():
+                out[:, :, i] = np.stack([t.predict(x) for t in f.estimators_])
+            return out
         rows = self.rows(points)
         preds = np.stack([t.predict(rows) for t in self.forest.estimators_])
         return preds.reshape(len(self.forest.estimators_), -1, len(self.algorithms))
@@ -91,6 +140,28 @@ class CollectiveModel:
         p = self.tree_predictions(points)
         b = p.shape[0]
         return ((p - p.mean(axis=0)) ** 2).sum(axis=0) / (b * (b - 1))
+
+    def decision_variance(self, points: np.ndarray) -> np.ndarray:
+        """(points,) jackknife variance of the predicted gap between the predicted best
+        algorithm and the runner-up (among those predicted to work): how unsure the
+        model is about the decision at a point, not about any one algorithm."""
+        p = self.tree_predictions(points)
+        mean = p.mean(axis=0)
+        works = self.ok_probability(points) >= 0.5
+        masked = np.where(works | ~works.any(axis=1, keepdims=True), mean, np.inf)
+        if masked.shape[1] < 2:
+            return np.zeros(len(masked))
+        first, second = np.argsort(masked, axis=1, kind="stable")[:, :2].T
+        idx = np.arange(len(masked))
+        gap = p[:, idx, second] - p[:, idx, first]
+        b = p.shape[0]
+        return ((gap - gap.mean(axis=0)) ** 2).sum(axis=0) / (b * (b - 1))
+
+    def choice(self, points: np.ndarray) -> np.ndarray:
+        """Index of the predicted fastest algorithm (among those predicted to work)."""
+        pred = self.predict(points)
+        works = self.ok_probability(points) >= 0.5
+        return np.where(works | ~works.any(axis=1, keepdims=True), pred, np.inf).argmin(axis=1)
 
     def predict(self, points: np.ndarray) -> np.ndarray:
         """(points, algorithms) predicted log2 slowdown against the best."""
@@ -111,7 +182,4 @@ class CollectiveModel:
     def best(self, points: np.ndarray) -> list[str]:
         """Predicted fastest algorithm at each point, among those predicted to work
         (all algorithms if none is)."""
-        pred = self.predict(points)
-        works = self.ok_probability(points) >= 0.5
-        masked = np.where(works | ~works.any(axis=1, keepdims=True), pred, np.inf)
-        return [self.algorithms[i] for i in masked.argmin(axis=1)]
+        return [self.algorithms[i] for i in self.choice(points)]
