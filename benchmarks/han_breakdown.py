@@ -36,7 +36,7 @@ from pathlib import Path
 from colltune import platforms
 from colltune.proc import run_group
 from colltune.sizes import human_bytes, parse_value
-from colltune.taskmodel.model import pipeline_tasks, segments, stages as stages_of
+from colltune.taskmodel.model import STAGES, pipeline_tasks, segments, stages as stages_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from han_vs_selectors import HAN_SETTINGS, REPO, injection_bw  # noqa: E402
