@@ -341,3 +341,34 @@ def test_report_draws_the_variance_curve(capped, store, tmp_path):
                   extra=(active_section(history),))
     text = open(path).read()
     assert "<h2>Active learning</h2>" in text and 'alt="bcast variance"' in text
+
+
+def test_untrusted_algorithm_is_never_picked():
+    model = CollectiveModel(["broken", "fast", "big"], trees=32, seed=1)
+    model.fit(_synthetic())
+    pts = np.array([(4, 2, 16), (4, 2, 1 << 13)])
+    assert model.best(pts) == ["fast", "big"]
+    model.untrusted = {"fast"}
+    assert "fast" not in model.best(pts)
+
+
+@pytest.mark.parametrize("exclude", [True, False])
+def test_an_algorithm_returning_wrong_data_is_never_in_the_table(sim_backend, store, exclude):
+    """SMPI's flattree_pipeline bcast returns wrong data at sizes above 8 KiB that
+    are not a multiple of 8192 and works at 8192 and 16384 B (the result check says
+    so): with active_exclude_wrong (the default) the learner never names it in the
+    table; without, a size range can still hand it a size where it is wrong."""
+    algs = ["binomial_tree", "flattree_pipeline"]
+    sim_backend.settings = _settings(active_max_points=0, active_initial_points=6, check="first",
+                                     active_exclude_wrong=exclude)
+    out = tune_active(sim_backend, store, sim_backend.settings, ["bcast"], [(1, 2), (2, 1)],
+                      [8192, 12000, 16384], algorithms=algs, campaign=f"wrong-data-{exclude}")
+    # the second run reads the first one's measurements back from the store
+    wrong = store.db.execute("SELECT COUNT(*) FROM measurements WHERE status = 'wrong_result'"
+                             " AND msg_size = 12000").fetchone()[0]
+    picked = {r.algorithm for e in out.table.entries for r in e.rules}
+    assert wrong > 0
+    if exclude:
+        assert picked == {"binomial_tree"}
+    else:
+        assert "flattree_pipeline" in picked

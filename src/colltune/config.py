@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
                                     # (ACCLAiM) or the "decision" (best vs runner-up gap)
     "active_stop": "stable",        # convergence: summed "variance" settles, or the table is "stable"
     "active_stable": 0.002,         # stable: predicted slowdown of the previous table's choices below
+    "active_exclude_wrong": True,   # never pick an algorithm that returned wrong data at any
+                                    # measured point of the collective (a broken implementation)
     # Slurm backend and batch scripts (docs/slurm.md); "" = the cluster's default.
     "slurm_partition": "",
     "slurm_account": "",

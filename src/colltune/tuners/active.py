@@ -37,7 +37,7 @@ from ..decision import DecisionTable, Entry
 from ..plan import BenchSpec
 from ..placement import GroupAllocator, Hold, greedy_schedule, groups_of, makespan
 from ..results import Results
-from ..store import OK
+from ..store import OK, WRONG
 from . import TUNERS
 from .active_model import CollectiveModel, is_pow2
 from .active_rules import bisect_choices, midpoint, rules_from_choices, rules_from_samples
@@ -189,6 +189,10 @@ class ActiveLearner:
                     ok = row["status"] == OK and row["ttc_median_s"] is not None
                     st.measured.setdefault(pt, {})[spec.algorithm.label] = \
                         float(row["ttc_median_s"]) if ok else None
+                    if row["status"] == WRONG and self.settings.active_exclude_wrong:
+                        # wrong data is never a choice, wherever it was seen: rules are
+                        # size ranges and the same bug may sit between two measured sizes
+                        st.model.untrusted.add(spec.algorithm.label)
                     dur += point_cost(row)
                 st.cost_s += dur
                 tasks.append((spec, spec.nodes, dur))

@@ -54,6 +54,8 @@ class CollectiveModel:
             raise ValueError(f"unknown features {features!r} (one of {', '.join(FEATURE_SETS)})")
         self.features = features
         self.forest = None
+        # algorithms never to pick (e.g. they returned wrong data somewhere): set by the learner
+        self.untrusted: set[str] = set()
         self.feasible = None          # classifier, or None when every attempt succeeded
         self.all_failed: set[str] = set()
 
@@ -175,7 +177,7 @@ class CollectiveModel:
             col = list(self.feasible.classes_).index(True) if True in self.feasible.classes_ else None
             raw = self.feasible.predict_proba(self.rows(points))
             prob = (raw[:, col] if col is not None else np.zeros(len(raw))).reshape(k, -1)
-        for a in self.all_failed:
+        for a in self.all_failed | self.untrusted:
             prob[:, self.algorithms.index(a)] = 0.0
         return prob
 
