@@ -18,7 +18,8 @@ KI = 1024
 
 
 def test_parse():
-    assert H.parse(True) == set(H.ALL) == H.parse("all")
+    assert H.parse(True) == set(H.SAFE) == H.parse("safe") == {"H1", "H4", "H5"}
+    assert H.parse("all") == set(H.ALL)
     assert H.parse(False) == H.parse(None) == H.parse("") == H.parse("none") == set()
     assert H.parse("h1,H3") == {"H1", "H3"}
     with pytest.raises(ValueError, match="H9"):
@@ -182,6 +183,9 @@ def test_cli_heuristics_subset_and_all(workdir):
     assert t.provenance["taskmodel"]["heuristics"] == ["H3", "H4"]
     rule = t.lookup("allreduce", 2, 2, 1000000)
     assert rule.params["fs"] == 128 * KI and not (rule.params["imod"] == 1 and rule.params["smod"] == 0)
-    run_cli(*base, "--campaign", "hall", "--heuristics")
+    run_cli(*base, "--campaign", "hsafe", "--heuristics")
+    t = DecisionTable.load(str(workdir / "out" / "hsafe.table.json"))
+    assert t.provenance["taskmodel"]["heuristics"] == list(H.SAFE)
+    run_cli(*base, "--campaign", "hall", "--heuristics", "all")
     t = DecisionTable.load(str(workdir / "out" / "hall.table.json"))
     assert t.provenance["taskmodel"]["heuristics"] == list(H.ALL)

@@ -71,9 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--baselines", help="library default selectors to compare with "
                                                 "(default: the provider's, e.g. ompi,mpich)")
             p.add_argument("--table", help="decision table path (default: OUTPUT_DIR/<campaign>.table.json)")
-            p.add_argument("--heuristics", nargs="?", const="all", default=None,
-                           help="taskmodel: cheaper task measurements and pruning; alone = all, "
-                                "or a list such as H1,H3 (docs/taskmodel.md)")
+            p.add_argument("--heuristics", nargs="?", const="safe", default=None,
+                           help="taskmodel: cheaper task measurements and pruning; alone = safe "
+                                "(H1,H4,H5), or all, or a list such as H1,H3 (docs/taskmodel.md)")
             p.add_argument("--han-space", default="han",
                            help="taskmodel: HAN configuration space, han (the paper's) or han+flat "
                                 "(adds allreduce imod=2: a flat allreduce across the leaders)")
