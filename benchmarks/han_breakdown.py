@@ -93,10 +93,22 @@ def main() -> int:
     # one launch per stage: in one sequence a non-leader's sb(0) would include
     # waiting for its leader's ir(0) and ib(0)
     alone = {f"{s}(0)": run(["--tasks", f"{s}(0)"])[-1]["max_all"] for s in stages}
-    tasks = run(["--tasks", ";".join(pipeline_tasks(a.coll, u, kv))])
-    whole = run(["--whole", "han"])[-1]["completion"]
-
     bw, loop = injection_bw(plat.xml_path)
+    # printed before the long launches: at hundreds of ranks the task sequence
+    # (a barrier per task) can take longer than --timeout
+    print(f"{a.platform} {a.layout} = {nodes * ppn} ranks, {a.coll} {human_bytes(size)}, HAN {params}; "
+          f"u = {u} segments of {human_bytes(seg_bytes)}; charge {a.charge}; B = {bw / 1e9:g} GB/s, "
+          f"loopback {loop / 1e9:g} GB/s")
+    print(f"\none segment, each stage alone (slowest rank):\n{'stage':>6} {'us':>10} {'GB/s':>8}  level")
+    for s in stages:
+        t = alone[f"{s}(0)"]
+        rate = seg_bytes / t / 1e9 if t > 0 else float("inf")
+        print(f"{s:>6} {t * 1e6:10.1f} {rate:8.2f}  {'inter-node' if s.startswith('i') else 'intra-node'}")
+    sys.stdout.flush()
+    whole = run(["--whole", "han"])[-1]["completion"]
+    print(f"whole call {whole * 1e6:.1f} us", flush=True)
+    tasks = run(["--tasks", ";".join(pipeline_tasks(a.coll, u, kv))])
+
     lbnet = size / bw if a.coll == "bcast" else 2 * size * (nodes - 1) / nodes / bw
     # bytes one leader's NIC carries per segment: bcast one segment; allreduce an
     # ir piece and an ib piece, or (imod=2) a flat allreduce's 2(N-1)/N segments
@@ -107,14 +119,6 @@ def main() -> int:
     if not steady:
         raise SystemExit(f"u = {u} segments: no steady task (need u >= {len(stages)}); lower fs")
     mean_steady = sum(steady) / len(steady)
-    print(f"{a.platform} {a.layout} = {nodes * ppn} ranks, {a.coll} {human_bytes(size)}, HAN {params}; "
-          f"u = {u} segments of {human_bytes(seg_bytes)}; charge {a.charge}; B = {bw / 1e9:g} GB/s, "
-          f"loopback {loop / 1e9:g} GB/s")
-    print(f"\none segment, each stage alone (slowest rank):\n{'stage':>6} {'us':>10} {'GB/s':>8}  level")
-    for s in stages:
-        t = alone[f"{s}(0)"]
-        rate = seg_bytes / t / 1e9 if t > 0 else float("inf")
-        print(f"{s:>6} {t * 1e6:10.1f} {rate:8.2f}  {'inter-node' if s.startswith('i') else 'intra-node'}")
     print(f"steady task ({'+'.join(reversed(stages))}): {len(steady)} tasks, first {steady[0] * 1e6:.1f} us, "
           f"last {steady[-1] * 1e6:.1f} us, mean {mean_steady * 1e6:.1f} us; NIC wire time per segment "
           f"{per_seg * 1e6:.1f} us")
