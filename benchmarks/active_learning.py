@@ -100,17 +100,25 @@ def fmt(sc):
             + (f" failed {sc['failed_picks']}" if sc["failed_picks"] else ""))
 
 
-def learning(a, session, store, coll, report):
-    truth, gt_results = measure_truth(session, store, coll, a.quiet)
+def split() -> tuple[list, dict]:
+    """The candidate points and the held-out test sets (seeded: every script
+    scores on the same split): a fifth of the power-of-two grid, split into
+    power-of-two and other node counts, and TEST_SIZES at every layout."""
     rng = random.Random(7)
     grid = [(n, p, m) for n, p in LAYOUTS for m in POW2]
     held = set(rng.sample(grid, len(grid) // 5))
     candidates = [g for g in grid if g not in held]
-    exhaustive_s = sum(point_cost(r) for r in gt_results.algorithms().points.to_dict("records")
-                       if int(r["msg_size"]) in POW2)
     tests = {"pow2": sorted(p for p in held if p[0] & (p[0] - 1) == 0),
              "pow2_sizes_nonpow2_nodes": sorted(p for p in held if p[0] & (p[0] - 1)),
              "nonpow2_sizes": [(n, p, m) for n, p in LAYOUTS for m in TEST_SIZES]}
+    return candidates, tests
+
+
+def learning(a, session, store, coll, report):
+    truth, gt_results = measure_truth(session, store, coll, a.quiet)
+    candidates, tests = split()
+    exhaustive_s = sum(point_cost(r) for r in gt_results.algorithms().points.to_dict("records")
+                       if int(r["msg_size"]) in POW2)
     runs = {}
     for select, seed in [("variance", 1)] + [("random", s) for s in range(1, a.random_seeds + 1)]:
         t0 = time.monotonic()

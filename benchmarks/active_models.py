@@ -48,17 +48,6 @@ _spec.loader.exec_module(AL)
 CV_MODELS = [(f, k, False) for f in FEATURE_SETS for k in MODELS]
 
 
-def test_sets():
-    rng = random.Random(7)
-    grid = [(n, p, m) for n, p in AL.LAYOUTS for m in AL.POW2]
-    held = set(rng.sample(grid, len(grid) // 5))
-    candidates = [g for g in grid if g not in held]
-    tests = {"pow2": sorted(p for p in held if p[0] & (p[0] - 1) == 0),
-             "pow2_sizes_nonpow2_nodes": sorted(p for p in held if p[0] & (p[0] - 1)),
-             "nonpow2_sizes": [(n, p, m) for n, p in AL.LAYOUTS for m in AL.TEST_SIZES]}
-    return candidates, tests
-
-
 def cv_slowdown(measured, labels, kind, trees, seed, folds, per_algorithm=False, features="acclaim"):
     """Mean slowdown of the model's pick at held-out training points (k folds by
     point), from the training data's own times; and the number of failed picks."""
@@ -193,7 +182,7 @@ def capacity(session, store, coll):
     """Diagnosis (uses the test sets): every model configuration fitted on *all*
     candidate points (the 80 % of the power-of-two grid not held out), scored on the
     test sets: what the model could do with every point measured."""
-    candidates, tests = test_sets()
+    candidates, tests = AL.split()
     truth, _ = AL.measure_truth(session, store, coll, True)
     labels = sorted({a for v in truth.values() for a in v})
     train = {p: truth[p] for p in candidates if p[0] * p[1] > 1}
@@ -228,7 +217,7 @@ def main() -> int:
                 capacity(session, store, coll)
         return 0
     variants = [dict(kv.split("=", 1) for kv in v.split("+")) for v in a.variants.split(",")]
-    candidates, tests0 = test_sets()
+    candidates, tests0 = AL.split()
     for coll in a.collectives.split(","):
         runs = []
         for variant in variants:

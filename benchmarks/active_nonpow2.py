@@ -34,7 +34,6 @@ import argparse
 import importlib.util
 import os
 import pickle
-import random
 import sys
 from collections import defaultdict
 
@@ -48,17 +47,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("active_learning", os.path.join(HERE, "active_learning.py"))
 AL = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(AL)
-
-
-def test_sets(coll_truth_points=None):
-    rng = random.Random(7)
-    grid = [(n, p, m) for n, p in AL.LAYOUTS for m in AL.POW2]
-    held = set(rng.sample(grid, len(grid) // 5))
-    candidates = [g for g in grid if g not in held]
-    tests = {"pow2": sorted(p for p in held if p[0] & (p[0] - 1) == 0),
-             "pow2_sizes_nonpow2_nodes": sorted(p for p in held if p[0] & (p[0] - 1)),
-             "nonpow2_sizes": [(n, p, m) for n, p in AL.LAYOUTS for m in AL.TEST_SIZES]}
-    return candidates, tests
 
 
 def best_of(times):
@@ -163,7 +151,7 @@ def learn(session, store, coll, max_points):
     from colltune.campaign import Campaign
     from colltune.tuners.active import ActiveLearner
     truth, gt_results = AL.measure_truth(session, store, coll, True)
-    candidates, tests = test_sets()
+    candidates, tests = AL.split()
     snaps = []
 
     def keep(learner, rec):
