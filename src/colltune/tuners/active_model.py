@@ -35,9 +35,9 @@ FEATURE_SETS = ("acclaim", "ranks")
 
 class CollectiveModel:
     """kind: "forest" (RandomForestRegressor: bootstrap samples, best split
-    thresholds; ACCLAiM's model) or "extratrees" (ExtraTreesRegressor: every tree on
-    all rows, random split thresholds; chosen by leave-one-point-out regret on the
-    learner's own data, docs/active.md)."""
+    thresholds; ACCLAiM's model, the default) or "extratrees" (ExtraTreesRegressor:
+    every tree on all rows, random split thresholds; measured, not adopted:
+    docs/active.md)."""
 
     def __init__(self, algorithms: list[str], trees: int, seed: int, kind: str = "forest",
                  per_algorithm: bool = False, features: str = "acclaim"):
@@ -137,33 +137,36 @@ class CollectiveModel:
         preds = np.stack([t.predict(rows) for t in self.forest.estimators_])
         return preds.reshape(len(self.forest.estimators_), -1, len(self.algorithms))
 
+    @staticmethod
+    def _jackknife(per_tree: np.ndarray) -> np.ndarray:
+        """Jackknife variance of the mean over the first axis (the trees)."""
+        b = per_tree.shape[0]
+        return ((per_tree - per_tree.mean(axis=0)) ** 2).sum(axis=0) / (b * (b - 1))
+
+    def _candidates(self, points: np.ndarray, mean: np.ndarray) -> np.ndarray:
+        """mean with +inf for algorithms predicted to fail (all kept if every one is)."""
+        works = self.ok_probability(points) >= 0.5
+        return np.where(works | ~works.any(axis=1, keepdims=True), mean, np.inf)
+
     def variance(self, points: np.ndarray) -> np.ndarray:
         """(points, algorithms) jackknife variance of the forest's prediction."""
-        p = self.tree_predictions(points)
-        b = p.shape[0]
-        return ((p - p.mean(axis=0)) ** 2).sum(axis=0) / (b * (b - 1))
+        return self._jackknife(self.tree_predictions(points))
 
     def decision_variance(self, points: np.ndarray) -> np.ndarray:
         """(points,) jackknife variance of the predicted gap between the predicted best
         algorithm and the runner-up (among those predicted to work): how unsure the
         model is about the decision at a point, not about any one algorithm."""
         p = self.tree_predictions(points)
-        mean = p.mean(axis=0)
-        works = self.ok_probability(points) >= 0.5
-        masked = np.where(works | ~works.any(axis=1, keepdims=True), mean, np.inf)
+        masked = self._candidates(points, p.mean(axis=0))
         if masked.shape[1] < 2:
             return np.zeros(len(masked))
         first, second = np.argsort(masked, axis=1, kind="stable")[:, :2].T
         idx = np.arange(len(masked))
-        gap = p[:, idx, second] - p[:, idx, first]
-        b = p.shape[0]
-        return ((gap - gap.mean(axis=0)) ** 2).sum(axis=0) / (b * (b - 1))
+        return self._jackknife(p[:, idx, second] - p[:, idx, first])
 
     def choice(self, points: np.ndarray) -> np.ndarray:
         """Index of the predicted fastest algorithm (among those predicted to work)."""
-        pred = self.predict(points)
-        works = self.ok_probability(points) >= 0.5
-        return np.where(works | ~works.any(axis=1, keepdims=True), pred, np.inf).argmin(axis=1)
+        return self._candidates(points, self.predict(points)).argmin(axis=1)
 
     def predict(self, points: np.ndarray) -> np.ndarray:
         """(points, algorithms) predicted log2 slowdown against the best."""
