@@ -101,3 +101,19 @@ def test_steady_stable():
     # bcast: ib(0), sbib x3, sb -> steady = the 3 sbib
     assert steady_stable("bcast", [[5.0], [4.0], [3.0], [3.0], [1.0]]) == 2
     assert steady_stable("bcast", [[5.0], [4.0], [3.0], [2.0], [1.0]]) is None
+
+
+def test_unknown_space_is_a_clear_error(tmp_path):
+    """On the command line (argparse names the value and the choices) and through
+    the tuner's Python entry point."""
+    import subprocess
+    import sys
+    from colltune.errors import ColltuneError
+    from colltune.tuners import TUNERS
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "tune", "--strategy", "taskmodel",
+                        "--han-space", "han+tree"], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 2 and "'han+tree'" in r.stderr and "han+flat" in r.stderr, r.stderr
+    tuner = TUNERS.get("taskmodel")(None, None, [])
+    with pytest.raises(ColltuneError, match="--han-space 'han\\+tree'"):
+        tuner.attach(None, None, None, space="han+tree")

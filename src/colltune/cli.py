@@ -8,6 +8,7 @@ from . import __version__
 from .config import DEFAULTS
 from .errors import ColltuneError
 from .plan import SCENARIOS
+from .taskmodel.search import SPACES
 
 # Every setting has a global option of the same name (see add_globals).
 GLOBAL_KEYS = tuple(DEFAULTS)
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--heuristics", nargs="?", const="safe", default=None,
                            help="taskmodel: cheaper task measurements and pruning; alone = safe "
                                 "(H1,H4,H5), or all, or a list such as H1,H3 (docs/taskmodel.md)")
-            p.add_argument("--han-space", default="han",
+            p.add_argument("--han-space", default="han", choices=sorted(SPACES),
                            help="taskmodel: HAN configuration space, han (the paper's) or han+flat "
                                 "(adds allreduce imod=2: a flat allreduce across the leaders)")
 
