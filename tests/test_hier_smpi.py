@@ -81,6 +81,14 @@ def test_han_allreduce_two_leader_allreduces_in_flight(smpi, han_catalogue, vnod
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
+def test_algotest_rejects_a_misspelt_base_value(smpi):
+    """-b with a name no selected algorithm has would run the defaults silently."""
+    with pytest.raises(AssertionError, match="'iadepht' is not NAME=VALUE for a parameter of the "
+                                             "algorithms selected by -a allreduce/han"):
+        smpi(2, "colltune-algotest", ["-a", "allreduce/han", "-s", "2", "-c", "1", "-m", "blocking",
+                                      "-b", "imod=2,iadepht=2"])
+
+
 # reduce/han has every root x 8 (type, op) x in place: ~5x bcast's matrix.
 @pytest.mark.parametrize("vnode", [0, 3, 1])
 def test_han_reduce_matrix_smpi_every_subcommunicator(smpi, han_catalogue, vnode):

@@ -55,6 +55,29 @@ static int base_value(const char *name, int def)
     return def;
 }
 
+/* Every -b name must be a parameter of an algorithm the filter selects: a
+ * misspelt name would otherwise run the defaults and test nothing new. */
+static const char *unknown_base_name(const char *filter)
+{
+    static char name[64];
+    for (const char *s = base_values; s && *s;) {
+        size_t n = strcspn(s, "=,");
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), s);
+        int found = 0;
+        for (int ai = 0; ai < ct_count() && !found; ai++) {
+            const ct_algorithm *alg = ct_get(ai);
+            char full[128];
+            snprintf(full, sizeof full, "%s/%s", ct_coll_name(alg->coll), alg->name);
+            if (filter && strcmp(filter, full) && strcmp(filter, ct_coll_name(alg->coll))) continue;
+            for (int j = 0; j < alg->nparams && !found; j++) found = !strcmp(alg->params[j].name, name);
+        }
+        if (!found || s[n] != '=') return name;
+        s = strchr(s, ',');
+        s = s ? s + 1 : NULL;
+    }
+    return NULL;
+}
+
 /* (type, op) pairs tried per collective */
 static const int red_combos[][2] = {{T_INT, O_SUM}, {T_INT, O_MAX}, {T_INT, O_NC},
     {T_DOUBLE, O_SUM}, {T_DOUBLE, O_MAX}, {T_DOUBLE, O_NC}, {T_B3, O_NC}, {T_B3, O_BSUM}};
@@ -413,8 +436,17 @@ int main(int argc, char **argv)
             if (wrank == 0) fprintf(stderr, "usage: algotest [-l] [-s MAXSUB] [-r all|few] "
                                             "[-c C1,C2,..] [-a coll[/name]] [-d] [-m blocking|nb|both] "
                                             "[-t BYTES] [-b NAME=V,..]\n");
-            MPI_Abort(MPI_COMM_WORLD, 2);
+            MPI_Finalize();   /* every rank parses the same arguments */
+            return 2;
         }
+    }
+    const char *bad_name = unknown_base_name(filter);
+    if (bad_name) {
+        if (wrank == 0) fprintf(stderr, "algotest: -b %s: '%s' is not NAME=VALUE for a parameter of "
+                                        "the algorithms selected by -a %s\n", base_values, bad_name,
+                                filter ? filter : "(all)");
+        MPI_Finalize();   /* every rank gets here (same arguments): exit 2 (SMPI's MPI_Abort exits 0) */
+        return 2;
     }
     if (list || timing >= 0) {
         if (list && wrank == 0) list_catalogue();
