@@ -46,6 +46,12 @@ HAN_SETTINGS = {
         "han-chain32k": "fs=1048576,ibs=32768,ibalg=3,ss=65536",
         "han-4nomial": "fs=262144,ibs=65536,ibalg=4,ss=65536",
         "han-library": "imod=0,smod=0",
+        # a double binary tree across the leaders: log depth at full link rate
+        # (a chain's fill is nodes-1 hops of a whole segment)
+        "han-dual": "fs=524288,ibs=65536,ibalg=6,ss=65536",
+        "han-dual-d2": "fs=524288,ibs=65536,ibalg=6,ss=65536,ibdepth=2",
+        "han-chain-d2": "fs=524288,ibs=65536,ibalg=3,ss=65536,ibdepth=2",
+        "han-binary": "fs=524288,ibs=65536,ibalg=2,ss=65536",
     },
     "allreduce": {
         "han-whole": "fs=0,ibs=0,irs=0,ibalg=1,iralg=1,ss=0",

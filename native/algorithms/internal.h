@@ -34,6 +34,13 @@ int ct_seg_elems(int segbytes, MPI_Aint ext, int count);
  * child[] (capacity size), largest subtree first where that matters. */
 typedef enum { CT_TREE_KNOMIAL, CT_TREE_KARY, CT_TREE_CHAIN } ct_tree_kind;
 int ct_tree(ct_tree_kind kind, int radix, int vrank, int size, int *child, int *nchild);
+/* Tree t (0 or 1) of a double binary tree (as in NCCL): the non-root ranks
+ * 1..size-1 form two in-order binary trees hung below the root, such that a
+ * rank with children in one is a leaf in the other. Splitting the pieces of a
+ * message between the two trees, every rank sends about as much as it
+ * receives at a depth of ~log2(size): a pipelined binary tree's bandwidth
+ * without its halved rate, and no chain's size-1 hops of fill. */
+int ct_dual_tree(int t, int vrank, int size, int *child, int *nchild);
 
 /* Schedule builders shared by the algorithms (one implementation each; the
  * blocking forms are "build + wait"). Each starts a new round, so it may read

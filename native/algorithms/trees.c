@@ -37,6 +37,42 @@ int ct_tree(ct_tree_kind kind, int radix, int v, int size, int *child, int *nchi
     return parent;
 }
 
+/* Double binary tree over positions 1..m (m = size - 1 non-root ranks): the
+ * in-order tree in which x's level is its lowest set bit, leaves are the odd
+ * positions and the top is the highest power of two <= m. Tree 0 puts vrank v
+ * at position v; tree 1 mirrors (m even) or shifts by one (m odd) so that the
+ * odd (leaf) positions of one are the even (inner) ones of the other. */
+static int dual_pos(int t, int v, int m) { return t == 0 ? v : (m % 2 == 0 ? m + 1 - v : v % m + 1); }
+static int dual_vrank(int t, int x, int m) { return t == 0 ? x : (m % 2 == 0 ? m + 1 - x : (x + m - 2) % m + 1); }
+
+int ct_dual_tree(int t, int v, int size, int *child, int *nchild)
+{
+    int m = size - 1, top = 1, n = 0;
+    *nchild = 0;
+    if (m < 1) return -1;
+    while (top * 2 <= m) top *= 2;
+    if (v == 0) {                        /* the root feeds the top of tree t */
+        child[0] = dual_vrank(t, top, m);
+        *nchild = 1;
+        return -1;
+    }
+    int x = dual_pos(t, v, m), b = x & -x;
+    if (b > 1) {
+        child[n++] = dual_vrank(t, x - b / 2, m);
+        int h = b / 2;
+        while (h > 1 && x + h > m) h /= 2;   /* right subtree cut by m: its first node <= m */
+        if (x + h <= m) child[n++] = dual_vrank(t, x + h, m);
+    }
+    *nchild = n;
+    if (x == top) return 0;
+    int p = x;
+    do {                                 /* up until a position that exists */
+        int pb = p & -p;
+        p = (p & 2 * pb) ? p - pb : p + pb;
+    } while (p > m);
+    return dual_vrank(t, p, m);
+}
+
 /* Round r: receive segment r from the parent and forward segment r-1 to the
  * children (the root sends segment r), so a rank receives the next segment
  * while its sends of the previous one are in flight. */

@@ -37,21 +37,33 @@ static int piece_send(const void *buf, int n, MPI_Datatype dt, int to, int tag, 
 #endif
 }
 
-/* Bcast: piece
- * got[c] goes to child c once it is here (next_send pieces have arrived, in
- * order) and the previous send to c is complete. */
+/* The two trees of a dual bcast use their own tags: a rank may have the same
+ * parent in both, whose two streams of pieces need not leave in piece order.
+ * (Dual trees run on the leaders' communicator only, where tags stay below
+ * 16384: see step_tag in han.c.) */
+static int tree_tag(const nb_op *o, int t) { return o->tag + t * 16384; }
+
+/* Bcast: piece got[c] (the next of child c's tree) goes to child c once it
+ * is here and the link to c is free: the previous piece sent to c has left,
+ * and with a shared busy[] also the pieces of the call's other segments (a
+ * NIC sends one message after another; without this a leader that is done
+ * with segment t starts t+1 on the same link and both crawl at half rate). */
 static int bcast_pump(nb_op *o)
 {
     int rc = MPI_SUCCESS;
     for (int c = 0; c < o->nchild && rc == MPI_SUCCESS; c++) {
-        int s = o->got[c];
-        if (s >= o->next_send || (s > 0 && o->req[o->nsub + (size_t)(s - 1) * o->nchild + c] != MPI_REQUEST_NULL))
+        int s = o->got[c], prev = s - o->ntrees;
+        if (s >= o->nsub || (o->tparent[s % o->ntrees] >= 0 && o->req[s] != MPI_REQUEST_NULL))
+            continue;                   /* not here yet (receives are all posted at start) */
+        if (o->busy ? o->busy[o->child[c]] > 0
+                    : prev >= 0 && o->req[o->nsub + (size_t)prev * o->nchild + c] != MPI_REQUEST_NULL)
             continue;
         int off = s * o->sub, n = o->count - off < o->sub ? o->count - off : o->sub;
-        rc = piece_send(ct_at(o->buf, o->ext, off), n, o->dt, o->child[c], o->tag, o->comm,
-                       &o->req[o->nsub + (size_t)s * o->nchild + c]);
+        rc = piece_send(ct_at(o->buf, o->ext, off), n, o->dt, o->child[c], tree_tag(o, o->ctree[c]),
+                        o->comm, &o->req[o->nsub + (size_t)s * o->nchild + c]);
         o->pending++;
-        o->got[c]++;
+        o->got[c] += o->ntrees;
+        if (o->busy) o->busy[o->child[c]]++;
     }
     return rc;
 }
@@ -81,30 +93,52 @@ static void update_ready(nb_op *o)
     else o->ready = o->pending == 0;
 }
 
+/* Children (comm ranks) and parents of this rank in the op's tree(s). */
+static void build_tree(nb_op *o, int alg)
+{
+    int v = (o->rank - o->root + o->size) % o->size, n;
+    o->child = malloc(sizeof(int) * (size_t)(o->size + 2));
+    o->ctree = calloc((size_t)o->size + 2, sizeof(int));
+    o->ntrees = alg == CT_HAN_TREE_DUAL && o->kind == NB_BCAST ? 2 : 1;
+    o->nchild = 0;
+    for (int t = 0; t < o->ntrees; t++) {
+        ct_tree_kind kind;
+        int radix, p;
+        if (o->ntrees == 2) {
+            p = ct_dual_tree(t, v, o->size, o->child + o->nchild, &n);
+        } else {
+            nb_shape(alg, o->size, &kind, &radix);   /* a dual reduce tree is not offered: binomial */
+            p = ct_tree(kind, radix, v, o->size, o->child, &n);
+        }
+        for (int c = o->nchild; c < o->nchild + n; c++) {
+            o->child[c] = (o->child[c] + o->root) % o->size;
+            o->ctree[c] = t;
+        }
+        o->nchild += n;
+        o->tparent[t] = p < 0 ? -1 : (p + o->root) % o->size;
+    }
+    o->parent = o->tparent[0];
+}
+
 static int start_tree(nb_op *o, int alg)
 {
-    ct_tree_kind kind;
-    int radix, rc = MPI_SUCCESS;
-    nb_shape(alg, o->size, &kind, &radix);
-    o->child = malloc(sizeof(int) * (size_t)o->size);
-    int v = (o->rank - o->root + o->size) % o->size;
-    int p = ct_tree(kind, radix, v, o->size, o->child, &o->nchild);
-    o->parent = p < 0 ? -1 : (p + o->root) % o->size;
-    for (int c = 0; c < o->nchild; c++) o->child[c] = (o->child[c] + o->root) % o->size;
+    int rc = MPI_SUCCESS;
+    build_tree(o, alg);
     o->nsub = (o->count + o->sub - 1) / o->sub;
     o->nreq = o->nsub * (o->nchild + 1);
     o->req = malloc(sizeof(MPI_Request) * (size_t)(o->nreq > 0 ? o->nreq : 1));
     for (int i = 0; i < o->nreq; i++) o->req[i] = MPI_REQUEST_NULL;
     if (o->kind == NB_BCAST) {
-        o->got = calloc((size_t)o->nchild + 1, sizeof(int));    /* next piece per child */
+        o->got = malloc(sizeof(int) * ((size_t)o->nchild + 1));   /* next piece per child */
+        for (int c = 0; c < o->nchild; c++) o->got[c] = o->ctree[c];
         if (o->parent < 0) {
             o->next_send = o->nsub;
             rc = bcast_pump(o);
         } else {
             for (int s = 0; s < o->nsub && rc == MPI_SUCCESS; s++, o->pending++) {
                 int off = s * o->sub, n = o->count - off < o->sub ? o->count - off : o->sub;
-                rc = MPI_Irecv(ct_at(o->buf, o->ext, off), n, o->dt, o->parent, o->tag, o->comm,
-                               &o->req[s]);
+                rc = MPI_Irecv(ct_at(o->buf, o->ext, off), n, o->dt, o->tparent[s % o->ntrees],
+                               tree_tag(o, s % o->ntrees), o->comm, &o->req[s]);
             }
         }
         return rc;
@@ -202,8 +236,9 @@ static int complete(nb_op *o, int idx)
     int rc = MPI_SUCCESS;
     o->pending--;
     if (o->kind == NB_BCAST) {          /* a piece arrived or a send finished */
+        if (idx >= o->nsub && o->busy) o->busy[o->child[(idx - o->nsub) % o->nchild]]--;
         while (o->next_send < o->nsub && o->req[o->next_send] == MPI_REQUEST_NULL) o->next_send++;
-        rc = bcast_pump(o);
+        if (!o->busy) rc = bcast_pump(o);   /* shared links: nb_progress pumps, oldest op first */
     } else if (o->kind == NB_REDUCE && idx >= o->nsub * o->nchild) {
         rc = reduce_send_ready(o);      /* a send finished: the next piece may go */
     } else if (o->kind == NB_REDUCE) {
@@ -220,11 +255,35 @@ static int complete(nb_op *o, int idx)
     return rc;
 }
 
+/* Bcast ops on shared links: a freed link serves the oldest op with a piece
+ * for it (ops[] lists the newest first), so every link carries a call's
+ * segments in order -- which is also what makes waiting on it deadlock-free:
+ * a child has been sent all of segment t on a link before any of t+1. */
+static int pump_shared(nb_op **ops, int n)
+{
+    int rc = MPI_SUCCESS;
+    for (int i = n - 1; i >= 0 && rc == MPI_SUCCESS; i--)
+        if (ops[i]->kind == NB_BCAST && ops[i]->busy && ops[i]->nchild) {
+            rc = bcast_pump(ops[i]);
+            update_ready(ops[i]);
+        }
+    return rc;
+}
+
+int nb_idle(const nb_op *o)
+{
+    if (!o->ready || o->pending) return 0;
+    for (int c = 0; o->kind == NB_BCAST && c < o->nchild; c++)
+        if (o->got[c] < o->nsub) return 0;    /* a piece still waits for its link */
+    return 1;
+}
+
 /* One round: waits (block) or tests for completions among all open requests
  * of ops[0..n), and reacts to them. Returns an MPI error code. */
 int nb_progress(nb_op **ops, int n, int block)
 {
     int total = 0, rc, outcount, nflat = 0;
+    if ((rc = pump_shared(ops, n)) != MPI_SUCCESS) return rc;
     for (int i = 0; i < n; i++) {
         total += ops[i]->pending > 0 ? ops[i]->nreq : 0;
         nflat += ops[i]->kind == NB_FLAT_ALLREDUCE && ops[i]->flat.sched && ops[i]->pending > 0;
@@ -265,6 +324,7 @@ int nb_progress(nb_op **ops, int n, int block)
         int r = flat_done(ops[i]);
         if (rc == MPI_SUCCESS) rc = r;
     }
+    if (rc == MPI_SUCCESS) rc = pump_shared(ops, n);
     free(all); free(owner); free(done);
     return rc;
 }
@@ -272,6 +332,6 @@ int nb_progress(nb_op **ops, int n, int block)
 void nb_free(nb_op *o)
 {
     if (o->kind == NB_FLAT_ALLREDUCE && o->flat.sched) ct_request_free(&o->flat);
-    free(o->child); free(o->req); free(o->tmp); free(o->got);
+    free(o->child); free(o->ctree); free(o->req); free(o->tmp); free(o->got);
     free(o);
 }

@@ -24,6 +24,7 @@ struct ct_han {
     char *acc;             /* accumulator / data: recvbuf, or (reduce, not the root) own */
     char *own;             /* reduce on a non-root rank: allocated accumulator */
     nb_op *live;           /* started ops with requests still open */
+    int *up_busy;          /* per leader: sends in flight to it from this rank (all ib ops) */
 };
 
 int ct_han_segments(const ct_han *h) { return h->u; }
@@ -94,7 +95,8 @@ static int library_step(ct_han *h, ct_han_step s)
     return PMPI_Reduce(in, NULL, n, h->a.dtype, h->a.op, h->lroot, h->h->node);
 }
 
-/* The communicator and tag of a step's op (shm ops have their own tag range). */
+/* Tags below 16384 on the leaders' communicator (a dual tree adds 16384 for
+ * its second tree, engine.c); the shared-memory ops add 16384 on the node's. */
 static int step_tag(const ct_han *h, ct_han_step s, MPI_Comm *comm)
 {
     int inter = s.sub == CT_HAN_IB || s.sub == CT_HAN_IR;
@@ -124,6 +126,12 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     int inner = inter ? (red ? h->p.irs : h->p.ibs) : h->p.ss;
     o->sub = ct_seg_elems(inner, h->ext, o->count);
     o->slot = h->seg * h->ext;
+    if (inter && o->kind == NB_BCAST) {     /* one piece at a time per link, across segments */
+        int n;
+        MPI_Comm_size(h->up, &n);
+        if (!h->up_busy) h->up_busy = calloc((size_t)n, sizeof(int));
+        o->busy = h->up_busy;
+    }
     if (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE)
         o->shm = ct_hier_shm(h->h, (MPI_Aint)h->seg * h->ext * (h->h->nlocal + 1));
     return o;
@@ -158,7 +166,7 @@ static void reap(ct_han *h)
 {
     for (nb_op **pp = &h->live; *pp;) {
         nb_op *o = *pp;
-        if (o->ready && o->pending == 0) { *pp = o->next; nb_free(o); }
+        if (nb_idle(o)) { *pp = o->next; nb_free(o); }
         else pp = &o->next;
     }
 }
@@ -223,11 +231,12 @@ int ct_han_end(ct_han *h)
         free(all);
         reap(h);
         int open = 0;
-        for (nb_op *o = h->live; o; o = o->next) open += o->pending;
+        for (nb_op *o = h->live; o; o = o->next) open += !nb_idle(o);
         if (!open) break;
     }
     while (h->live) { nb_op *o = h->live; h->live = o->next; nb_free(o); }
     free(h->own);
+    free(h->up_busy);
     free(h);
     return rc;
 }
@@ -273,7 +282,7 @@ ct_han_params ct_han_params_from(ct_coll coll, const int *p)
 {
     if (coll == CT_BCAST)
         return (ct_han_params){.fs = p[0], .imod = p[1], .ibalg = p[2], .ibs = p[3], .smod = p[4],
-                               .salg = p[5], .sralg = p[5], .ss = p[6]};
+                               .salg = p[5], .sralg = p[5], .ss = p[6], .ibdepth = p[7]};
     if (coll == CT_REDUCE)
         return (ct_han_params){.fs = p[0], .imod = p[1], .iralg = p[2], .ibalg = p[2], .irs = p[3],
                                .ibs = p[3], .smod = p[4], .sralg = p[5], .salg = p[5], .ss = p[6]};
@@ -303,7 +312,14 @@ static int run_pipeline(ct_coll coll, const ct_args *a, const ct_han_params *p,
 int ct_han_bcast(const ct_args *a, const ct_han_params *p)
 {
     static const ct_han_step bcast[] = {{CT_HAN_IB, 0, CT_HAN_RUN}, {CT_HAN_SB, 1, CT_HAN_RUN}};
-    return run_pipeline(CT_BCAST, a, p, bcast, 2);
+    /* ibdepth 2: ib(t) starts in task t and is awaited in task t+1, so a
+     * leader has posted segment t+1's receives before segment t is all in and
+     * before its sb(t-1) is done: its parents' next pieces are not held back
+     * at every segment boundary (a double binary tree's two trees deliver a
+     * segment at different times, and each boundary coupled them) */
+    static const ct_han_step bcast2[] = {{CT_HAN_IB, 0, CT_HAN_START}, {CT_HAN_IB, 1, CT_HAN_AWAIT},
+                                         {CT_HAN_SB, 2, CT_HAN_RUN}};
+    return p->ibdepth >= 2 ? run_pipeline(CT_BCAST, a, p, bcast2, 3) : run_pipeline(CT_BCAST, a, p, bcast, 2);
 }
 
 int ct_han_allreduce(const ct_args *a, const ct_han_params *p)

@@ -43,6 +43,10 @@ typedef struct nb_op {
     MPI_Aint ext;
     int tag;
     int parent, nchild, *child;   /* tree neighbours (comm ranks) */
+    int ntrees, tparent[2], *ctree;  /* bcast: piece s goes down tree s % ntrees, from
+                                        tparent[s % ntrees]; child c is in tree ctree[c] */
+    int *busy;               /* bcast: sends in flight per peer, shared by the ops of one
+                                call on this communicator (NULL: per op) */
     int sub, nsub;           /* inner segments: elements per piece, number of pieces */
     MPI_Request *req;
     int nreq;
@@ -61,6 +65,7 @@ typedef struct nb_op {
 void nb_shape(int alg, int n, ct_tree_kind *kind, int *radix);
 int nb_start(nb_op *o);                 /* posts the first requests */
 int nb_progress(nb_op **ops, int n, int block);  /* waits for >= 1 completion if block */
+int nb_idle(const nb_op *o);            /* ready and nothing left to send or wait for */
 void nb_free(nb_op *o);
 
 #endif

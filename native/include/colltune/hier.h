@@ -24,9 +24,11 @@ enum { CT_HAN_MOD_LIBRARY = 0, CT_HAN_MOD_TREE = 1, CT_HAN_MOD_SHM = 2 };
  * allgather moves 2m(N-1)/N per leader, the bandwidth bound, and has no
  * N-hop pipeline fill at many nodes. */
 enum { CT_HAN_MOD_FLAT = 2 };
-/* Tree shapes of the colltune tree module (values of ibalg/iralg/salg/sralg). */
+/* Tree shapes of the colltune tree module (values of ibalg/iralg/salg/sralg).
+ * DUAL (bcast's ibalg only): a double binary tree, pieces alternating between
+ * the two trees (ct_dual_tree) -- a binary tree's log depth at full link rate. */
 enum { CT_HAN_TREE_BINOMIAL = 1, CT_HAN_TREE_BINARY, CT_HAN_TREE_CHAIN, CT_HAN_TREE_KNOMIAL4,
-       CT_HAN_TREE_LINEAR, CT_HAN_NTREES };
+       CT_HAN_TREE_LINEAR, CT_HAN_TREE_DUAL, CT_HAN_NTREES };
 
 typedef struct {
     int fs;            /* segment size in bytes (0: the whole message is one segment) */
@@ -38,6 +40,7 @@ typedef struct {
     int salg, sralg;   /* intra-node tree shapes (smod = TREE) of sb and of sr */
     int iaalg;         /* allreduce, imod = FLAT: catalogue id of the leaders' allreduce */
     int iadepth;       /* allreduce, imod = FLAT: leaders' allreduces in flight (1 or 2) */
+    int ibdepth;       /* bcast: inter-node bcasts in flight (1 or 2) */
 } ct_han_params;
 
 /* The parameters from a bcast/han, reduce/han or allreduce/han descriptor's values
