@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from colltune import platforms
-from colltune.proc import run_group
+from colltune.proc import MemoryExhausted, run_group
 from colltune.sizes import human_bytes, parse_list
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +51,7 @@ HAN_SETTINGS = {
         "han-dual": "fs=524288,ibs=65536,ibalg=6,ss=65536",
         "han-dual-d2": "fs=524288,ibs=65536,ibalg=6,ss=65536,ibdepth=2",
         "han-chain-d2": "fs=524288,ibs=65536,ibalg=3,ss=65536,ibdepth=2",
+        "han-dual-d2-128k": "fs=131072,ibs=32768,ibalg=6,ss=32768,ibdepth=2",
         "han-binary": "fs=524288,ibs=65536,ibalg=2,ss=65536",
     },
     "allreduce": {
@@ -75,6 +76,9 @@ HAN_SETTINGS = {
 SMPI_BEST = {"bcast": ["mvapich2_knomial_intra_node", "SMP_binary", "scatter_LR_allgather"],
              "allreduce": ["mvapich2_rs", "lr"]}
 SELECTORS = ["ompi", "mpich"]
+# a point is killed (and recorded as such) when the machine's available memory
+# falls below this: before the OOM killer picks a process, maybe another run's
+MEMORY_FLOOR_MB = 1500
 
 
 def injection_bw(xml: str) -> tuple[float, float]:
@@ -101,9 +105,12 @@ def run_point(exe, plat, hostfile, np_, coll, size, impl, params, timeout, env):
         args += ["--params", params]
     cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", hostfile, *cfg, exe, *args]
     try:
-        r = run_group(cmd, timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        r = run_group(cmd, timeout, min_available_mb=MEMORY_FLOOR_MB, stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE, text=True, env=env)
     except subprocess.TimeoutExpired:
         return {"status": "timeout"}
+    except MemoryExhausted as e:      # e.g. SMPI built-ins with real per-rank temporaries
+        return {"status": "killed", "stderr": str(e)}
     recs = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     if r.returncode != 0 or not recs:
         return {"status": "crashed", "stderr": r.stderr[-500:]}
