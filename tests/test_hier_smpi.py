@@ -81,17 +81,18 @@ def test_han_allreduce_two_leader_allreduces_in_flight(smpi, han_catalogue, vnod
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
-# bcast/han with the leaders' double binary tree and two inter-node bcasts in
-# flight (ibalg=6, ibdepth=2), around the matrix's probes: fs=1000 bytes and
-# 100-byte pieces spread up to 76 segments of several pieces over both trees,
-# so pieces of one segment arrive out of order and segments overlap on a link.
-# vnode 1: every rank is a leader (13-leader trees, depth 4).
-@pytest.mark.parametrize("vnode", [1, 3])
-def test_han_bcast_dual_tree_two_segments_in_flight(smpi, han_catalogue, vnode):
+# bcast/han with two inter-node bcasts in flight (ibdepth=2: not a matrix
+# probe, so here) on the double binary tree and on the chain, around the
+# matrix's probes: fs=1000 bytes and 100-byte pieces spread up to 76 segments
+# of several pieces over both trees, so pieces of one segment arrive out of
+# order and segments overlap on a link. vnode 1: every rank is a leader
+# (13-leader trees, depth 4).
+@pytest.mark.parametrize("vnode,ibalg", [(1, 6), (3, 6), (1, 3)])
+def test_han_bcast_two_segments_in_flight(smpi, han_catalogue, vnode, ibalg):
     counts = [0, 1, 7, 301]
     out = smpi(13, "colltune-algotest", ["-a", "bcast/han", "-s", "13", "-r", "all", "-m", "blocking",
                                          "-c", ",".join(map(str, counts)),
-                                         "-b", "ibalg=6,ibdepth=2,fs=1000,ibs=100"], vnode)
+                                         "-b", f"ibalg={ibalg},ibdepth=2,fs=1000,ibs=100"], vnode)
     algs = [a for a in han_catalogue if a["coll"] == "bcast"]
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 

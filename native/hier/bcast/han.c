@@ -34,7 +34,7 @@ const ct_algorithm ct_bcast_han = {
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
         {.name = "ibdepth", .unit = "",
          .help = "inter-node bcasts in flight: 1 (ib(t) in task t) or 2 (started a task ahead)",
-         .def = 1, .min = 1, .max = 2, .nprobe = 1, .probe = {2}},
+         .def = 1, .min = 1, .max = 2, .nprobe = 0},   /* tests/test_hier_smpi.py: -b ibdepth=2 */
     },
     .supports = supports, .run = run,
 };
