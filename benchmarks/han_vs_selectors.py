@@ -94,7 +94,12 @@ def injection_bw(xml: str) -> tuple[float, float]:
 
 
 def run_point(exe, plat, hostfile, np_, coll, size, impl, params, timeout, env):
-    cfg = plat.smpirun_cfg_args() + ["--log=root.thres:critical"]
+    # SMPI folds a shared allocation onto one file of this many bytes mapped over
+    # and over: 1 MiB (the default) made 768 ranks x 2 x 64 MiB need 98304
+    # mappings, past vm.max_map_count (65530), and SMPI aborted
+    block = max(1 << 20, 1 << (max(size, 1) - 1).bit_length())
+    cfg = plat.smpirun_cfg_args() + ["--log=root.thres:critical",
+                                     f"--cfg=smpi/shared-malloc-blocksize:{block}"]
     if impl in SELECTORS:
         cfg.append(f"--cfg=smpi/coll-selector:{impl}")
     elif impl.startswith("smpi:"):
