@@ -52,6 +52,10 @@ HAN_SETTINGS = {
         "han-dual-d2": "fs=524288,ibs=65536,ibalg=6,ss=65536,ibdepth=2",
         "han-chain-d2": "fs=524288,ibs=65536,ibalg=3,ss=65536,ibdepth=2",
         "han-dual-d2-128k": "fs=131072,ibs=32768,ibalg=6,ss=32768,ibdepth=2",
+        # the same with whole segments inside the node (ss=0: the linear sb sends
+        # each child one message per segment instead of 64 KiB pieces one by one)
+        "han-dual-ss0": "fs=524288,ibs=65536,ibalg=6,ss=0,ibdepth=2",
+        "han-dual128k": "fs=131072,ibs=32768,ibalg=6,ss=0,ibdepth=2",
         "han-binary": "fs=524288,ibs=65536,ibalg=2,ss=65536",
     },
     "allreduce": {
