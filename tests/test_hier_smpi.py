@@ -68,17 +68,23 @@ def test_han_matrix_smpi_every_subcommunicator(smpi, han_catalogue, coll, vnode)
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
+def matrix_around(smpi, han_catalogue, coll: str, base: str, vnode: int) -> None:
+    """The blocking matrix (1..13 ranks, every root, counts 0, 1, 7, 301) with
+    the probes varied around base values `base` (algotest -b) instead of the
+    defaults."""
+    counts = [0, 1, 7, 301]
+    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/han", "-s", "13", "-r", "all", "-m", "blocking",
+                                         "-c", ",".join(map(str, counts)), "-b", base], vnode)
+    algs = [a for a in han_catalogue if a["coll"] == coll]
+    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+
+
 # allreduce/han with the leaders' flat allreduce two deep in flight (iadepth=2:
 # ir(t-1) starts in task t and is awaited in task t+1) around the matrix's
 # probes: fs=1000 bytes gives up to 76 segments at 301 elements.
 @pytest.mark.parametrize("vnode,iaalg", [(0, 3), (3, 2)])
 def test_han_allreduce_two_leader_allreduces_in_flight(smpi, han_catalogue, vnode, iaalg):
-    counts = [0, 1, 7, 301]
-    out = smpi(13, "colltune-algotest", ["-a", "allreduce/han", "-s", "13", "-r", "all", "-m", "blocking",
-                                         "-c", ",".join(map(str, counts)),
-                                         "-b", f"imod=2,iadepth=2,fs=1000,iaalg={iaalg}"], vnode)
-    algs = [a for a in han_catalogue if a["coll"] == "allreduce"]
-    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+    matrix_around(smpi, han_catalogue, "allreduce", f"imod=2,iadepth=2,fs=1000,iaalg={iaalg}", vnode)
 
 
 # bcast/han with two inter-node bcasts in flight (ibdepth=2: not a matrix
@@ -89,12 +95,7 @@ def test_han_allreduce_two_leader_allreduces_in_flight(smpi, han_catalogue, vnod
 # (13-leader trees, depth 4).
 @pytest.mark.parametrize("vnode,ibalg", [(1, 6), (3, 6), (1, 3)])
 def test_han_bcast_two_segments_in_flight(smpi, han_catalogue, vnode, ibalg):
-    counts = [0, 1, 7, 301]
-    out = smpi(13, "colltune-algotest", ["-a", "bcast/han", "-s", "13", "-r", "all", "-m", "blocking",
-                                         "-c", ",".join(map(str, counts)),
-                                         "-b", f"ibalg={ibalg},ibdepth=2,fs=1000,ibs=100"], vnode)
-    algs = [a for a in han_catalogue if a["coll"] == "bcast"]
-    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+    matrix_around(smpi, han_catalogue, "bcast", f"ibalg={ibalg},ibdepth=2,fs=1000,ibs=100", vnode)
 
 
 def test_algotest_rejects_a_misspelt_base_value(smpi):
