@@ -73,6 +73,9 @@ HAN_SETTINGS = {
         # two leaders' allreduces in flight (iadepth=2): one's rounds hide the other's latency
         "han-rsag512k-d2": "imod=2,iaalg=3,fs=524288,ss=65536,sralg=5,iadepth=2",
         "han-ring-d2": "imod=2,iaalg=2,fs=1048576,ss=65536,sralg=5,iadepth=2",
+        # 256 KiB segments, two in flight, whole segments inside the node (ss=0)
+        "han-rsag256k-d2": "imod=2,iaalg=3,fs=262144,ss=0,sralg=5,iadepth=2",
+        "han-ring256k-d2": "imod=2,iaalg=2,fs=262144,ss=0,sralg=5,iadepth=2",
     },
 }
 # the best SMPI flat algorithms of the 16x12 exhaustive campaign
