@@ -98,6 +98,13 @@ def test_han_bcast_two_segments_in_flight(smpi, han_catalogue, vnode, ibalg):
     matrix_around(smpi, han_catalogue, "bcast", f"ibalg={ibalg},ibdepth=2,fs=1000,ibs=100", vnode)
 
 
+# the library's non-blocking intra-node module (smod=3: MPI_Ibcast/MPI_Ireduce
+# on the node, progressed with the inter-node op) around the matrix's probes
+@pytest.mark.parametrize("coll", ["bcast", "allreduce", "reduce"])
+def test_han_library_nonblocking_intra_node(smpi, han_catalogue, coll):
+    matrix_around(smpi, han_catalogue, coll, "smod=3,fs=1000", 3)
+
+
 def test_algotest_rejects_a_misspelt_base_value(smpi):
     """-b with a name no selected algorithm has would run the defaults silently."""
     with pytest.raises(AssertionError, match="'iadepht' is not NAME=VALUE for a parameter of the "
@@ -227,9 +234,13 @@ def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     out = build(impl.cc, tmp_path / "build")
     extra, env = LAUNCH[mpi]
     counts = [0, 1, 7, 100]
-    # the last pass: allreduce with two leaders' flat allreduces in flight (iadepth=2)
+    # then: allreduce with two leaders' flat allreduces in flight (iadepth=2), and
+    # the library's non-blocking intra-node module (smod=3) with bcast's double
+    # binary tree two deep
     for coll, base in (("bcast", []), ("allreduce", []), ("reduce", []),
-                       ("allreduce", ["-b", "imod=2,iadepth=2,iaalg=3,fs=96"])):
+                       ("allreduce", ["-b", "imod=2,iadepth=2,iaalg=3,fs=96"]),
+                       ("bcast", ["-b", "smod=3,ibalg=6,ibdepth=2,fs=96,ibs=24"]),
+                       ("allreduce", ["-b", "smod=3,fs=96"]), ("reduce", ["-b", "smod=3,fs=96"])):
         cmd = [impl.launcher, *extra, "-np", "5", str(out / "colltune-algotest"), "-a",
                f"{coll}/han", "-s", "5", "-r", "all", "-m", "blocking", "-c", ",".join(map(str, counts)),
                *base]

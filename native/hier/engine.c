@@ -204,7 +204,11 @@ int nb_start(nb_op *o)
     o->ext = ct_extent(o->dt);
     o->parent = -1;
     if (o->sub <= 0 || o->sub > o->count) o->sub = o->count > 0 ? o->count : 1;
-    if (o->count == 0 || o->size == 1) { o->ready = 1; return MPI_SUCCESS; }
+    if (o->count == 0 || o->size == 1) {   /* alone: a library reduce's result is its own data */
+        if (o->sbuf && o->count) ct_copy(o->buf, o->sbuf, (MPI_Aint)o->count * o->ext);
+        o->ready = 1;
+        return MPI_SUCCESS;
+    }
     switch (o->kind) {
     case NB_BCAST: case NB_REDUCE:
         rc = start_tree(o, alg);
@@ -218,8 +222,10 @@ int nb_start(nb_op *o)
         o->req = malloc(sizeof(MPI_Request));
         o->nreq = o->pending = 1;
         rc = o->rank == o->root
-             ? PMPI_Ireduce(MPI_IN_PLACE, o->buf, o->count, o->dt, o->op, o->root, o->comm, o->req)
-             : PMPI_Ireduce(o->buf, NULL, o->count, o->dt, o->op, o->root, o->comm, o->req);
+             ? PMPI_Ireduce(o->sbuf ? o->sbuf : MPI_IN_PLACE, o->buf, o->count, o->dt, o->op, o->root,
+                            o->comm, o->req)
+             : PMPI_Ireduce(o->sbuf ? o->sbuf : o->buf, NULL, o->count, o->dt, o->op, o->root, o->comm,
+                            o->req);
         break;
     case NB_FLAT_ALLREDUCE:
         rc = start_flat_allreduce(o, alg);

@@ -42,7 +42,10 @@ static ct_han_params usable_params(ct_coll coll, const ct_args *a, const ct_han_
 #ifdef COLLTUNE_SMPI
     int ni, na, nd, comb;
     MPI_Type_get_envelope(a->dtype, &ni, &na, &nd, &comb);
-    if (coll != CT_BCAST && comb != MPI_COMBINER_NAMED) q.imod = CT_HAN_MOD_TREE;
+    if (coll != CT_BCAST && comb != MPI_COMBINER_NAMED) {
+        q.imod = CT_HAN_MOD_TREE;
+        if (q.smod == CT_HAN_MOD_LIBRARY_NB) q.smod = CT_HAN_MOD_TREE;   /* same MPI_Ireduce */
+    }
 #else
     (void)coll; (void)a;
 #endif
@@ -114,11 +117,14 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     o->tag = step_tag(h, s, &o->comm);
     o->root = inter ? h->uproot : h->lroot;
     o->buf = ct_at(h->acc, h->ext, off);
+    if (s.sub == CT_HAN_SR && mod == CT_HAN_MOD_LIBRARY_NB && h->a.sendbuf != MPI_IN_PLACE)
+        o->sbuf = ct_at((char *)h->a.sendbuf, h->ext, off);
     o->count = seg_count(h, s.seg);
     o->dt = h->a.dtype;
     o->op = h->a.op;
     if (inter && mod == CT_HAN_MOD_FLAT) o->kind = NB_FLAT_ALLREDUCE;   /* ir = the whole allreduce */
-    else if (mod == CT_HAN_MOD_LIBRARY) o->kind = red ? NB_LIB_IREDUCE : NB_LIB_IBCAST;
+    else if (mod == CT_HAN_MOD_LIBRARY || mod == CT_HAN_MOD_LIBRARY_NB)
+        o->kind = red ? NB_LIB_IREDUCE : NB_LIB_IBCAST;
     else if (mod == CT_HAN_MOD_SHM) o->kind = red ? NB_SHM_REDUCE : NB_SHM_BCAST;
     else o->kind = red ? NB_REDUCE : NB_BCAST;
     o->parent = inter ? (red ? h->p.iralg : h->p.ibalg) : (red ? h->p.sralg : h->p.salg);  /* tree value, see nb_start */
@@ -194,7 +200,8 @@ int ct_han_task(ct_han *h, const ct_han_step *steps, int n)
             continue;
         }
         int inter = s.sub == CT_HAN_IB || s.sub == CT_HAN_IR;
-        if (s.sub == CT_HAN_SR && h->a.sendbuf != MPI_IN_PLACE && h->p.smod != CT_HAN_MOD_LIBRARY)
+        if (s.sub == CT_HAN_SR && h->a.sendbuf != MPI_IN_PLACE && h->p.smod != CT_HAN_MOD_LIBRARY
+            && h->p.smod != CT_HAN_MOD_LIBRARY_NB)        /* the library reduces from sendbuf */
             ct_copy(ct_at(h->acc, h->ext, (MPI_Aint)s.seg * h->seg),
                     ct_at(h->a.sendbuf, h->ext, (MPI_Aint)s.seg * h->seg),
                     seg_count(h, s.seg) * h->ext);

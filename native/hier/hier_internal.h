@@ -37,6 +37,7 @@ typedef struct nb_op {
     MPI_Comm comm;
     int rank, size, root;
     char *buf;               /* bcast: data; reduce: accumulator (result at root) */
+    const char *sbuf;        /* library reduce: contribution when not in buf (NULL: in buf) */
     int count;
     MPI_Datatype dt;
     MPI_Op op;

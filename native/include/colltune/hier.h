@@ -24,6 +24,12 @@ enum { CT_HAN_MOD_LIBRARY = 0, CT_HAN_MOD_TREE = 1, CT_HAN_MOD_SHM = 2 };
  * allgather moves 2m(N-1)/N per leader, the bandwidth bound, and has no
  * N-hop pipeline fill at many nodes. */
 enum { CT_HAN_MOD_FLAT = 2 };
+/* Intra-node only: the host library's non-blocking MPI_Ibcast/MPI_Ireduce on
+ * the node's communicator, progressed together with the inter-node op. With
+ * the blocking library module (0) a leader forwards no inter-node piece while
+ * it sits in MPI_Bcast, so the inter-node pipeline stalls behind every
+ * leader's intra-node step (and a task's cost depends on the whole call). */
+enum { CT_HAN_MOD_LIBRARY_NB = 3 };
 /* Tree shapes of the colltune tree module (values of ibalg/iralg/salg/sralg).
  * DUAL (bcast's ibalg only): a double binary tree, pieces alternating between
  * the two trees (ct_dual_tree) -- a binary tree's log depth at full link rate. */
