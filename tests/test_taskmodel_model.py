@@ -40,6 +40,9 @@ def test_spaces():
     assert len(configurations("allreduce", "han+flat")) == 12 + 8
     assert configurations("bcast", "han+flat") == configurations("bcast")
     assert all("iaalg" not in c for c in configurations("allreduce", "han"))
+    nb = configurations("bcast", "han+nb")     # smod=3 adds 2 fs x 3 imod/ibalg variants
+    assert len(nb) == 12 + 6 and {c["smod"] for c in nb} == {0, 1, 3}
+    assert [c for c in nb if c["smod"] != 3] == configurations("bcast")
     with pytest.raises(ValueError, match="taskmodel space 'x'"):
         configurations("bcast", "x")
 

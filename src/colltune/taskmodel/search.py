@@ -16,7 +16,9 @@ from .model import FLAT_IMOD, depth, predict, predict_fill_drain, segments
 # "han+flat" adds allreduce imod=2 (colltune's flat allreduce across the leaders,
 # ring or Rabenseifner: iaalg), which has no inter-node trees.
 SPACE = {"fs": (131072, 524288), "imod": (0, 1), "smod": (0, 1), "ibalg": (1, 3)}
-SPACES = {"han": SPACE, "han+flat": {**SPACE, "imod": (0, 1, FLAT_IMOD), "iaalg": (2, 3)}}
+# "han+nb" adds the library's non-blocking intra-node module (smod=3).
+SPACES = {"han": SPACE, "han+flat": {**SPACE, "imod": (0, 1, FLAT_IMOD), "iaalg": (2, 3)},
+          "han+nb": {**SPACE, "smod": (0, 1, 3)}}
 
 
 def configurations(coll: str, space: dict | str | None = None) -> list[dict]:
