@@ -120,3 +120,16 @@ def test_unknown_space_is_a_clear_error(tmp_path):
     tuner = TUNERS.get("taskmodel")(None, None, [])
     with pytest.raises(ColltuneError, match="--han-space 'han\\+tree'"):
         tuner.attach(None, None, None, space="han+tree")
+
+
+def test_alternating_steady_costs_extrapolate_at_their_mean():
+    """Two ranks whose steady costs alternate in opposite phase (a chain's
+    forwarding running into the next task): the maximum over ranks is flat,
+    so the steady part is 'stable' at once, but a rank's rate is the mean of
+    two tasks, not the last task's cost (which charged one phase every time)."""
+    fill, drain = [[1.0, 1.0]], [[1.0, 1.0]]
+    steady = [[2.0, 4.0], [4.0, 2.0], [2.0, 4.0], [4.0, 2.0]]
+    pipe = fill + steady + drain                      # bcast: depth 2
+    assert predict("bcast", 11, pipe=pipe) == pytest.approx(1 + 2 + 4 + 8 * 3.0 + 1)
+    flat = fill + [[3.0, 3.0]] * 4 + drain            # flat costs: unchanged behaviour
+    assert predict("bcast", 11, pipe=flat) == pytest.approx(1 + 10 * 3.0 + 1)
