@@ -118,7 +118,7 @@ static nb_op *make_op(ct_han *h, ct_han_step s)
     o->root = inter ? h->uproot : h->lroot;
     o->buf = ct_at(h->acc, h->ext, off);
     if (s.sub == CT_HAN_SR && mod == CT_HAN_MOD_LIBRARY_NB && h->a.sendbuf != MPI_IN_PLACE)
-        o->sbuf = ct_at((char *)h->a.sendbuf, h->ext, off);
+        o->sbuf = ct_at(h->a.sendbuf, h->ext, off);
     o->count = seg_count(h, s.seg);
     o->dt = h->a.dtype;
     o->op = h->a.op;
