@@ -39,9 +39,9 @@ static int piece_send(const void *buf, int n, MPI_Datatype dt, int to, int tag, 
 
 /* The two trees of a dual bcast use their own tags: a rank may have the same
  * parent in both, whose two streams of pieces need not leave in piece order.
- * (Dual trees run on the leaders' communicator only, where tags stay below
- * 16384: see step_tag in han.c.) */
-static int tree_tag(const nb_op *o, int t) { return o->tag + t * 16384; }
+ * (Dual trees run on the leaders' communicator only, where no shared-memory
+ * op uses the alternate range.) */
+static int tree_tag(const nb_op *o, int t) { return o->tag + t * CT_HAN_TAG_ALT; }
 
 /* Bcast: piece got[c] (the next of child c's tree) goes to child c once it
  * is here and the link to c is free: the previous piece sent to c has left,

@@ -98,13 +98,14 @@ static int library_step(ct_han *h, ct_han_step s)
     return PMPI_Reduce(in, NULL, n, h->a.dtype, h->a.op, h->lroot, h->h->node);
 }
 
-/* Tags below 16384 on the leaders' communicator (a dual tree adds 16384 for
- * its second tree, engine.c); the shared-memory ops add 16384 on the node's. */
+/* The communicator and tag of a step's op: below CT_HAN_TAG_ALT, which the
+ * shared-memory ops add on the node's communicator (a dual tree adds it for
+ * its second tree on the leaders', engine.c). */
 static int step_tag(const ct_han *h, ct_han_step s, MPI_Comm *comm)
 {
     int inter = s.sub == CT_HAN_IB || s.sub == CT_HAN_IR;
     *comm = inter ? h->up : h->h->node;
-    return (!inter && h->p.smod == CT_HAN_MOD_SHM ? 16384 : 0) + (int)s.sub * 4096 + s.seg % 4096;
+    return (!inter && h->p.smod == CT_HAN_MOD_SHM ? CT_HAN_TAG_ALT : 0) + (int)s.sub * 4096 + s.seg % 4096;
 }
 
 static nb_op *make_op(ct_han *h, ct_han_step s)

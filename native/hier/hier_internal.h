@@ -28,6 +28,11 @@ static inline int ct_hier_leader(const ct_hier *h, int n, int j)
 /* shared buffer of at least `bytes` on this node (collective over the node) */
 char *ct_hier_shm(ct_hier *h, MPI_Aint bytes);
 
+/* Tags of a call's ops stay below CT_HAN_TAG_ALT (step_tag in han.c: sub-op x
+ * 4096 + segment); adding it gives a second, disjoint range: shared-memory ops
+ * on the node's communicator, a dual tree's second tree on the leaders'. */
+enum { CT_HAN_TAG_ALT = 16384 };
+
 /* ---- non-blocking operations on one segment (engine.c) ---- */
 typedef enum { NB_BCAST, NB_REDUCE, NB_LIB_IBCAST, NB_LIB_IREDUCE, NB_SHM_BCAST,
                NB_SHM_REDUCE, NB_FLAT_ALLREDUCE } nb_kind;

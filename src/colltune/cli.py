@@ -76,8 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="taskmodel: cheaper task measurements and pruning; alone = safe "
                                 "(H1,H4,H5), or all, or a list such as H1,H3 (docs/taskmodel.md)")
             p.add_argument("--han-space", default="han", choices=sorted(SPACES),
-                           help="taskmodel: HAN configuration space, han (the paper's) or han+flat "
-                                "(adds allreduce imod=2: a flat allreduce across the leaders)")
+                           help="taskmodel: HAN configuration space, han (the paper's), han+flat "
+                                "(adds allreduce imod=2: a flat allreduce across the leaders) or "
+                                "han+nb (adds smod=3: the library's non-blocking intra-node module)")
 
     p = sub.add_parser("report", help="render the HTML report of a campaign")
     add_globals(p)

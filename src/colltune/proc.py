@@ -52,8 +52,8 @@ def run_group(cmd: list[str], timeout: float | None = None, min_available_mb: in
                     exc.timeout = timeout
                     exc.output, exc.stderr = proc.communicate()
                     raise
-            avail = available_mb()
-            if min_available_mb is not None and avail is not None and avail < min_available_mb:
+            avail = available_mb() if min_available_mb is not None else None
+            if avail is not None and avail < min_available_mb:
                 kill_group(proc)
                 proc.communicate()
                 raise MemoryExhausted(f"{cmd[0]}: killed, available memory {avail} MiB "
