@@ -26,29 +26,38 @@ def test_parse():
         H.parse("H1,H9")
 
 
-def test_h2_chain_unfilled_counts_inter_node_pieces():
+def test_h2_chain_pruned_only_when_it_needs_more_piece_steps_than_binomial():
     chain = {"fs": 128 * KI, "imod": 1, "smod": 1, "ibalg": 3}
-    # 100000 B = 2 pieces of 64 KiB: fills the 2 hops of a 3-node chain, not the 7 of 8 nodes
+    # 100000 B = 2 pieces of 64 KiB. 3 nodes: chain 2 + 1 steps, binomial 2 x 2;
+    # 8 nodes: chain 2 + 6 = 8 steps, binomial 3 x 2 = 6
     assert H.inter_pieces(chain, 100_000) == 2
     assert not H.chain_unfilled("bcast", 3, chain, 100_000)
     assert H.chain_unfilled("bcast", 8, chain, 100_000)
     # 3 segments of 128 KiB (last partial: 300000 - 262144 = 37856 B) -> 2 + 2 + 1 pieces
     assert H.inter_pieces(chain, 300_000) == 5
-    assert not H.chain_unfilled("bcast", 6, chain, 300_000)
-    assert H.chain_unfilled("bcast", 7, chain, 300_000)
+    assert not H.chain_unfilled("bcast", 7, chain, 300_000)     # 5 + 5 < 3 x 5
+    # 16 nodes (the measured 16x12 cases): 150000 B = 3 pieces, 3 + 14 > 4 x 3: pruned
+    # (binomial measured faster); 450000 B = 7 pieces, 7 + 14 < 4 x 7: kept (chain faster)
+    assert H.inter_pieces(chain, 150_000) == 3 and H.chain_unfilled("bcast", 16, chain, 150_000)
+    assert H.inter_pieces(chain, 450_000) == 7
+    assert not H.chain_unfilled("bcast", 16, chain, 450_000)
+    # a tie is kept (8 nodes, 3 pieces: 9 steps each)
+    assert not H.chain_unfilled("bcast", 8, chain, 150_000)
     # ibs = 0: one piece per segment
     assert H.inter_pieces(dict(chain, ibs=0), 300_000) == 3
-    # only the chain tree of colltune's inter-node module
+    # only the chain tree of colltune's inter-node module; one node has no chain
     assert not H.chain_unfilled("bcast", 8, dict(chain, ibalg=1), 100_000)
     assert not H.chain_unfilled("bcast", 8, dict(chain, imod=0), 100_000)
+    assert not H.chain_unfilled("bcast", 1, chain, 100_000)
 
 
-def test_h3_blocking_intra_only_when_pipelined():
+def test_h3_blocking_intra_only_for_pipelined_bcast():
     c = {"fs": 128 * KI, "imod": 1, "smod": 0, "ibalg": 1}
     assert H.blocking_intra("bcast", 4, c, 1_000_000)          # u = 8
     assert not H.blocking_intra("bcast", 4, c, 100_000)        # u = 1: nothing to overlap
     assert not H.blocking_intra("bcast", 4, dict(c, smod=1), 1_000_000)
     assert not H.blocking_intra("bcast", 4, dict(c, imod=0), 1_000_000)
+    assert not H.blocking_intra("allreduce", 4, dict(c, iralg=1), 1_000_000)
 
 
 def test_h4_unfilled_pipeline_needs_a_smaller_fs_that_fills():
@@ -70,7 +79,9 @@ def test_candidates_union_and_never_empty():
     confs = configurations("allreduce")
     kept = H.candidates("allreduce", 8, 4, 1_000_000, confs, "all")
     assert all(c["fs"] == 128 * KI for c in kept)                       # H4
-    assert not any(c["imod"] == 1 and c["smod"] == 0 for c in kept)     # H3
+    assert any(c["imod"] == 1 and c["smod"] == 0 for c in kept)         # H3: bcast only
+    kept = H.candidates("bcast", 8, 4, 1_000_000, configurations("bcast"), "all")
+    assert kept and not any(c["imod"] == 1 and c["smod"] == 0 for c in kept)
     assert H.candidates("allreduce", 8, 4, 1_000_000, confs, "H1") == confs
     only_chain = [c for c in confs if c.get("ibalg") == 3 and c["imod"] == 1]
     assert H.candidates("bcast", 8, 4, 1000, only_chain, "H2") == only_chain
@@ -105,13 +116,12 @@ def test_pruned_configurations_are_never_measured(tm):
     confs = configurations("allreduce")
     costs = TaskCosts(store, runner, prov, heuristics="H3,H4")
     conf, pred = best_predicted(costs, "allreduce", 2, 2, 1_000_000, confs)
-    assert pred > 0 and conf["fs"] == 128 * KI and not (conf["imod"] == 1 and conf["smod"] == 0)
+    assert pred > 0 and conf["fs"] == 128 * KI
     kept = H.candidates("allreduce", 2, 2, 1_000_000, confs, "H3,H4")
-    assert costs.measured == len(kept) == len(confs) - 8   # 6 fs-512K + 2 more imod=1,smod=0
+    assert costs.measured == len(kept) == len(confs) - 6   # H4: the 6 fs-512K ones; H3: bcast only
     rows = store.db.execute("SELECT params_json, seg_bytes, segments FROM taskmodel_pipelines "
                             "WHERE collective='allreduce'").fetchall()
     assert {(s, u) for _, s, u in rows} == {(128 * KI, PIPE_SEGMENTS["allreduce"])}
-    assert not any('"imod": 1' in p and '"smod": 0' in p for p, _, _ in rows)
 
 
 def test_h1_short_pipeline_length(tm):
@@ -182,7 +192,7 @@ def test_cli_heuristics_subset_and_all(workdir):
     t = DecisionTable.load(str(workdir / "out" / "hsub.table.json"))
     assert t.provenance["taskmodel"]["heuristics"] == ["H3", "H4"]
     rule = t.lookup("allreduce", 2, 2, 1000000)
-    assert rule.params["fs"] == 128 * KI and not (rule.params["imod"] == 1 and rule.params["smod"] == 0)
+    assert rule.params["fs"] == 128 * KI
     run_cli(*base, "--campaign", "hsafe", "--heuristics")
     t = DecisionTable.load(str(workdir / "out" / "hsafe.table.json"))
     assert t.provenance["taskmodel"]["heuristics"] == list(H.SAFE)

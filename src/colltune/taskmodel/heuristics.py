@@ -8,17 +8,23 @@ the structure of colltune's HAN (docs/hier.md), stated in terms of the point
 (collective, nodes n, message bytes m) and the configuration, never in terms of
 particular grid values:
 
-H2 chain-fill: no chain inter-node tree (ibalg=3) when the message has fewer
-   inter-node pieces than the chain has hops (ceil(m / ibs) < n - 1): the
-   chain's pipeline is never filled, it pays n - 1 sequential hops for a
-   message a binomial tree sends in ceil(log2 n) rounds.
-H3 blocking-intra: no library intra-node module (smod=0, a *blocking*
-   PMPI_Bcast/Reduce on the node communicator) under colltune's non-blocking
+H2 chain-fill: no chain inter-node tree (ibalg=3) when, counting only piece
+   transfers (one piece of ibs bytes over one link = one step), the chain needs
+   more steps than the binomial tree: P + n - 2 > ceil(log2 n) * P for P
+   inter-node pieces. The chain delivers its last piece after the n - 1 hops of
+   its fill plus P - 1 steps; the binomial root sends every piece to each of
+   its ceil(log2 n) children through the node's one network port. (The first
+   version, P < n - 1, pruned the best bcast at 16x12, 450000 B: P = 7 for
+   15 hops, the chain 1.12-1.38x faster, as this count predicts: 21 vs 28.)
+H3 blocking-intra (bcast): no library intra-node bcast (smod=0, a *blocking*
+   PMPI_Bcast on the node communicator) under colltune's non-blocking
    inter-node trees (imod=1) once the call is pipelined (u >= 2 segments):
    ct_han_task (native/hier/han.c) starts the task's inter-node ops, runs the
    blocking library steps, and only then progresses the ops, and the tree
    forwards piece by piece only while progressed: ib(s) stalls during sb(s-1)
-   and the pipeline degenerates into a sequence.
+   and the pipeline degenerates into a sequence. Not for allreduce: there the
+   library's intra-node reduce can outweigh the stall (at 16x12 up to 1 MB,
+   imod=1 + smod=0 was the best allreduce on the fat-tree and the dragonfly).
 H4 unfilled-pipeline: no segment size that leaves the task pipeline unfilled
    (1 < u < D, D = stages: allreduce 4) when a smaller segment size of the space
    fills it (u >= D): every task of such a call is a fill or drain task.
@@ -79,10 +85,11 @@ def parse(spec) -> frozenset:
 
 
 def chain_unfilled(coll: str, nodes: int, params: dict, nbytes: int) -> bool:
-    """H2: a chain inter-node tree that the message cannot fill."""
-    if int(params.get("imod", 1)) != 1 or int(params.get("ibalg", 1)) != 3:
+    """H2: a chain inter-node tree that needs more piece steps than a binomial tree."""
+    if nodes < 2 or int(params.get("imod", 1)) != 1 or int(params.get("ibalg", 1)) != 3:
         return False
-    return inter_pieces(params, nbytes) < nodes - 1
+    pieces = inter_pieces(params, nbytes)
+    return pieces + nodes - 2 > math.ceil(math.log2(nodes)) * pieces
 
 
 def inter_pieces(params: dict, nbytes: int) -> int:
@@ -98,9 +105,10 @@ def inter_pieces(params: dict, nbytes: int) -> int:
 
 
 def blocking_intra(coll: str, nodes: int, params: dict, nbytes: int) -> bool:
-    """H3: library (blocking) intra-node module under colltune's inter-node trees,
-    pipelined call."""
-    return (int(params.get("imod", 1)) == 1 and int(params.get("smod", 1)) == 0
+    """H3: bcast with the library's blocking intra-node module under colltune's
+    inter-node trees, pipelined call."""
+    return (coll == "bcast" and int(params.get("imod", 1)) == 1
+            and int(params.get("smod", 1)) == 0
             and segments(nbytes, int(params.get("fs", 0))) >= 2)
 
 
