@@ -51,9 +51,10 @@ from .model import depth, segments
 ALL = ("H1", "H2", "H3", "H4", "H5")
 PRUNING = ("H2", "H3", "H4")
 # What a bare --heuristics means: the rules that kept the measured best on every
-# grid measured (small 3x4/6x3; fat-tree and dragonfly 16x12). H2 and H3 pruned
-# it on the 16-node grids (docs/taskmodel.md): they are opt-in ("all", "H2,H3").
-SAFE = ("H1", "H4", "H5")
+# grid measured (small 3x4/6x3 and 4x4/8x2; fat-tree 4x12/6x12/16x12; dragonfly
+# 16x12/24x12; docs/taskmodel.md "Heuristics"). Since H2 and H3 were revised
+# (their first versions pruned the best at 16x12) that is all five.
+SAFE = ALL
 # Inter-node piece bytes when a configuration does not set ibs/irs (the
 # catalogue default, docs/hier.md).
 DEFAULT_IBS = 65536
