@@ -74,13 +74,6 @@ static void print_params(const ct_algorithm *alg, const int *p)
     printf("}");
 }
 
-static void print_array(const char *key, const double *v, int n)
-{
-    printf(",\"%s\":[", key);
-    for (int i = 0; i < n; i++) printf("%s%.9e", i ? "," : "", v[i]);
-    printf("]");
-}
-
 static void fill(int *buf, int count, int who)
 {
     for (int i = 0; i < count; i++) buf[i] = (who * 7 + i * 3) % 61;
@@ -206,45 +199,51 @@ int main(int argc, char **argv)
             if (nsteps[ntask] < 0) die("malformed task", t);
             ntask++;
         }
-        double *tt = malloc(sizeof(double) * (size_t)ntask), *gat = malloc(sizeof(double) * (size_t)size);
-        int lead, *leads = malloc(sizeof(int) * (size_t)size), *nodes = malloc(sizeof(int) * (size_t)size);
+        /* One gather per repetition of [leader?, node, task times...]: SMPI's
+         * default gather costs O(size^2) host time per call (waitany over
+         * size requests), which at 768 ranks made a pipeline's per-task
+         * gathers take minutes. Outside the timed region either way. */
+        int w = ntask + 2;
+        double *mine = malloc(sizeof(double) * (size_t)w), *gat = NULL;
+        if (rank == 0) gat = malloc(sizeof(double) * (size_t)w * (size_t)size);
         for (int rep = -warmup; rep < reps; rep++) {
             ct_han *h;
             ct_han_begin(&h, coll, &a, &hp);
-            lead = ct_han_is_leader(h);
+            mine[0] = ct_han_is_leader(h);
+            mine[1] = info.node;
             sync_ranks();
             for (int k = 0; k < ntask; k++) {
                 double t0 = MPI_Wtime();
                 ct_han_task(h, steps[k], nsteps[k]);
-                tt[k] = MPI_Wtime() - t0;
+                mine[2 + k] = MPI_Wtime() - t0;
             }
             int segs = ct_han_segments(h);
             ct_han_end(h);
-            MPI_Gather(&lead, 1, MPI_INT, leads, 1, MPI_INT, 0, MPI_COMM_WORLD);
-            MPI_Gather(&info.node, 1, MPI_INT, nodes, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            MPI_Gather(mine, w, MPI_DOUBLE, gat, w, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+            if (rank != 0 || rep < 0) continue;
             for (int k = 0; k < ntask; k++) {
-                MPI_Gather(&tt[k], 1, MPI_DOUBLE, gat, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-                if (rank != 0 || rep < 0) continue;
                 double ml = 0, ma = 0;
                 for (int r = 0; r < size; r++) {
-                    if (gat[r] > ma) ma = gat[r];
-                    if (leads[r] && gat[r] > ml) ml = gat[r];
+                    double x = gat[(size_t)r * w + 2 + k];
+                    if (x > ma) ma = x;
+                    if (gat[(size_t)r * w] != 0 && x > ml) ml = x;
                 }
                 printf("{\"kind\":\"task\",\"coll\":\"%s\",\"task\":\"%s\",\"seq\":%d,\"rep\":%d,"
                        "\"bytes\":%ld,\"segments\":%d,\"ranks\":%d,\"nodes\":%d,\"root\":%d,", collname,
                        seq[k], k, rep, bytes, segs, size, info.nnodes, root);
                 print_params(han, p);
                 printf(",\"max_leader\":%.9e,\"max_all\":%.9e", ml, ma);
-                print_array("times", gat, size);
-                printf(",\"leader\":[");
-                for (int r = 0; r < size; r++) printf("%s%d", r ? "," : "", leads[r]);
+                printf(",\"times\":[");
+                for (int r = 0; r < size; r++) printf("%s%.9e", r ? "," : "", gat[(size_t)r * w + 2 + k]);
+                printf("],\"leader\":[");
+                for (int r = 0; r < size; r++) printf("%s%d", r ? "," : "", gat[(size_t)r * w] != 0);
                 printf("],\"node\":[");
-                for (int r = 0; r < size; r++) printf("%s%d", r ? "," : "", nodes[r]);
+                for (int r = 0; r < size; r++) printf("%s%d", r ? "," : "", (int)gat[(size_t)r * w + 1]);
                 printf("]}\n");
             }
             fflush(stdout);
         }
-        free(tt); free(gat); free(leads); free(nodes); free(dup);
+        free(mine); free(gat); free(dup);
     }
 #ifdef COLLTUNE_SMPI
     if (shared) { SMPI_SHARED_FREE(sbuf); SMPI_SHARED_FREE(rbuf); sbuf = rbuf = NULL; }
