@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from colltune.taskmodel.model import depth, pipeline_tasks, predict, segments, stable_index
+from colltune.taskmodel.model import depth, pipeline_tasks, predict, segments
 from colltune.taskmodel.search import configurations
 
 
@@ -57,11 +57,14 @@ def _pipe(fill, steady, drain):
 
 
 def test_predict_bcast_steady_extension():
-    # ib(0)=5, steady sbib costs 4, 3, 3 (stable from the 3rd), drain sb=1
-    pipe = _pipe([5.0], [4.0, 3.0, 3.0, 9.0], [1.0])   # 9.0 after stability is ignored
+    # ib(0)=5, steady sbib costs 4, 3, 3, 3, drain sb=1
+    pipe = _pipe([5.0], [4.0, 3.0, 3.0, 3.0], [1.0])
     assert predict("bcast", 2, pipe=pipe) == 5 + 4 + 1
     assert predict("bcast", 3, pipe=pipe) == 5 + 4 + 3 + 1
     assert predict("bcast", 10, pipe=pipe) == 5 + 4 + 3 * 8 + 1
+    # still converging at the end of the pipeline: the rate is the last two's mean
+    pipe = _pipe([5.0], [4.0, 4.0, 3.0, 2.0], [1.0])
+    assert predict("bcast", 10, pipe=pipe) == pytest.approx(5 + 4 + 4 + 3 + 2 + 5 * 2.5 + 1)
 
 
 def test_predict_allreduce_full_formula():
@@ -85,25 +88,12 @@ def test_max_over_nodes_of_sums():
     assert predict("bcast", 1, short=short) == 4.0
 
 
-def test_stable_index():
-    assert stable_index([4.0, 3.0, 3.0]) == 2
-    assert stable_index([4.0, 3.0, 2.0]) is None
-    assert stable_index([1.0, 1.005]) == 1
-
-
 def test_configurations_dedupe_and_allreduce_trees():
     b = configurations("bcast")
     assert len(b) == len({tuple(sorted(c.items())) for c in b})
     assert all(c["ibalg"] == 1 for c in b if c["imod"] == 0)
     a = configurations("allreduce")
     assert all(c["iralg"] == c["ibalg"] for c in a)
-
-
-def test_steady_stable():
-    from colltune.taskmodel.model import steady_stable
-    # bcast: ib(0), sbib x3, sb -> steady = the 3 sbib
-    assert steady_stable("bcast", [[5.0], [4.0], [3.0], [3.0], [1.0]]) == 2
-    assert steady_stable("bcast", [[5.0], [4.0], [3.0], [2.0], [1.0]]) is None
 
 
 def test_unknown_space_is_a_clear_error(tmp_path):

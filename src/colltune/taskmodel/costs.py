@@ -31,7 +31,7 @@ PIPE_SEGMENTS = {"bcast": 6, "allreduce": 7}
 # --heuristics, H1 (docs/taskmodel.md): pipelines with 3 steady tasks. Measured
 # on small (41 pipelines of the default length): 35 stable by the 3rd steady
 # task; the others never stabilise within 12 segments either (re-measuring them
-# longer cost more and predicted worse), so the last cost is used as by default.
+# longer cost more and predicted worse), so the last two are used as by default.
 PIPE_SEGMENTS_SHORT = {"bcast": 4, "allreduce": 6}
 # Parameters each collective's tasks depend on (fs enters through segment bytes).
 RELEVANT = {"bcast": ("imod", "ibalg", "ibs", "smod", "salg", "ss"),

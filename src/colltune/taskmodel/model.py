@@ -11,9 +11,10 @@ D-1 fill tasks, u-D+1 steady tasks (sbib / sbibirsr), D-1 drain tasks.
                        + sum_{s=3}^{u-1} T_i(sbibirsr(s))
                        + T_i(sbibir(u-1)) + T_i(sbib(u-1)) + T_i(sb(u-1))
 
-(i = node leader in the paper; colltune uses i = rank by default, see costs.py). The steady sum uses the measured steady costs of a short pipeline
-up to the task where the cost stopped changing, then that stable cost: with
-constant steady costs it is the paper's (u-1)·T(sbib(s)). The allreduce drain
+(i = node leader in the paper; colltune uses i = rank by default, see costs.py).
+The steady sum uses every measured steady task of a short pipeline, then each
+rank's rate from its last two (``extrapolated``): with constant steady costs it
+is the paper's (u-1)·T(sbib(s)). The allreduce drain
 ends with sb(u-1): the brief's formula omits it, but HAN runs it
 (docs/hier.md). For u < D the sequence is shorter and its tasks are other
 composites (e.g. u=2 allreduce: sr(0); irsr(1); ibir(1); sbib(1); sb(1));
@@ -27,8 +28,6 @@ STAGES = {"bcast": ("ib", "sb"), "allreduce": ("sr", "ir", "ib", "sb")}
 # allreduce with imod=2 (a flat allreduce across the leaders, docs/hier.md): the
 # ir task is the whole inter-node allreduce, there is no ib stage.
 FLAT_IMOD, FLAT_STAGES = 2, ("sr", "ir", "sb")
-# Relative change under which a steady task's cost counts as stable.
-STABLE_REL = 0.01
 
 
 def stages(coll: str, params: dict | None = None) -> tuple[str, ...]:
@@ -61,20 +60,6 @@ def pipeline_tasks(coll: str, u: int, params: dict | None = None) -> list[str]:
             for t in range(u + len(st) - 1)]
 
 
-def stable_index(costs: list[float], rel: float = STABLE_REL) -> int | None:
-    """First index whose cost differs from the previous one by <= rel (None: never)."""
-    for j in range(1, len(costs)):
-        if abs(costs[j] - costs[j - 1]) <= rel * max(costs[j], costs[j - 1], 1e-30):
-            return j
-    return None
-
-
-def steady_stable(coll: str, pipe: list[list[float]], params: dict | None = None) -> int | None:
-    """Index of the first stable steady task of a pipeline (None: not stable)."""
-    d = depth(coll, params)
-    return stable_index([max(c) for c in pipe[d - 1:len(pipe) - (d - 1)]])
-
-
 def node_totals(task_costs: list[list[float]]) -> float:
     """max over nodes (or ranks) of the sum of the tasks' costs there."""
     return max(sum(col) for col in zip(*task_costs))
@@ -96,10 +81,8 @@ def predict(coll: str, u: int, short: list[list[float]] | None = None,
     if pipe is None or len(pipe) < 2 * d - 1:
         raise ValueError(f"{coll} with u={u} needs a pipeline of at least {d} segments")
     fill, steady, drain = pipe[:d - 1], pipe[d - 1:len(pipe) - (d - 1)], pipe[len(pipe) - (d - 1):]
-    j = steady_stable(coll, pipe, params)
-    keep = steady if j is None else steady[:j + 1]
     n_steady = u - d + 1
-    used = keep[:n_steady] + [extrapolated(keep)] * max(0, n_steady - len(keep))
+    used = steady[:n_steady] + [extrapolated(steady)] * max(0, n_steady - len(steady))
     return node_totals(fill + used + drain)
 
 
@@ -112,7 +95,15 @@ def extrapolated(steady: list[list[float]]) -> list[float]:
     leaders cost 108, 193, 108, 193 us, in opposite phase on the last leader.
     Repeating one task's vector charged one phase at 193 us every time (+24 %
     over the whole call); two tasks' mean is the rank's rate either way, and
-    equals the last cost when costs are flat."""
+    equals the last cost when costs are flat.
+
+    Why the last two and not the first tasks whose maximum over ranks stopped
+    changing (the rule until 2026-11-24): along a chain the fill reaches the
+    leaders one after the other, so the maximum stays flat while the wave
+    passes and each rank is still slowing down or speeding up (dragonfly 64x12
+    bcast, fs 128 KiB: the last leader's steady costs 59.8, 60.6, 51.9, 35.9 us
+    with a maximum of 60.6, 60.6, 51.9, 37.1). Judged that way, the prediction
+    was 40 % over; from the last two, 16 %."""
     if len(steady) < 2:
         return steady[-1]
     return [(a + b) / 2 for a, b in zip(steady[-2], steady[-1])]
