@@ -23,20 +23,12 @@ table() {   # table NAME ARGS...: one benchmark run, log + JSON under results/
 
 # (a) validation, 4 MiB, every configuration of the space
 table taskmodel_eval_small_8x4 --validate 8x4 --layouts '' --store results/taskmodel_eval.sqlite
-table taskmodel_eval_ft_bcast_8x12 --platform fattree64x12 --validate 8x12 --layouts '' \
-    --colls bcast --store results/taskmodel_eval_ft.sqlite
-table taskmodel_eval_ft_allreduce_8x12 --platform fattree64x12 --validate 8x12 --layouts '' \
-    --colls allreduce --store results/taskmodel_eval_ft.sqlite
+table taskmodel_eval_ft_8x12 --platform fattree64x12 --validate 8x12 --layouts '' \
+    --store results/taskmodel_eval_ft.sqlite
 table taskmodel_eval_ft_16x12 --platform fattree64x12 --validate 16x12 --layouts '' \
     --store results/taskmodel_eval_ft.sqlite
-table taskmodel_eval_ft_bcast_64x12 --platform fattree64x12 --validate 64x12 --layouts '' \
-    --colls bcast --store results/taskmodel_eval_ft.sqlite
-table taskmodel_eval_ft_allreduce_64x12 --platform fattree64x12 --validate 64x12 --layouts '' \
-    --colls allreduce --store results/taskmodel_eval_ft.sqlite
-table taskmodel_eval_df_bcast_16x12 --platform dragonfly --validate 16x12 --layouts '' \
-    --colls bcast --store results/taskmodel_eval_df.sqlite
-table taskmodel_eval_df_allreduce_16x12 --platform dragonfly --validate 16x12 --layouts '' \
-    --colls allreduce --store results/taskmodel_eval_df.sqlite
+table taskmodel_eval_ft_64x12 --platform fattree64x12 --validate 64x12 --layouts '' \
+    --store results/taskmodel_eval_ft.sqlite
 table taskmodel_eval_df_64x12 --platform dragonfly --validate 64x12 --layouts '' \
     --store results/taskmodel_eval_df.sqlite
 table taskmodel_eval_df_16x12 --platform dragonfly --validate 16x12 --layouts 16x12 \
