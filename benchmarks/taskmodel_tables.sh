@@ -27,8 +27,12 @@ table taskmodel_eval_ft_8x12 --platform fattree64x12 --validate 8x12 --layouts '
     --store results/taskmodel_eval_ft.sqlite
 table taskmodel_eval_ft_16x12 --platform fattree64x12 --validate 16x12 --layouts '' \
     --store results/taskmodel_eval_ft.sqlite
+table taskmodel_eval_ft_bcast_32x12 --platform fattree64x12 --validate 32x12 --layouts '' \
+    --colls bcast --store results/taskmodel_eval_ft.sqlite
 table taskmodel_eval_ft_64x12 --platform fattree64x12 --validate 64x12 --layouts '' \
     --store results/taskmodel_eval_ft.sqlite
+table taskmodel_eval_df_bcast_32x12 --platform dragonfly --validate 32x12 --layouts '' \
+    --colls bcast --store results/taskmodel_eval_df.sqlite
 table taskmodel_eval_df_64x12 --platform dragonfly --validate 64x12 --layouts '' \
     --store results/taskmodel_eval_df.sqlite
 table taskmodel_eval_df_16x12 --platform dragonfly --validate 16x12 --layouts 16x12 \
