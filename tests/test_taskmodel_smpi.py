@@ -63,6 +63,19 @@ def test_flat_leaders_prediction_vs_whole_call(measured, iaalg):
     assert not any("ib" in t for t in tasks)
 
 
+@pytest.mark.parametrize("coll", ["bcast", "allreduce"])
+def test_whole_call_check_catches_a_wrong_result(measured, coll):
+    """The checked whole calls are the ground truth: taskbench's --check must
+    report one changed element (--tamper) and the runner must refuse the record."""
+    from colltune.errors import BackendError
+    _, runner, _, _ = measured
+    ok = runner.launch(coll, 2, 3, 99_996, CONF, whole="han", reps=1, warmup=0)
+    assert [r["check"] for r in ok if r["kind"] == "whole"] == ["ok"]
+    with pytest.raises(BackendError, match="wrong result"):
+        runner.launch(coll, 2, 3, 99_996, CONF, whole="han", reps=1, warmup=0,
+                      extra=("--tamper",))
+
+
 def test_reuse_measures_nothing_new(measured, sim_backend):
     store, runner, costs, _ = measured
     before = store.db.execute("SELECT COUNT(*) FROM taskmodel_pipelines").fetchone()[0]

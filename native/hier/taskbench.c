@@ -2,7 +2,7 @@
  * prints JSON records, one line each, on rank 0 (interface: docs/hier.md).
  *
  *   colltune-taskbench --coll bcast|reduce|allreduce --bytes N [--params k=v,...]
- *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check] [--max] [--shared]
+ *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check [--tamper]] [--max] [--shared]
  *       (--tasks "ib(0);sbib(1);sb(0)" | --whole han|library|flat:NAME)
  *
  * --tasks: a sequence of tasks run back to back after a dissemination barrier, each timed
@@ -14,6 +14,8 @@
  * global clock), "max_rank" = the slowest rank's own duration. Data are MPI_INT
  * (bytes / 4 elements), MPI_SUM (--max: MPI_MAX); --check verifies the result of every whole call
  * (reduce: at the root; the other ranks pass recvbuf = NULL, it is not significant there);
+ * --tamper changes one result element on one checked rank after each call: the
+ * self-test that --check reports wrong_result (tests/test_taskmodel_smpi.py);
  * --shared (SMPI only) allocates the user buffers with SMPI_SHARED_MALLOC (garbage
  * data, little memory: for timing large messages on many ranks). */
 #include <stdio.h>
@@ -102,13 +104,14 @@ int main(int argc, char **argv)
 {
     const char *collname = NULL, *params = NULL, *tasks = NULL, *whole = NULL;
     long bytes = -1;
-    int root = 0, reps = 3, warmup = 1, vnode = 0, do_check = 0;
+    int root = 0, reps = 3, warmup = 1, vnode = 0, do_check = 0, tamper = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--check")) { do_check = 1; continue; }
+        if (!strcmp(argv[i], "--tamper")) { tamper = 1; continue; }
         if (!strcmp(argv[i], "--max")) { use_max = 1; continue; }
         if (!strcmp(argv[i], "--shared")) { shared = 1; continue; }
         if (!v) die("missing value after", argv[i]);
@@ -129,6 +132,7 @@ int main(int argc, char **argv)
         die("--coll must be bcast, reduce or allreduce", collname);
     if (bytes < 0 || !tasks == !whole) die("need --bytes and one of --tasks / --whole", NULL);
     if (root < 0 || root >= size) die("--root out of range", NULL);
+    if (tamper && !do_check) die("--tamper needs --check", NULL);
     ct_coll coll = (ct_coll)c;
     const ct_algorithm *han = ct_find(coll, "han");
     int p[CT_MAX_PARAMS];
@@ -167,6 +171,8 @@ int main(int argc, char **argv)
             int rc = !strcmp(whole, "library") ? ct_library_call(coll, &a)
                      : ct_call(coll, flat ? flat : "han", flat ? NULL : p, &a, &ran);
             t[1] = MPI_Wtime();
+            if (tamper && count > 0 && rank == (coll == CT_REDUCE ? root : size - 1))
+                rbuf[count - 1] += 1;
             int bad = rc != MPI_SUCCESS || (do_check && (coll != CT_REDUCE || rank == root) &&
                                             check(coll, rbuf, count, root)), anybad;
             MPI_Gather(t, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);

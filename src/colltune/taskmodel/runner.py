@@ -34,8 +34,9 @@ class TaskRunner:
 
     def launch(self, coll: str, nodes: int, ppn: int, nbytes: int, params: dict,
                tasks: list[str] | None = None, whole: str | None = None,
-               reps: int = 1, warmup: int = 1) -> list[dict]:
-        """Records of one launch (kind task or whole); raises BackendError on failure."""
+               reps: int = 1, warmup: int = 1, extra: tuple[str, ...] = ()) -> list[dict]:
+        """Records of one launch (kind task or whole); raises BackendError on failure.
+        extra: more taskbench options (e.g. --tamper, its checker's self-test)."""
         b = self.backend
         os.makedirs(self.workdir, exist_ok=True)
         hostfile = b.platform.write_hostfile(nodes, ppn, os.path.join(self.workdir, "hostfile"))
@@ -44,7 +45,7 @@ class TaskRunner:
                "-hostfile", hostfile, *b.platform.smpirun_cfg_args(), *QUIET_LOGS,
                str(self.exe), "--coll", coll, "--bytes", str(nbytes),
                "--params", params_arg(params), "--reps", str(reps), "--warmup", str(warmup),
-               *what, *(["--check"] if whole else [])]
+               *what, *(["--check"] if whole else []), *extra]
         res = run_process(cmd, b.impl.run_env(), float(self.settings.timeout), self.workdir,
                           os.path.join(self.workdir, "none.jsonl"))
         with open(os.path.join(self.workdir, "launch.log"), errors="replace") as fh:
