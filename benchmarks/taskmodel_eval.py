@@ -251,8 +251,8 @@ def main() -> int:
                     help="configuration space: han (the paper's), han+flat (adds allreduce "
                          "imod=2, a flat ring / Rabenseifner across the leaders)")
     ap.add_argument("--heuristics", nargs="?", const="safe", default="",
-                    help="heuristics of the validation (a): safe = all (alone), or e.g. H1,H3 (default none)")
-    ap.add_argument("--variants", default="none," + ",".join(ALL) + ",all",
+                    help="heuristics of the validation (a): safe (alone), all, or e.g. H1,H3 (default none)")
+    ap.add_argument("--variants", default="none," + ",".join(ALL) + ",all,safe",
                     help="heuristics variants compared in (b, c): none, H1..H5, all, safe, "
                          "or a '+'-joined set such as H1+H3")
     ap.add_argument("--stored-only", action="store_true",

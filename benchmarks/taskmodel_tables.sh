@@ -60,3 +60,7 @@ table taskmodel_eval_df_heur_24x12 --platform dragonfly --validate '' --layouts 
     --sizes 200000,330000,450000,1000000 --evidence --store results/taskmodel_eval_df.sqlite
 table taskmodel_eval_flat_small_grid --validate '' --layouts 3x4,6x3 --sizes "$S8" \
     --colls allreduce --space han+flat --variants none,all --store results/taskmodel_eval.sqlite
+table taskmodel_eval_ft_grid_32x12 --platform fattree64x12 --validate '' --layouts 32x12 \
+    --sizes 450000,600000,2000000,6000000 --evidence --store results/taskmodel_eval_ft.sqlite
+table taskmodel_eval_df_grid_32x12 --platform dragonfly --validate '' --layouts 32x12 \
+    --sizes 450000,600000,2000000,6000000 --evidence --store results/taskmodel_eval_df.sqlite

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--table", help="decision table path (default: OUTPUT_DIR/<campaign>.table.json)")
             p.add_argument("--heuristics", nargs="?", const="safe", default=None,
                            help="taskmodel: cheaper task measurements and pruning; alone = safe "
-                                "(all five, H1-H5), or a subset such as H1,H3 (docs/taskmodel.md)")
+                                "(H1,H3,H4,H5), all, or a subset such as H1,H3 (docs/taskmodel.md)")
             p.add_argument("--han-space", default="han", choices=sorted(SPACES),
                            help="taskmodel: HAN configuration space, han (the paper's), han+flat "
                                 "(adds allreduce imod=2: a flat allreduce across the leaders) or "
