@@ -196,3 +196,6 @@ def test_cli_heuristics_subset_and_all(workdir):
     run_cli(*base, "--campaign", "hsafe", "--heuristics")
     t = DecisionTable.load(str(workdir / "out" / "hsafe.table.json"))
     assert t.provenance["taskmodel"]["heuristics"] == list(H.SAFE)
+    run_cli(*base, "--campaign", "hall", "--heuristics", "all")
+    t = DecisionTable.load(str(workdir / "out" / "hall.table.json"))
+    assert t.provenance["taskmodel"]["heuristics"] == list(H.ALL)

@@ -15,7 +15,9 @@ H2 chain-fill: no chain inter-node tree (ibalg=3) when, counting only piece
    its fill plus P - 1 steps; the binomial root sends every piece to each of
    its ceil(log2 n) children through the node's one network port. (The first
    version, P < n - 1, pruned the best bcast at 16x12, 450000 B: P = 7 for
-   15 hops, the chain 1.12-1.38x faster, as this count predicts: 21 vs 28.)
+   15 hops, the chain 1.12-1.38x faster, as this count predicts: 21 vs 28.
+   This version fails at 32 nodes, 7 pieces: 37 vs 35, yet the chain was
+   1.04-1.10x faster; hence not in SAFE.)
 H3 blocking-intra (bcast): no library intra-node bcast (smod=0, a *blocking*
    PMPI_Bcast on the node communicator) under colltune's non-blocking
    inter-node trees (imod=1) once the call is pipelined (u >= 2 segments):
