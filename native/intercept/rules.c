@@ -307,8 +307,10 @@ void ct_rules_free(ct_rules *r)
 
 const ct_rule *ct_rules_match(const ct_rules *r, ct_coll coll, const ct_point *p)
 {
-    const ct_rule *x = r->rules + r->first[coll];
-    for (int i = 0; i < r->count[coll]; i++, x++) {
+    /* no pointer arithmetic before the count check: an empty table (never
+     * loaded, or freed after a failed parse) has rules == NULL */
+    for (int i = 0; i < r->count[coll]; i++) {
+        const ct_rule *x = &r->rules[r->first[coll] + i];
         int k = 0;
         while (k < CT_NKEYS && p->v[k] >= x->key[k].lo && p->v[k] <= x->key[k].hi) k++;
         if (k == CT_NKEYS) return x;
