@@ -201,7 +201,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collectives", default="bcast,allreduce")
     ap.add_argument("--variants", default="active_model=forest,active_model=extratrees")
-    ap.add_argument("--store", default="results/active-eval.sqlite")
+    ap.add_argument("--store", default="benchmarks/results/active/active-eval.sqlite")
     ap.add_argument("--max-points", type=int, default=120)
     ap.add_argument("--cv", action="store_true", help="cross-validate every model kind on the training data")
     ap.add_argument("--folds", type=int, default=10)

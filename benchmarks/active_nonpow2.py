@@ -196,9 +196,9 @@ def analyse(coll, entry, worst, variants=("midpoint", "bisect")):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collectives", default="bcast")
-    ap.add_argument("--store", default="results/active-eval.sqlite")
+    ap.add_argument("--store", default="benchmarks/results/active/active-eval.sqlite")
     ap.add_argument("--max-points", type=int, default=120)
-    ap.add_argument("--replay", default="results/active-nonpow2-replay.pkl")
+    ap.add_argument("--replay", default="benchmarks/results/active/active-nonpow2-replay.pkl")
     ap.add_argument("--from-replay", action="store_true", help="analyse the saved learner data only")
     ap.add_argument("--worst", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=1)

@@ -9,7 +9,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 C="$ROOT/.venv/bin/colltune"
-W=${1:-results/emulated-deploy}; mkdir -p "$W"; cd "$W"
+W=${1:-$ROOT/benchmarks/results/emulated_deploy}; mkdir -p "$W"; cd "$W"
 NAME=ctdeploy
 "$C" cluster up --hosts 2 --name $NAME --subnet 10.213.91.0/24
 trap '"$C" cluster down --name '$NAME' >/dev/null 2>&1 || true' EXIT

@@ -33,7 +33,7 @@ def main() -> int:
     ap.add_argument("--collectives", default="bcast,allreduce")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--store", default="results/fattree64x12.sqlite")
+    ap.add_argument("--store", default="benchmarks/results/fattree_selectors/fattree64x12.sqlite")
     ap.add_argument("--campaign", default="fattree64x12")
     ap.add_argument("--no-run", action="store_true",
                     help="print what the store holds so far, measure nothing")

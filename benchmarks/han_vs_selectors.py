@@ -146,7 +146,7 @@ def main() -> int:
     a = ap.parse_args()
     plat = platforms.load(a.platform)
     nodes, ppn = (int(x) for x in a.layout.split("x"))
-    out = Path(a.out or f"results/han_{a.platform}_{a.layout}_charge-{a.charge}.jsonl")
+    out = Path(a.out or f"benchmarks/results/han_vs_selectors/han_{a.platform}_{a.layout}_charge-{a.charge}.jsonl")
     env = {**os.environ}
     if a.charge == "off":
         env.update(COLLTUNE_REDUCE_RATE="0", COLLTUNE_COPY_RATE="0")

@@ -4,7 +4,7 @@ HAN calls on a bundled SimGrid platform.
 
     .venv/bin/python benchmarks/taskmodel_eval.py [--platform small] [--validate 8x4]
         [--layouts 3x4,6x3] [--sizes 300000,3000000] [--colls bcast,allreduce]
-        [--cost rank|leader] [--heuristics] [--store results/taskmodel_eval.sqlite] [--json OUT]
+        [--cost rank|leader] [--heuristics] [--store benchmarks/results/taskmodel/taskmodel_eval.sqlite] [--json OUT]
 
 (a) model validation (paper Fig. 4/7): predicted vs measured time of a 4 MiB
     call for every configuration of the space at --validate; error per
@@ -259,7 +259,7 @@ def main() -> int:
                     help="measure nothing: report (a) from what the store has (partial runs)")
     ap.add_argument("--evidence", action="store_true",
                     help="(e): per pruning heuristic, does it ever prune the measured best?")
-    ap.add_argument("--store", default="results/taskmodel_eval.sqlite")
+    ap.add_argument("--store", default="benchmarks/results/taskmodel/taskmodel_eval.sqlite")
     ap.add_argument("--json", help="summary JSON (default: next to --store)")
     ap.add_argument("--html", help="report page (default: next to --json)")
     ap.add_argument("--timeout", type=float, default=1800)

@@ -19,6 +19,8 @@ import jsonschema
 from .errors import ConfigError
 
 DEFAULTS: dict[str, Any] = {
+    # user output: results/ is git-ignored and holds nothing tracked (benchmark evidence
+    # lives in benchmarks/results/); the store sits inside the output folder
     "store": "results/colltune.sqlite",
     "output_dir": "results",
     "backend": "sim",
