@@ -78,3 +78,14 @@ def test_decision_table_round_trip_and_validation(tmp_path):
     (tmp_path / "broken.json").write_text('{"format": \n')
     with pytest.raises(InputError, match="broken.json:2"):
         DecisionTable.load(str(tmp_path / "broken.json"))
+
+
+def test_tune_help_lists_every_registered_strategy():
+    """`colltune tune --help` names each tuning strategy, from the tuner registry."""
+    from colltune.cli import build_parser
+    from colltune.tuners import TUNERS
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    text = sub.choices["tune"].format_help()
+    assert {"exhaustive", "active", "taskmodel"} <= set(TUNERS.names())
+    for name, cls in TUNERS.items():
+        assert name in text and cls.summary.split()[0] in text

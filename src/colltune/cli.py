@@ -9,6 +9,7 @@ from .config import DEFAULTS
 from .errors import ColltuneError
 from .plan import SCENARIOS
 from .taskmodel.search import SPACES
+from .tuners import TUNERS
 
 # Every setting has a global option of the same name (see add_globals).
 GLOBAL_KEYS = tuple(DEFAULTS)
@@ -34,6 +35,12 @@ def add_globals(p: argparse.ArgumentParser) -> None:
     g.add_argument("--check-memory-mb", dest="check_memory_mb", type=float)
     g.add_argument("--cache-dir", dest="cache_dir")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _strategies_help() -> str:
+    """The --strategy help, from the tuner registry (a new tuner lists itself)."""
+    lines = [f"{name}: {cls.summary}" if cls.summary else name for name, cls in TUNERS.items()]
+    return ("tuning strategy (default: exhaustive); " + "; ".join(lines)).replace("%", "%%")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--tcalc-us", default="1..1024", help="overlap scenario: compute times")
             p.add_argument("--dtype", choices=["char", "int", "float", "double"])
         else:
-            p.add_argument("--strategy", default="exhaustive")
+            p.add_argument("--strategy", default="exhaustive", choices=TUNERS.names(),
+                           help=_strategies_help())
             p.add_argument("--collectives", default="bcast,allreduce")
             p.add_argument("--algorithms", help="restrict candidates (comma list)")
             p.add_argument("--baselines", help="library default selectors to compare with "

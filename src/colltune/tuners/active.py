@@ -367,6 +367,7 @@ def tune_active(backend, store, settings, collectives, layouts, sizes, *, campai
 @TUNERS.register("active")
 class ActiveTuner(Tuner):
     name = "active"
+    summary = "active learning as in ACCLAiM, random forests pick the points to measure (docs/active.md)"
 
     def __init__(self, provider, space: TuningSpace, baselines: list[str]):
         super().__init__(provider, space, baselines)

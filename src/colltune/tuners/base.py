@@ -20,6 +20,7 @@ class TuningSpace:
 
 class Tuner:
     name = "?"
+    summary = ""    # one line for `colltune tune --help` (its strategy list)
 
     def __init__(self, provider: Provider, space: TuningSpace, baselines: list[str]):
         self.provider, self.space, self.baselines = provider, space, list(baselines)

@@ -13,6 +13,7 @@ from .base import Tuner
 @TUNERS.register("exhaustive")
 class ExhaustiveTuner(Tuner):
     name = "exhaustive"
+    summary = "measure every candidate at every point (the ground truth)"
 
     def candidates(self, collective: str):
         algs = self.provider.algorithms(collective)

@@ -24,6 +24,7 @@ PROVIDER, ALGORITHM = "colltune", "han"
 @TUNERS.register("taskmodel")
 class TaskModelTuner(Tuner):
     name = "taskmodel"
+    summary = "HAN task cost model, measures task pipelines and predicts every HAN configuration (docs/taskmodel.md)"
 
     def attach(self, backend, settings, store, heuristics: bool = False,
                space: str = "han") -> None:
