@@ -23,30 +23,65 @@ def _settings(**kw):
     return config.load({"cache_dir": CACHE, "platform": "small", **kw}, environ={})
 
 
-def test_hang_is_recorded_not_fatal(sim_backend, tmp_path):
-    """A launch that overruns the timeout is killed, its point recorded as
-    'timeout' without a time, and the campaign goes on with the next launch.
-    After two consecutive launches finish no point, the job's remaining points are
-    recorded as not attempted instead of costing a timeout each.
-    (32-rank 8-byte alltoall x 400 repetitions takes ~8 s of real time here.)"""
+def _hang_at(backend, monkeypatch, hang: dict, hung: list) -> None:
+    """Launches on layout (nodes, ppn) get ``--hang-at-size`` with hang[(nodes, ppn)]:
+    at the first point of those sizes rank 0 of colltune-bench blocks forever in
+    pause() -- a real hang on any machine, never a slow run. A launch whose first
+    size hangs is stuck before its first point whatever its timeout, so it gets a
+    short one; every other launch keeps the campaign's generous timeout."""
+    real_run = backend.run
+
+    def run(launch, workdir):
+        sizes = launch.bench_args[launch.bench_args.index("--sizes") + 1].split(",")
+        stuck = hang.get((launch.nodes, launch.ppn), set())
+        if stuck:
+            launch.bench_args = [*launch.bench_args, "--hang-at-size",
+                                 ",".join(map(str, sorted(stuck)))]
+            if int(sizes[0]) in stuck:
+                launch.timeout = 1.0
+        result = real_run(launch, workdir)
+        if stuck and int(sizes[0]) in stuck:
+            hung.append(result)
+        return result
+    monkeypatch.setattr(backend, "run", run)
+
+
+def test_hang_is_recorded_not_fatal(sim_backend, tmp_path, monkeypatch):
+    """A launch that hangs is killed at its timeout, its point recorded as 'timeout'
+    without a time, the launch resumed for the points after it, and the campaign goes
+    on with the next launch. After two consecutive launches finish no point, the
+    job's remaining points are recorded as not attempted instead of costing a
+    timeout each. The hangs are real (colltune-bench --hang-at-size), not slow runs."""
     prov = sim_backend.provider()
-    settings = _settings(timeout=3.0, min_reps=400, max_reps=400)
+    settings = _settings(timeout=120.0)
     sim_backend.settings = settings
-    slow = BenchSpec("alltoall", prov.lookup("alltoall", "basic_linear"), 8, 4, (8, 16, 32))
-    fine = BenchSpec("alltoall", prov.lookup("alltoall", "ring"), 2, 2, (8, 1024))
+    hung: list = []
+    _hang_at(sim_backend, monkeypatch, {(2, 2): {8}, (2, 1): {8, 16}}, hung)
+    once = BenchSpec("alltoall", prov.lookup("alltoall", "basic_linear"), 2, 2, (8, 16, 32))
+    twice = BenchSpec("alltoall", prov.lookup("alltoall", "pair"), 2, 1, (8, 16, 32))
+    fine = BenchSpec("alltoall", prov.lookup("alltoall", "ring"), 1, 2, (8, 1024))
     with Store(str(tmp_path / "s.sqlite")) as store:
-        summary = Campaign("t", sim_backend, store, settings, show_progress=False).run([slow, fine])
+        summary = Campaign("t", sim_backend, store, settings, show_progress=False).run(
+            [once, twice, fine])
         res = Results.from_store(store, "t")
+    assert len(hung) == 3 and all(r.timed_out and not r.records for r in hung)
+    assert all("blocks forever" in r.output_tail for r in hung), [r.output_tail for r in hung]
     st = {(r.algorithm, r.msg_size): r.status for r in res.points.itertuples()}
-    assert st == {("basic_linear", 8): "timeout", ("basic_linear", 16): "timeout",
-                  ("basic_linear", 32): "timeout", ("ring", 8): "ok", ("ring", 1024): "ok"}
-    assert summary.measured == {"timeout": 3, "ok": 2}
-    slow_pts = res.points[res.points["algorithm"] == "basic_linear"].set_index("msg_size")
-    assert slow_pts["ttc_median_s"].isna().all()
-    assert "timed out" in slow_pts.loc[8, "check_error"]
-    assert "timed out" in slow_pts.loc[16, "check_error"]
-    assert slow_pts.loc[32, "check_error"].startswith("not attempted: 2 consecutive launches")
-    assert list(res.runs["status"]).count("timeout") == 2      # not a third launch
+    assert st == {("basic_linear", 8): "timeout", ("basic_linear", 16): "ok",
+                  ("basic_linear", 32): "ok",
+                  ("pair", 8): "timeout", ("pair", 16): "timeout", ("pair", 32): "timeout",
+                  ("ring", 8): "ok", ("ring", 1024): "ok"}
+    assert summary.measured == {"timeout": 4, "ok": 4}
+    pts = res.points.set_index(["algorithm", "msg_size"])
+    for key in [("basic_linear", 8), ("pair", 8), ("pair", 16), ("pair", 32)]:
+        assert pd_isnull(pts.loc[key, "ttc_median_s"]), key
+    for key in [("basic_linear", 8), ("pair", 8), ("pair", 16)]:
+        assert "timed out" in pts.loc[key, "check_error"], key
+    assert pts.loc[("pair", 32), "check_error"].startswith("not attempted: 2 consecutive launches")
+    assert pts.loc[("basic_linear", 16), "ttc_median_s"] > 0       # resumed after the hang
+    runs = res.runs.set_index("algorithm")
+    assert list(runs.loc[["basic_linear"], "status"]) == ["timeout", "ok"]
+    assert list(runs.loc[["pair"], "status"]) == ["timeout", "timeout"]     # not a third launch
 
 
 def test_crash_loses_only_its_point(sim_backend, tmp_path):

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "colls.h"
@@ -59,6 +60,28 @@ static void write_header(const options_t *o, double max_offset)
     if (rank == 0) out_header(o, &h);
 }
 
+/* Test hook (--hang-at-size): does this point hang? */
+static int hangs_at(const options_t *o, long long size)
+{
+    for (int k = 0; k < o->nhang; k++)
+        if (o->hang_sizes[k] == size) return 1;
+    return 0;
+}
+
+/* Blocks forever in pause(): a real hang that neither the MPI library nor SimGrid
+ * can end (under SMPI every rank shares one process, so the whole simulation
+ * stops in real time; a deadlock inside MPI would be detected by SimGrid and end
+ * the run as a crash). The other ranks wait for rank 0 in the next message.
+ * Only a signal (the launcher's timeout) ends it. */
+static void hang_forever(long long size)
+{
+    fprintf(stderr, "colltune-bench: --hang-at-size: rank 0 blocks forever before the "
+                    "point of %lld bytes (test hook)\n", size);
+    fflush(stderr);
+    fflush(stdout);
+    for (;;) pause();
+}
+
 /* Runs every point of one communicator; returns the number of failed checks. */
 static int run_points(const options_t *o, MPI_Comm comm, int *points)
 {
@@ -89,6 +112,7 @@ static int run_points(const options_t *o, MPI_Comm comm, int *points)
             rec.bytes = (size_t)pt.count * dtype_size(o->dtype);
             rec.root = c->rooted ? o->root : -1;
             rec.valid = -1;
+            if (rank == 0 && pi == 0 && hangs_at(o, o->sizes[si])) hang_forever(o->sizes[si]);
 
             char msg[256] = "";
             if (o->check != CHECK_NONE) {

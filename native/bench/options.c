@@ -33,7 +33,9 @@ const char options_usage[] =
     "  --late-tolerance-us X   a repetition whose start is later than this is discarded\n"
     "                          (default: 0.01 under SMPI, 1 on real clocks; raise it when\n"
     "                          ranks oversubscribe the cores, or no repetition is ever valid)\n"
-    "  --label KEY=VALUE       copied into every record (repeatable)\n";
+    "  --label KEY=VALUE       copied into every record (repeatable)\n"
+    "  --hang-at-size LIST     test hook: at the first point of each of these sizes rank 0\n"
+    "                          blocks forever (a real hang, for timeout handling tests)\n";
 
 #define FAIL(...) do { snprintf(err, errlen, "colltune-bench: " __VA_ARGS__); return 2; } while (0)
 
@@ -213,6 +215,10 @@ int options_parse(int argc, char **argv, options_t *o, char *err, size_t errlen)
             o->json_path = val;
         } else if (!strcmp(name, "table")) {
             o->table_path = val;
+        } else if (!strcmp(name, "hang-at-size")) {
+            free(o->hang_sizes);
+            if (parse_list(val, (void **)&o->hang_sizes, sizeof *o->hang_sizes, &o->nhang, one_size))
+                FAIL("--hang-at-size: invalid value '%s' (comma-separated integers >= 0)", val);
         } else if (!strcmp(name, "label")) {
             const char *sep = strchr(val, '=');
             if (!sep || sep == val) FAIL("--label: invalid value '%s' (KEY=VALUE)", val);
@@ -272,6 +278,7 @@ void options_free(options_t *o)
     free(o->procs);
     free(o->delays_us);
     free(o->tcalc_us);
+    free(o->hang_sizes);
     for (int k = 0; k < o->nlabels; k++) free((void *)o->label_keys[k]);
     free(o->label_keys);
     free(o->label_vals);

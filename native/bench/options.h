@@ -27,6 +27,7 @@ typedef struct {
     const char *json_path;              /* NULL = stdout */
     const char *table_path;             /* NULL = none, "-" = stdout */
     const char **label_keys, **label_vals; int nlabels;
+    long long *hang_sizes; int nhang;   /* test hook: rank 0 blocks forever at these sizes */
     char *argv_joined;                  /* for the header record */
 } options_t;
 

@@ -148,7 +148,8 @@ def run_all(work):
     # option errors: exit 2 with a message naming the option
     for bad, word in ((["--coll", "nope"], "--coll"), (["--coll", "bcast", "--sizes", "1,x"], "--sizes"),
                       (["--coll", "bcast", "--sizes", "1", "--procs", "9"], "--procs"),
-                      (["--coll", "bcast", "--sizes", "1", "--scenario", "delayed"], "--delays-us")):
+                      (["--coll", "bcast", "--sizes", "1", "--scenario", "delayed"], "--delays-us"),
+                      (["--coll", "bcast", "--sizes", "1", "--hang-at-size", "-1"], "--hang-at-size")):
         rc, _, err = bench.run(4, bad)
         check(f"error {' '.join(bad)}", rc == 2 and word in err, f"rc={rc} {err[-300:]}")
 
