@@ -1,6 +1,7 @@
 /* Running an algorithm of the catalogue: blocking (ct_call), non-blocking
  * (ct_icall) and persistent (ct_call_init + ct_start), with the library's
  * collective as the fallback whenever the algorithm declines. */
+#include <stdio.h>
 #include "internal.h"
 
 int ct_library_call(ct_coll coll, const ct_args *a)
@@ -85,6 +86,26 @@ static int build(const ct_algorithm *alg, const ct_args *a, const int *p, ct_sch
     return rc;
 }
 
+/* An error of one of colltune's algorithms goes to the communicator's error
+ * handler, as the library's own would (MPI_ERRORS_ARE_FATAL aborts). */
+static void raise_error(MPI_Comm comm, int rc)
+{
+#ifdef COLLTUNE_SMPI
+    /* SMPI 3.32's MPI_Comm_call_errhandler segfaults whatever the handler:
+     * do what the predefined ones do */
+    MPI_Errhandler eh;
+    if (PMPI_Comm_get_errhandler(comm, &eh) == MPI_SUCCESS && eh == MPI_ERRORS_ARE_FATAL) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        PMPI_Error_string(rc, msg, &len);
+        fprintf(stderr, "colltune: error in a collective: %s\n", msg);
+        PMPI_Abort(comm, rc);
+    }
+#else
+    PMPI_Comm_call_errhandler(comm, rc);
+#endif
+}
+
 int ct_call(ct_coll coll, const char *name, const int *params, const ct_args *a,
             const char **ran)
 {
@@ -92,17 +113,24 @@ int ct_call(ct_coll coll, const char *name, const int *params, const ct_args *a,
     const ct_algorithm *alg = resolve(coll, name, params, p);
     if (ran) *ran = NULL;
     if (!alg) return MPI_ERR_ARG;
-    if (alg->supports(a) != NULL || (!alg->run && !alg->schedule)) {
+    if (ct_check_args(coll, a) || alg->supports(a) != NULL || (!alg->run && !alg->schedule)) {
         if (ran) *ran = "library";
         return ct_library_call(coll, a);
     }
     if (ran) *ran = alg->name;
-    if (alg->run) return alg->run(a, p);
-    ct_sched *s;
-    int rc = build(alg, a, p, &s);
-    if (rc == MPI_SUCCESS) rc = ct_sched_start(s);
-    if (rc == MPI_SUCCESS) rc = ct_sched_wait(s);
-    ct_sched_free(&s);
+    int rc;
+    if (alg->run) {
+        rc = alg->run(a, p);
+    } else {
+        ct_sched *s;
+        rc = build(alg, a, p, &s);
+        if (rc == MPI_SUCCESS) rc = ct_sched_start(s);
+        if (rc == MPI_SUCCESS) rc = ct_sched_wait(s);
+        ct_sched_free(&s);
+    }
+    /* as the library would: the communicator's error handler sees the error
+     * (MPI_ERRORS_ARE_FATAL aborts; MPI_ERRORS_RETURN gets the code back) */
+    if (rc != MPI_SUCCESS) raise_error(a->comm, rc);
     return rc;
 }
 
@@ -115,7 +143,7 @@ int ct_call_init(ct_coll coll, const char *name, const int *params, const ct_arg
                         .persistent = 1};
     if (ran) *ran = NULL;
     if (!alg) return MPI_ERR_ARG;
-    if (alg->supports(a) != NULL || !alg->schedule) {
+    if (ct_check_args(coll, a) || alg->supports(a) != NULL || !alg->schedule) {
         if (ran) *ran = "library";
         return MPI_SUCCESS;
     }

@@ -76,9 +76,12 @@ void ct_copy(void *dst, const void *src, MPI_Aint bytes)
     ct_charge_copy((size_t)bytes);
 }
 
+int ct_test_fault_reduce;
+
 int ct_reduce_local(const void *in, void *inout, int n, MPI_Datatype t, MPI_Op op)
 {
     if (n <= 0) return MPI_SUCCESS;
+    if (ct_test_fault_reduce) return MPI_ERR_OP;
     ct_charge_reduce((size_t)n * (size_t)ct_extent(t));
     return MPI_Reduce_local(in, inout, n, t, op);
 }

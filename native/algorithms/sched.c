@@ -28,7 +28,8 @@ struct ct_sched {
     int nmem, capmem;
     MPI_Request *req;           /* requests of the current round */
     int nreq, capreq, pending;
-    int round, active, rc;
+    int round, active, rc;      /* rc: first error, local or not */
+    int aborted;                /* a message could not be posted or completed: stop */
     int starting;               /* inside start_round: a child's start must not advance us */
 };
 
@@ -208,13 +209,20 @@ static void start_round(ct_sched *s, int r)
             rc = MPI_Irecv(o->out, o->count, o->dtype, o->peer, s->tag, s->comm, &s->req[s->nreq++]);
             break;
         case OP_REDUCE:
-            rc = ct_reduce_local(o->in, o->out, o->count, o->dtype, o->op);
+            /* A local error does not stop the schedule: every message of
+             * it still moves, so no peer waits for one that never comes and
+             * none is left unreceived; the error is returned at the end. */
+            if (s->rc == MPI_SUCCESS) s->rc = ct_reduce_local(o->in, o->out, o->count, o->dtype, o->op);
             break;
         case OP_COPY:
             ct_copy(o->out, o->in, o->bytes);
             break;
         case OP_CHILD:
             rc = ct_sched_start(o->child);
+            if (rc != MPI_SUCCESS && !o->child->err && !o->child->active && !o->child->aborted) {
+                if (s->rc == MPI_SUCCESS) s->rc = rc;    /* it ran through with a local error */
+                rc = MPI_SUCCESS;
+            }
             break;
         }
         if (rc == MPI_SUCCESS && (o->kind == OP_SEND || o->kind == OP_RECV)) s->pending++;
@@ -222,7 +230,7 @@ static void start_round(ct_sched *s, int r)
             s->req[s->nreq - 1] = MPI_REQUEST_NULL;
     }
     s->starting = 0;
-    if (rc != MPI_SUCCESS) { s->rc = rc; finish(s); }
+    if (rc != MPI_SUCCESS) { s->rc = rc; s->aborted = 1; finish(s); }
 }
 
 /* Round done: no request pending and every child of the round complete. */
@@ -233,6 +241,7 @@ static int round_done(ct_sched *s)
         if (s->ops[i].kind == OP_CHILD) {
             if (s->ops[i].child->active) return 0;
             if (s->ops[i].child->rc != MPI_SUCCESS && s->rc == MPI_SUCCESS) s->rc = s->ops[i].child->rc;
+            s->aborted |= s->ops[i].child->aborted;
         }
     return 1;
 }
@@ -245,7 +254,7 @@ static void advance_all(void)
         for (int i = 0; i < nact; i++) {
             ct_sched *s = act[i];
             if (!round_done(s)) continue;
-            if (s->rc != MPI_SUCCESS || s->round + 1 >= s->nrounds) finish(s);
+            if (s->aborted || s->round + 1 >= s->nrounds) finish(s);
             else start_round(s, s->round + 1);
             again = 1;
             break;
@@ -268,6 +277,7 @@ int ct_sched_start(ct_sched *s)
         !grow((void **)&act, &capact, nact + 1, sizeof(ct_sched *)))
         return MPI_ERR_NO_MEM;
     s->rc = MPI_SUCCESS;
+    s->aborted = 0;
     s->round = -1;
     s->nreq = s->pending = 0;
     s->active = 1;
@@ -357,6 +367,7 @@ static int progress(int block)
     }
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
         for (int i = 0; i < n; i++) if (owner[i]->rc == MPI_SUCCESS) owner[i]->rc = rc;
+        for (int i = 0; i < n; i++) owner[i]->aborted = 1;
         for (int i = 0; i < n; i++) if (owner[i]->active) finish(owner[i]);
         return 1;
     }
@@ -366,8 +377,10 @@ static int progress(int block)
         if (rc == MPI_ERR_IN_STATUS && all_st[k].MPI_ERROR == MPI_ERR_PENDING) continue;
         s->req[owner_idx[i]] = MPI_REQUEST_NULL;
         s->pending--;
-        if (rc == MPI_ERR_IN_STATUS && all_st[k].MPI_ERROR != MPI_SUCCESS && s->rc == MPI_SUCCESS)
-            s->rc = all_st[k].MPI_ERROR;
+        if (rc == MPI_ERR_IN_STATUS && all_st[k].MPI_ERROR != MPI_SUCCESS) {
+            if (s->rc == MPI_SUCCESS) s->rc = all_st[k].MPI_ERROR;
+            s->aborted = 1;
+        }
     }
     advance_all();
     return 1;
@@ -395,7 +408,10 @@ int ct_sched_wait_with(MPI_Request *extra, int nextra, int *which)
     ct_sched *s = owner[idx];
     s->req[owner_idx[idx]] = MPI_REQUEST_NULL;
     s->pending--;
-    if (rc != MPI_SUCCESS && s->rc == MPI_SUCCESS) s->rc = rc;
+    if (rc != MPI_SUCCESS) {
+        if (s->rc == MPI_SUCCESS) s->rc = rc;
+        s->aborted = 1;
+    }
     advance_all();
     return MPI_SUCCESS;
 }

@@ -189,8 +189,9 @@ static int flat_done(nb_op *o)
         return MPI_SUCCESS;
     o->pending = 0;
     int rc = ct_wait(&o->flat);       /* returns at once; releases the schedule */
+    if (rc != MPI_SUCCESS && !o->err) o->err = rc;   /* it ran through: a local error */
     update_ready(o);
-    return rc;
+    return MPI_SUCCESS;
 }
 int nb_complete_shm(nb_op *o, int idx);
 
@@ -233,6 +234,12 @@ int nb_start(nb_op *o)
     default:
         rc = nb_start_shm(o);
     }
+    if (rc != MPI_SUCCESS && (o->kind == NB_LIB_IBCAST || o->kind == NB_LIB_IREDUCE)) {
+        o->err = rc;                  /* the library refused at once: nothing in flight */
+        o->req[0] = MPI_REQUEST_NULL;
+        o->pending = 0;
+        rc = MPI_SUCCESS;
+    }
     update_ready(o);
     return rc;
 }
@@ -250,10 +257,11 @@ static int complete(nb_op *o, int idx)
     } else if (o->kind == NB_REDUCE) {
         int s = idx / o->nchild, c = idx % o->nchild, off = s * o->sub;
         int n = o->count - off < o->sub ? o->count - off : o->sub;
-        rc = ct_reduce_local(o->tmp + ((MPI_Aint)c * o->count + off) * o->ext,
-                             ct_at(o->buf, o->ext, off), n, o->dt, o->op);
+        int lrc = o->err ? o->err : ct_reduce_local(o->tmp + ((MPI_Aint)c * o->count + off) * o->ext,
+                                                    ct_at(o->buf, o->ext, off), n, o->dt, o->op);
+        if (lrc != MPI_SUCCESS) o->err = lrc;     /* the piece still goes up */
         o->got[s]++;
-        if (rc == MPI_SUCCESS) rc = reduce_send_ready(o);
+        rc = reduce_send_ready(o);
     } else if (o->kind == NB_SHM_BCAST || o->kind == NB_SHM_REDUCE) {
         rc = nb_complete_shm(o, idx);
     }
@@ -276,6 +284,16 @@ static int pump_shared(nb_op **ops, int n)
     return rc;
 }
 
+int nb_stuck(nb_op **ops, int n)
+{
+    int pending = 0, open = 0;
+    for (int i = 0; i < n; i++) {
+        pending += ops[i]->pending > 0;
+        open += !nb_idle(ops[i]);
+    }
+    return open && !pending ? MPI_ERR_INTERN : MPI_SUCCESS;
+}
+
 int nb_idle(const nb_op *o)
 {
     if (!o->ready || o->pending) return 0;
@@ -294,7 +312,7 @@ int nb_progress(nb_op **ops, int n, int block)
         total += ops[i]->pending > 0 ? ops[i]->nreq : 0;
         nflat += ops[i]->kind == NB_FLAT_ALLREDUCE && ops[i]->flat.sched && ops[i]->pending > 0;
     }
-    if (total == 0 && nflat == 0) return MPI_SUCCESS;
+    if (total == 0 && nflat == 0) return nb_stuck(ops, n);
     MPI_Request *all = malloc(sizeof(MPI_Request) * (size_t)total);
     int *owner = malloc(sizeof(int) * 2 * (size_t)total), *done = malloc(sizeof(int) * (size_t)total);
     int k = 0;
@@ -317,6 +335,11 @@ int nb_progress(nb_op **ops, int n, int block)
     } else if (block) {
         rc = MPI_Waitany(total, all, &done[0], MPI_STATUS_IGNORE);
         outcount = done[0] == MPI_UNDEFINED ? MPI_UNDEFINED : 1;
+        if (rc != MPI_SUCCESS && outcount == 1) {   /* that op failed; the others go on */
+            nb_op *o = ops[owner[2 * done[0]]];
+            if (!o->err) o->err = rc;
+            rc = MPI_SUCCESS;
+        }
     } else {
         rc = MPI_Testsome(total, all, &outcount, done, MPI_STATUSES_IGNORE);
     }

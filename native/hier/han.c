@@ -24,6 +24,7 @@ struct ct_han {
     char *acc;             /* accumulator / data: recvbuf, or (reduce, not the root) own */
     char *own;             /* reduce on a non-root rank: allocated accumulator */
     nb_op *live;           /* started ops with requests still open */
+    int err;               /* first local error of the call (ops', library steps') */
     int *up_busy;          /* per leader: sends in flight to it from this rank (all ib ops) */
 };
 
@@ -91,11 +92,15 @@ static int library_step(ct_han *h, ct_han_step s)
     MPI_Aint off = (MPI_Aint)s.seg * h->seg;
     int n = seg_count(h, s.seg), root = h->h->lrank == h->lroot;
     char *r = ct_at(h->acc, h->ext, off);
-    if (s.sub == CT_HAN_SB) return PMPI_Bcast(r, n, h->a.dtype, h->lroot, h->h->node);
     const void *in = h->a.sendbuf == MPI_IN_PLACE ? r : ct_at(h->a.sendbuf, h->ext, off);
-    if (root) return PMPI_Reduce(h->a.sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : in, r, n,
-                                 h->a.dtype, h->a.op, h->lroot, h->h->node);
-    return PMPI_Reduce(in, NULL, n, h->a.dtype, h->a.op, h->lroot, h->h->node);
+    int rc = s.sub == CT_HAN_SB ? PMPI_Bcast(r, n, h->a.dtype, h->lroot, h->h->node)
+           : root ? PMPI_Reduce(h->a.sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : in, r, n,
+                                h->a.dtype, h->a.op, h->lroot, h->h->node)
+                  : PMPI_Reduce(in, NULL, n, h->a.dtype, h->a.op, h->lroot, h->h->node);
+    /* the library returned on the node's ranks: a local error, the pipeline
+     * goes on so the other nodes' leaders are not left waiting */
+    if (rc != MPI_SUCCESS && !h->err) h->err = rc;
+    return MPI_SUCCESS;
 }
 
 /* The communicator and tag of a step's op: below CT_HAN_TAG_ALT, which the
@@ -169,11 +174,17 @@ static int progress_until_ready(ct_han *h, nb_op **mine, int n)
 }
 
 /* Drops (frees) live ops whose requests are all complete. */
+static void drop(ct_han *h, nb_op *o)
+{
+    if (o->err && !h->err) h->err = o->err;
+    nb_free(o);
+}
+
 static void reap(ct_han *h)
 {
     for (nb_op **pp = &h->live; *pp;) {
         nb_op *o = *pp;
-        if (nb_idle(o)) { *pp = o->next; nb_free(o); }
+        if (nb_idle(o)) { *pp = o->next; drop(h, o); }
         else pp = &o->next;
     }
 }
@@ -242,7 +253,8 @@ int ct_han_end(ct_han *h)
         for (nb_op *o = h->live; o; o = o->next) open += !nb_idle(o);
         if (!open) break;
     }
-    while (h->live) { nb_op *o = h->live; h->live = o->next; nb_free(o); }
+    while (h->live) { nb_op *o = h->live; h->live = o->next; drop(h, o); }
+    if (rc == MPI_SUCCESS) rc = h->err;
     free(h->own);
     free(h->up_busy);
     free(h);

@@ -60,6 +60,9 @@ typedef struct nb_op {
     int *got;                /* reduce: children reduced per piece */
     int next_send, pending;  /* reduce: next piece to send up; open requests */
     int ready;               /* locally complete: data in place, buffer reusable */
+    int err;                 /* first local error (a failed reduction, the library's op):
+                                the op still sends and receives everything it would, so
+                                no peer is left waiting; returned when the call ends */
     char *shm;               /* shm ops: the node's shared segment */
     int phase;               /* shm ops: protocol phase */
     MPI_Aint slot;           /* shm ops: bytes of one region (a full segment) */
@@ -72,6 +75,9 @@ void nb_shape(int alg, int n, ct_tree_kind *kind, int *radix);
 int nb_start(nb_op *o);                 /* posts the first requests */
 int nb_progress(nb_op **ops, int n, int block);  /* waits for >= 1 completion if block */
 int nb_idle(const nb_op *o);            /* ready and nothing left to send or wait for */
+/* MPI_ERR_INTERN when nothing of ops[0..n) is pending yet one is not idle:
+ * it can never complete, and waiting for it would spin forever */
+int nb_stuck(nb_op **ops, int n);
 void nb_free(nb_op *o);
 
 #endif

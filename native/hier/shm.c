@@ -74,12 +74,13 @@ static int reduce_slice(nb_op *o)
     int lo = ct_block_start(o->count, o->size, o->rank);
     int n = ct_block_start(o->count, o->size, o->rank + 1) - lo, rc = MPI_SUCCESS;
     fence();
-    for (int r = 0; r < o->size && rc == MPI_SUCCESS; r++)
+    for (int r = 0; r < o->size && rc == MPI_SUCCESS && !o->err; r++)
         if (r != o->root)
             rc = ct_reduce_local(ct_at(region(o, r), o->ext, lo), ct_at(region(o, o->root), o->ext, lo),
                                  n, o->dt, o->op);
     fence();
-    return rc;
+    if (rc != MPI_SUCCESS) o->err = rc;   /* a local error: the protocol goes on */
+    return MPI_SUCCESS;
 }
 
 int nb_start_shm(nb_op *o)

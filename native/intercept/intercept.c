@@ -114,18 +114,21 @@ typedef struct { int coll, size, rule, from; long long bytes; const char *ran; }
 static seen_t seen[MAX_SEEN];
 static int nseen;
 
+/* bytes < 0: the call went to the library before any lookup, for the reason
+ * `why` (or an intercommunicator / derived datatype when why is NULL) */
 static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_rule *r, int from,
-                 const char *ran)
+                 const char *ran, const char *why)
 {
-    seen_t s = {coll, ci ? ci->size : -1, r ? r->line : 0, from, bytes, ran};
-    char choice[256], origin[64];
+    seen_t s = {coll, ci ? ci->size : -1, r ? r->line : 0, from, bytes, why ? why : ran};
+    char choice[256], origin[96];
     LOCK();
     for (int i = 0; i < nseen; i++)
         if (!memcmp(&seen[i], &s, sizeof s)) { UNLOCK(); return; }
     if (nseen < MAX_SEEN) seen[nseen++] = s;
     UNLOCK();
     ct_rule_format(r, choice, sizeof choice);
-    if (bytes < 0) snprintf(origin, sizeof origin, "intercommunicator or derived datatype");
+    if (why) snprintf(origin, sizeof origin, "invalid arguments (%s)", why);
+    else if (bytes < 0) snprintf(origin, sizeof origin, "intercommunicator or derived datatype");
     else if (!r) snprintf(origin, sizeof origin, "no rule");
     else if (from == FROM_FORCE) snprintf(origin, sizeof origin, "COLLTUNE_FORCE");
     else snprintf(origin, sizeof origin, "rules line %d", r->line);
@@ -193,15 +196,25 @@ static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info
     inside++;
     rc = ct_call(coll, r->alg->name, r->params, a, &ran);
     inside--;
-    if (LOGGING) note(coll, ci, bytes, r, from, ran ? ran : "error");
+    if (LOGGING) note(coll, ci, bytes, r, from, ran ? ran : "error", NULL);
     return rc;
 }
 
 #define LIBRARY(coll, call)                                                   \
     do {                                                                      \
-        if (LOGGING) note(coll, ci, bytes, r, from, "library");               \
+        if (LOGGING) note(coll, ci, bytes, r, from, "library", NULL);         \
         return call;                                                          \
     } while (0)
+
+/* Arguments the library must see (ct_check_args: it reports them as errors
+ * before communicating, colltune's algorithms would fail half-way): checked
+ * before anything collective such as the first call's topology query, since
+ * an erroneous call may be made by some ranks only. */
+static int to_library(ct_coll coll, const char *why)
+{
+    if (why && LOGGING) note(coll, NULL, -1, NULL, FROM_RULES, "library", why);
+    return why != NULL;
+}
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
@@ -209,9 +222,10 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
     long long bytes;
     int from = FROM_RULES;
     if (!active[CT_BCAST] || inside) return PMPI_Bcast(buf, count, dt, root, comm);
+    ct_args a = {NULL, buf, count, dt, MPI_OP_NULL, root, comm};
+    if (to_library(CT_BCAST, ct_check_args(CT_BCAST, &a))) return PMPI_Bcast(buf, count, dt, root, comm);
     const ct_rule *r = choose(CT_BCAST, comm, count, dt, &ci, &bytes, &from);
     if (!r || !r->alg) LIBRARY(CT_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
-    ct_args a = {NULL, buf, count, dt, MPI_OP_NULL, root, comm};
     return run(CT_BCAST, r, &a, ci, bytes, from);
 }
 
@@ -222,9 +236,10 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op 
     long long bytes;
     int from = FROM_RULES;
     if (!active[CT_REDUCE] || inside) return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
+    ct_args a = {sbuf, rbuf, count, dt, op, root, comm};
+    if (to_library(CT_REDUCE, ct_check_args(CT_REDUCE, &a))) return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
     const ct_rule *r = choose(CT_REDUCE, comm, count, dt, &ci, &bytes, &from);
     if (!r || !r->alg) LIBRARY(CT_REDUCE, PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm));
-    ct_args a = {sbuf, rbuf, count, dt, op, root, comm};
     return run(CT_REDUCE, r, &a, ci, bytes, from);
 }
 
@@ -235,9 +250,10 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
     long long bytes;
     int from = FROM_RULES;
     if (!active[CT_ALLREDUCE] || inside) return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
+    ct_args a = {sbuf, rbuf, count, dt, op, 0, comm};
+    if (to_library(CT_ALLREDUCE, ct_check_args(CT_ALLREDUCE, &a))) return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
     const ct_rule *r = choose(CT_ALLREDUCE, comm, count, dt, &ci, &bytes, &from);
     if (!r || !r->alg) LIBRARY(CT_ALLREDUCE, PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm));
-    ct_args a = {sbuf, rbuf, count, dt, op, 0, comm};
     return run(CT_ALLREDUCE, r, &a, ci, bytes, from);
 }
 
@@ -251,6 +267,18 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     long long bytes;
     int from = FROM_RULES;
     if (!active[CT_ALLGATHER] || inside)
+        return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+    /* the send side must carry what the receive side expects (else the
+     * library reports it); then the receive side's checks cover both */
+    ct_args chk = {sbuf, rbuf, rcount, rtype, MPI_OP_NULL, 0, comm};
+    int ssize = 0, rsize = 0;
+    const char *why = ct_check_args(CT_ALLGATHER, &chk);
+    if (!why && sbuf != MPI_IN_PLACE
+        && (scount < 0 || stype == MPI_DATATYPE_NULL || PMPI_Type_size(stype, &ssize) != MPI_SUCCESS
+            || PMPI_Type_size(rtype, &rsize) != MPI_SUCCESS
+            || (long long)scount * ssize != (long long)rcount * rsize))
+        why = "send side differs from the receive side";
+    if (to_library(CT_ALLGATHER, why))
         return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
     const ct_rule *r = choose(CT_ALLGATHER, comm, rcount, rtype, &ci, &bytes, &from);
     if (!r || !r->alg)
@@ -375,6 +403,7 @@ static void setup(void)
         return;                                     /* stays inactive: pure pass-through */
     for (int c = 0; c < CT_NCOLLS; c++)
         active[c] = sources[FROM_RULES].count[c] > 0 || sources[FROM_FORCE].count[c] > 0;
+    ct_validity_init();                             /* before any thread can call */
     if (verbose)
         fprintf(stderr, "colltune: interposer active: rules %s (%d rules), COLLTUNE_FORCE %s\n",
                 rules_path ? rules_path : "none", sources[FROM_RULES].n,

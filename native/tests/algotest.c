@@ -20,6 +20,10 @@
  *             before, a send after the calls): one ct_test, then ct_wait
  *             in reverse order.
  * Declined cases run the library fallback and are checked the same way.
+ * -F (fault injection, blocking mode): before each case, the same call runs
+ * once with every local reduction of the communicator's last rank failing
+ * (ct_test_fault_reduce); every rank must return, and the case that follows
+ * must still be right: nothing of the failed call may be left in flight.
  * Output: one FAIL line per failed case, then "N passed, M failed". */
 #include <limits.h>
 #include <stdio.h>
@@ -40,7 +44,8 @@ static const char *const mode_name[NMODES] = {"blocking", "nb"};
 static int modes[NMODES] = {1, 1};
 
 static int counts[MAXCOUNTS] = {0, 1, 2, 7, 100, 1031}, ncounts = 6, maxcount = 1031;
-static int all_roots = 1, probes = 1, wrank, wsize;
+static int all_roots = 1, probes = 1, wrank, wsize, fault_mode;
+static long faults_run, faults_reported;   /* failing rank: calls, error codes returned */
 static const char *base_values;   /* -b name=v,...: replaces the defaults */
 
 /* The value -b gives parameter `name`, else def. */
@@ -287,6 +292,16 @@ static void run_block(const ct_algorithm *alg, const int *params, MPI_Comm comm,
     for (int i = 0; i < n * NMODES; i++) bad[i] = INT_MAX;
     for (int i = 0; i < n && comm != MPI_COMM_NULL && modes[M_BLOCKING]; i++) {
         slot sl = {.sbuf = sbuf, .rbuf = rbuf};
+        if (fault_mode) {
+            int r;
+            MPI_Comm_rank(comm, &r);
+            prepare(alg->coll, &cases[i], comm, &sl);
+            ct_test_fault_reduce = r == k - 1;
+            sl.rc = ct_call(alg->coll, alg->name, params, &sl.a, &sl.ran);
+            ct_test_fault_reduce = 0;
+            faults_run += r == k - 1;
+            faults_reported += r == k - 1 && sl.rc != MPI_SUCCESS;
+        }
         prepare(alg->coll, &cases[i], comm, &sl);
         sl.rc = ct_call(alg->coll, alg->name, params, &sl.a, &sl.ran);
         if (check(alg->coll, &cases[i], comm, &sl)) bad[i] = wrank;
@@ -426,6 +441,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-a") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) timing = atol(argv[++i]);
         else if (!strcmp(argv[i], "-d")) probes = 0;
+        else if (!strcmp(argv[i], "-F")) fault_mode = 1;
         else if (!strcmp(argv[i], "-b") && i + 1 < argc) base_values = argv[++i];
         else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
             const char *m = argv[++i];
@@ -435,7 +451,7 @@ int main(int argc, char **argv)
         else {
             if (wrank == 0) fprintf(stderr, "usage: algotest [-l] [-s MAXSUB] [-r all|few] "
                                             "[-c C1,C2,..] [-a coll[/name]] [-d] [-m blocking|nb|both] "
-                                            "[-t BYTES] [-b NAME=V,..]\n");
+                                            "[-t BYTES] [-b NAME=V,..] [-F]\n");
             MPI_Finalize();   /* every rank parses the same arguments */
             return 2;
         }
@@ -473,6 +489,7 @@ int main(int argc, char **argv)
         int k = ci <= nsub ? ci : wsize;
         if (ci <= nsub) MPI_Comm_split(MPI_COMM_WORLD, wrank < k ? 0 : MPI_UNDEFINED, wrank, &comm);
         if (comm != MPI_COMM_NULL) extend_expect(k);
+        if (comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);   /* -F */
         for (int ai = 0; ai < ct_count(); ai++) {
             const ct_algorithm *alg = ct_get(ai);
             char full[128];
@@ -492,8 +509,13 @@ int main(int argc, char **argv)
         }
         if (comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
     }
+    long f[2] = {faults_run, faults_reported}, fsum[2];
+    MPI_Reduce(f, fsum, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    faults_run = fsum[0], faults_reported = fsum[1];
     if (wrank == 0) {
         printf("library fallback ran in %ld cases (declined by the algorithm)\n", declined);
+        if (fault_mode) printf("injected faults: %ld calls, error returned on the failing rank in %ld\n",
+                               faults_run, faults_reported);
         printf("%ld passed, %ld failed\n", passed, failed);
     }
     free(sbuf); free(rbuf); free(cases); free(bad);

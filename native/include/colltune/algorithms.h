@@ -79,6 +79,23 @@ const ct_algorithm *ct_find(ct_coll coll, const char *name);
 int ct_call(ct_coll coll, const char *name, const int *params, const ct_args *a,
             const char **ran);
 int ct_library_call(ct_coll coll, const ct_args *a);   /* PMPI_<coll> */
+
+/* Why these arguments go to the library rather than to any of colltune's
+ * algorithms, or NULL when colltune may run them (validity.c): anything the
+ * library reports as an error (negative count, null handle, invalid root, an
+ * op not defined on the datatype, null or overlapping buffers) so that it
+ * reports it exactly as without colltune, before any message moves. The
+ * per-rank checks (buffers) only differ between ranks in erroneous calls.
+ * ct_call and ct_call_init apply it before an algorithm's supports(). */
+const char *ct_check_args(ct_coll coll, const ct_args *a);
+/* op is a reduction defined on t by the MPI standard (user ops: any t). */
+int ct_op_accepts(MPI_Op op, MPI_Datatype t);
+void ct_validity_init(void);   /* optional: ct_check_args calls it lazily */
+
+/* Test hook (algotest -F): while non-zero, every local reduction of this
+ * process fails with MPI_ERR_OP, so the tests can show that a failure inside
+ * a running algorithm neither hangs its peers nor leaves a message behind. */
+extern int ct_test_fault_reduce;
 int ct_library_icall(ct_coll coll, const ct_args *a, MPI_Request *req);  /* PMPI_I<coll> */
 
 /* Non-blocking and persistent calls. A ct_request is owned by the caller;
