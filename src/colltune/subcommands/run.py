@@ -9,7 +9,10 @@ the library's mpicc. A ready executable runs as is: on the local backend
 libcolltune.so (built against the same MPI) is preloaded into the ranks; on
 the sim backend it must already be linked with libcolltune.a (`--link-flags`
 prints how). The rules file is checked against the catalogue before launch.
-docs/interposer.md.
+SIGTERM / SIGINT / SIGHUP sent to colltune are passed on to the whole job (launcher
+and every rank), which is SIGKILLed if still there after a grace period, and
+reaped; colltune then exits with 128 + the signal number. The SMPI hostfile goes
+to a temporary folder, removed afterwards. docs/interposer.md.
 """
 from __future__ import annotations
 
@@ -17,11 +20,13 @@ import hashlib
 import math
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from ..proc import run_group
+from ..proc import Interrupted, run_group
 
 
 def add_parser(sub) -> None:
@@ -101,7 +106,7 @@ def _check_rules(impl, settings, path: str) -> None:
     read_rules(path, catalogue_index(catalogue(impl, settings.cache_dir)))
 
 
-def _sim(args, settings, env: dict, program: list[str]) -> tuple[list[str], dict]:
+def _sim(args, settings, env: dict, program: list[str], scratch: str) -> tuple[list[str], dict]:
     from .. import mpi, platforms
     from ..backends.sim import QUIET_LOGS
     from ..errors import BackendError, ConfigError
@@ -123,15 +128,14 @@ def _sim(args, settings, env: dict, program: list[str]) -> tuple[list[str], dict
     except platforms.PlatformError as exc:
         raise BackendError(str(exc)) from None
     nodes, ppn, ranks = _layout(args, plat.cores_per_node, plat.nodes)
-    os.makedirs(settings.output_dir, exist_ok=True)
-    hostfile = plat.write_hostfile(nodes, ppn, os.path.join(settings.output_dir, "run.hostfile"))
+    hostfile = plat.write_hostfile(nodes, ppn, os.path.join(scratch, "hostfile"))
     cmd = [impl.launcher, "-np", str(ranks), "-platform", plat.xml_path, "-hostfile", hostfile,
            *plat.smpirun_cfg_args(), *QUIET_LOGS, "--log=smpi_colls.thres:warning", app,
            *program[1:]]
     return cmd, {**impl.run_env(), **env}
 
 
-def _local(args, settings, env: dict, program: list[str]) -> tuple[list[str], dict]:
+def _local(args, settings, env: dict, program: list[str], scratch: str) -> tuple[list[str], dict]:
     from .. import mpi
     from ..backends.local import oversubscribe_args
     from ..errors import BackendError, ConfigError
@@ -203,13 +207,20 @@ def run(args, cli) -> int:
         if args.rules or args.force:
             raise ConfigError("--tune-first writes the rules itself: drop --rules / --force")
         env["COLLTUNE_RULES"] = os.path.abspath(_tune_first(args, cli, settings))
-    cmd, full_env = runner(args, settings, env, program)
-    if not args.quiet:
-        print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-              + " " + shlex.join(cmd), file=sys.stderr, flush=True)
-    timeout = settings.timeout if settings.source_of("timeout") != "default" else None
+    scratch = tempfile.mkdtemp(prefix="colltune-run-")     # the SMPI hostfile
     try:
-        return run_group(cmd, timeout, env=full_env).returncode
-    except subprocess.TimeoutExpired:
-        print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)
-        return 124
+        cmd, full_env = runner(args, settings, env, program, scratch)
+        if not args.quiet:
+            print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+                  + " " + shlex.join(cmd), file=sys.stderr, flush=True)
+        timeout = settings.timeout if settings.source_of("timeout") != "default" else None
+        try:
+            return run_group(cmd, timeout, forward_signals=True, env=full_env).returncode
+        except subprocess.TimeoutExpired:
+            print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)
+            return 124
+        except Interrupted as exc:
+            print(f"colltune run: {exc} (exit status {exc.status})", file=sys.stderr)
+            return exc.status
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
