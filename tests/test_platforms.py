@@ -356,7 +356,7 @@ def test_bcast_runs_on_non_power_of_two_layout(name, nodes, ppn, programs, tmp_p
 
 
 def test_per_message_overhead_removes_the_flat_tree_artifact(programs, tmp_path):
-    """EVALUATION.md: without smpi/ois a flat-tree bcast looks faster than any tree."""
+    """docs/platforms.md: without smpi/ois a flat-tree bcast looks faster than any tree."""
     p = platforms.load("fattree64x12")
     nodes, ppn = 24, 12  # 288 ranks over 2 leaves
     hf = Path(p.write_hostfile(nodes, ppn, tmp_path / "hostfile"))

@@ -1,5 +1,7 @@
 /* Charging of CPU work that SimGrid SMPI does not simulate by itself: reduction
- * arithmetic and memory copies (FACTS.md). Under SMPI (COLLTUNE_SMPI) each call
+ * arithmetic and memory copies (SimGrid's documentation, "Simulating
+ * computation": only code between MPI calls is timed, and not at all with
+ * smpi/simulate-computation:no). Under SMPI (COLLTUNE_SMPI) each call
  * advances the rank's simulated clock by bytes / rate through
  * smpi_execute_flops (which charges even with smpi/simulate-computation:no).
  * Rates in bytes/s come from COLLTUNE_REDUCE_RATE / COLLTUNE_COPY_RATE; the

@@ -1,7 +1,7 @@
 /* Shared-memory intra-node module (smod = SHM): one MPI_Win_allocate_shared
  * segment per node, synchronised by zero-byte messages (a simulated rank must
  * never spin on a flag: SMPI schedules ranks cooperatively). Under SMPI,
- * MPI_Win_shared_query(r) returns the segment start for every r (FACTS.md),
+ * MPI_Win_shared_query(r) returns the segment start for every r (a 4-rank test),
  * so only node-local rank 0 allocates and everyone queries rank 0: correct on
  * SMPI and on real libraries alike. Copies and reductions are charged.
  *   sb: root copies the segment into the slot, notifies; each rank copies it

@@ -1,4 +1,4 @@
-"""Scoring a decision table against measured ground truth (EVALUATION.md metrics).
+"""Scoring a decision table against measured ground truth (the metrics of docs/active.md).
 
 Average slowdown on a test set: mean over points of T(algorithm the table selects)
 / T(best algorithm), both measured. Also the share of points where the table picks
