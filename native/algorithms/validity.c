@@ -133,32 +133,34 @@ static int overlap(const void *p, MPI_Aint n, const void *q, MPI_Aint m)
     return n > 0 && m > 0 && a < b + (uintptr_t)m && b < a + (uintptr_t)n;
 }
 
+/* Cheapest checks first: a decided call pays for this on every call, so the
+ * MPI queries are made only where a check needs them. */
 const char *ct_check_args(ct_coll coll, const ct_args *a)
 {
-    int size, rank, tsize;
+    int size = 0, rank = 0, tsize = 0;
     MPI_Aint lb, ext;
     if (a->comm == MPI_COMM_NULL) return "null communicator";
     if (a->count < 0) return "negative count";
     if (a->dtype == MPI_DATATYPE_NULL) return "null datatype";
-    if (PMPI_Type_size(a->dtype, &tsize) != MPI_SUCCESS || PMPI_Type_get_extent(a->dtype, &lb, &ext)
-        != MPI_SUCCESS)
-        return "datatype not usable";
-    if (tsize == 0 && a->count > 0) return "datatype of size 0";
     if ((coll == CT_REDUCE || coll == CT_ALLREDUCE) && !ct_op_accepts(a->op, a->dtype))
         return "operation not defined on this datatype";
-    PMPI_Comm_size(a->comm, &size);
-    PMPI_Comm_rank(a->comm, &rank);
-    if ((coll == CT_BCAST || coll == CT_REDUCE) && (a->root < 0 || a->root >= size))
-        return "invalid root";
+    if (coll == CT_BCAST || coll == CT_REDUCE || coll == CT_ALLGATHER) {
+        PMPI_Comm_size(a->comm, &size);
+        if (coll != CT_ALLGATHER && (a->root < 0 || a->root >= size)) return "invalid root";
+    }
     if (a->count == 0) return NULL;
+    if (PMPI_Type_size(a->dtype, &tsize) != MPI_SUCCESS || tsize == 0) return "datatype of size 0";
     /* rank-local checks: only an erroneous call differs between ranks here,
      * and the library treats it the same way (error before communicating) */
-    MPI_Aint bytes = (MPI_Aint)a->count * ext;
+    if (coll == CT_BCAST) return a->recvbuf == NULL ? "null buffer" : NULL;
+    if (coll == CT_REDUCE) PMPI_Comm_rank(a->comm, &rank);
     int recv_here = coll != CT_REDUCE || rank == a->root;
-    int send_here = coll != CT_BCAST && a->sendbuf != MPI_IN_PLACE;
+    int send_here = a->sendbuf != MPI_IN_PLACE;
     if ((recv_here && a->recvbuf == NULL) || (send_here && a->sendbuf == NULL)) return "null buffer";
-    if (send_here && recv_here)
-        if (overlap(a->sendbuf, bytes, a->recvbuf, coll == CT_ALLGATHER ? bytes * size : bytes))
-            return "send and receive buffers overlap";
+    if (!send_here || !recv_here) return NULL;
+    PMPI_Type_get_extent(a->dtype, &lb, &ext);
+    MPI_Aint bytes = (MPI_Aint)a->count * ext;
+    if (overlap(a->sendbuf, bytes, a->recvbuf, coll == CT_ALLGATHER ? bytes * size : bytes))
+        return "send and receive buffers overlap";
     return NULL;
 }
