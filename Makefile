@@ -14,7 +14,7 @@ demo: setup
 	$(COLLTUNE) demo
 
 test: setup
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=25
 
 clean:
 	rm -rf build .colltune-cache results
