@@ -105,6 +105,13 @@ BAD = [
     ("colltune-rules 1\nbcast ppn=2 ppn=3 -> linear\n", 2, "key 'ppn' given twice"),
     ("colltune-rules 1\nbcast bytes=1..x -> linear\n", 2, "bytes: 'x' is not a non-negative integer (range '1..x')"),
     ("colltune-rules 1\nbcast bytes=-5 -> linear\n", 2, "bytes: '-5' is not a non-negative integer"),
+    # beyond what the interposer's 64-bit parser takes: both refuse it the same way
+    ("colltune-rules 1\nbcast bytes=18446744073709551615 -> linear\n", 2,
+     "bytes: '18446744073709551615' is not a non-negative integer"),
+    ("colltune-rules 1\nbcast bytes=1..99999999999999999999 -> linear\n", 2,
+     "bytes: '99999999999999999999' is not a non-negative integer"),
+    ("colltune-rules 1\nbcast bytes=17179869184g -> linear\n", 2,
+     "bytes: '17179869184g' is not a non-negative integer"),
     ("colltune-rules 1\nbcast bytes=9..3 -> linear\n", 2, "bytes: empty range '9..3' (start above end)"),
     ("colltune-rules 1\nbcast bytes=.. -> linear\n", 2, "bytes: empty range '..'"),
     ("colltune-rules 1\nbcast nodes=0 -> linear\n", 2, "nodes: range '0' must not go below 1"),

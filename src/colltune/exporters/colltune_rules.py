@@ -51,11 +51,19 @@ class RulesLine:
                    for k, (lo, hi) in self.ranges.items())
 
 
+# the C parser's limits (native/intercept/rules.c parse_u64): the digits at most
+# 18446744073709551609, the value with its suffix at most 2**64 - 1
+_DIGITS_MAX = (2**64 - 1 - 9) // 10 * 10 + 9
+_VALUE_MAX = 2**64 - 1
+
+
 def parse_number(text: str) -> int | None:
     m = _NUM.match(text)
     if not m:
         return None
-    return int(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1)
+    digits = int(m.group(1))
+    value = digits * _SUFFIX.get(m.group(2).lower(), 1)
+    return value if digits <= _DIGITS_MAX and value <= _VALUE_MAX else None
 
 
 def _range(where: str, key: str, text: str, floor: int) -> tuple[int, int | None]:
