@@ -26,6 +26,7 @@ import pytest
 from conftest import CACHE, REPO
 
 from colltune import mpi, platforms
+from colltune.proc import run_group
 from colltune.providers.colltune import libcolltune, link_args, preload_args
 from colltune.subcommands.run import compile_app
 from pathlib import Path
@@ -49,6 +50,12 @@ LIBRARY_FAILS = {
     "openmpi": {"bcast_null_buf", "allreduce_null_buf"},                           # segfault
     "smpi": {"reduce_alias_root"},                   # the root alone: SMPI reports a deadlock
 }
+
+
+def launch(cmd, timeout, **kw):
+    """Run a job in its own session: a hang kills every process of it (smpirun
+    leaves its simulator running when only smpirun is killed)."""
+    return run_group(cmd, timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 class Launcher:
@@ -75,8 +82,7 @@ class Launcher:
         env = {**self.impl.run_env(), "COLLTUNE_VNODE_SIZE": "1"}   # real MPI: one node per rank
         if mode != "none":
             env["COLLTUNE_RULES"] = str(self.tmp / f"{mode}.rules")
-        return subprocess.run(self.argv(n, mode) + args, capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=self.tmp)
+        return launch(self.argv(n, mode) + args, timeout, env=env, cwd=self.tmp)
 
 
 @pytest.fixture(scope="module", params=["smpi", "openmpi", "mpich"])
@@ -155,7 +161,7 @@ def test_fault_inside_algorithms_smpi(tmp_path):
         cmd = ["smpirun", "-np", "9", "-platform", plat.xml_path, "-hostfile", hosts,
                *plat.smpirun_cfg_args(), "--log=root.thres:critical", str(exe),
                *FAULT_ARGS, "-s", "9", "-a", coll]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        r = launch(cmd, 300, cwd=tmp_path)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         run, reported = fault_summary(r.stdout)
         # the failing rank saw its error in many calls (not in those where it
@@ -170,7 +176,7 @@ def test_fault_inside_algorithms_real(name, tmp_path):
     env = {**impl.run_env(), "COLLTUNE_VNODE_SIZE": "1"}
     for coll in ("reduce", "allreduce"):
         cmd = [impl.launcher, "-n", "2", str(exe), *FAULT_ARGS, "-s", "2", "-a", coll]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        r = launch(cmd, 300, env=env)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         run, reported = fault_summary(r.stdout)
         assert run > 100 and reported > run // 10, (coll, run, reported)

@@ -22,6 +22,7 @@ from pathlib import Path
 from conftest import CACHE
 
 from colltune import mpi, platforms
+from test_error_paths import launch
 from test_algorithms_smpi import NATIVE
 
 COUNTS = "0,1,7,1031"
@@ -57,7 +58,7 @@ def test_type_matrix_smpi(tmp_path):
     hosts = plat.write_hostfile(3, 2, tmp_path / "hosts")
     cmd = ["smpirun", "-np", "6", "-platform", plat.xml_path, "-hostfile", hosts, *plat.smpirun_cfg_args(),
            "--log=root.thres:critical", str(exe), "-s", "3", "-c", COUNTS]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    r = launch(cmd, 600, cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     check(r.stdout)
 
@@ -68,7 +69,6 @@ def test_type_matrix_real(name, vnode, tmp_path):
     impl = mpi.find(name)
     exe = build(impl.cc, name)
     env = {**impl.run_env(), "COLLTUNE_VNODE_SIZE": vnode}
-    r = subprocess.run([impl.launcher, "-n", "2", str(exe), "-c", COUNTS], capture_output=True, text=True,
-                       timeout=300, env=env)
+    r = launch([impl.launcher, "-n", "2", str(exe), "-c", COUNTS], 300, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     check(r.stdout)
