@@ -94,6 +94,9 @@ def test_srun_steps_run_the_bench_with_each_library(slurm_cluster, env, tmp_path
 
 
 def test_tune_campaign_through_slurm_stores_results_and_table(slurm_cluster, env, tmp_path):
+    # the emulated nodes share this host's 2 cores with whatever else runs: a start
+    # late by a scheduler time slice is noise here, not a failure of what is tested
+    env = {**env, "COLLTUNE_LATE_TOLERANCE_US": "20000"}
     table = tmp_path / "t.json"
     tune = ("tune", "--backend", "slurm", "--mpi", "mpich", "--collectives", "allreduce",
             "--algorithms", "recursive_doubling,ring", "--baselines", "default",

@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     # real MPI with more ranks than cores: descheduled ranks start late by up
     # to a scheduler time slice (ms); a tighter tolerance discards every rep
     "oversubscribed_late_tolerance_us": 20000.0,
+    # a repetition whose start is later than this is discarded; 0 = the clock's own
+    # (1 us on real MPI): a larger value for hosts shared with other jobs
+    "late_tolerance_us": 0.0,
     "check": "first",
     "check_memory_mb": 2048.0,
     "cache_dir": ".colltune-cache",
@@ -151,7 +154,7 @@ def load(cli: Mapping[str, Any] | None = None,
         if v is not None and key in DEFAULTS:
             values[key], sources[key] = v, "command line"
 
-    for key in ("timeout", "rse", "check_memory_mb", "oversubscribed_late_tolerance_us",
+    for key in ("timeout", "rse", "check_memory_mb", "oversubscribed_late_tolerance_us", "late_tolerance_us",
                 "active_threshold", "active_budget_s"):
         if isinstance(values[key], int):
             values[key] = float(values[key])

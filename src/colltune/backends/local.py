@@ -171,9 +171,10 @@ class LocalBackend(Backend):
     def oversubscription_args(self, launch: Launch) -> list[str]:
         """More ranks than cores: every repetition has a rank descheduled at its
         start, so widen the late-start tolerance (the records carry it)."""
-        if not oversubscribed(launch.nodes * launch.ppn):
-            return []
-        return ["--late-tolerance-us", f"{self.settings.oversubscribed_late_tolerance_us:g}"]
+        tol = self.settings.values.get("late_tolerance_us") or 0.0
+        if oversubscribed(launch.nodes * launch.ppn):
+            tol = max(tol, self.settings.oversubscribed_late_tolerance_us)
+        return ["--late-tolerance-us", f"{tol:g}"] if tol > 0 else []
 
     def check_layout(self, launch: Launch) -> None:
         if launch.nodes != 1:

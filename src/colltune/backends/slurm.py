@@ -156,7 +156,12 @@ class SlurmBackend(Backend):
                 f"--mpi={self.plugin}", f"--chdir={os.getcwd()}", *self.srun_extra,
                 "/bin/sh", "-c", STEP_WRAPPER, "colltune-step",
                 "env", *(f"{k}={v}" for k, v in env.items()),
-                str(self.bench), *launch.bench_args]
+                str(self.bench), *launch.bench_args, *self.late_tolerance_args()]
+
+    def late_tolerance_args(self) -> list[str]:
+        """The setting late_tolerance_us (0: the clock's own); the records carry it."""
+        tol = self.settings.values.get("late_tolerance_us") or 0.0
+        return ["--late-tolerance-us", f"{tol:g}"] if tol > 0 else []
 
     def run(self, launch: Launch, workdir: str) -> LaunchResult:
         if not 1 <= launch.nodes <= self.max_nodes():
