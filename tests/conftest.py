@@ -24,6 +24,16 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600, check: bo
     return proc
 
 
+def have_mpi(name: str) -> bool:
+    """Is this MPI implementation installed (colltune's discovery finds it)?"""
+    from colltune import mpi
+    try:
+        mpi.find(name)
+        return True
+    except mpi.MPINotFound:
+        return False
+
+
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     """A private store and output folder for one test."""

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from conftest import CACHE, run_cli
+from conftest import CACHE, have_mpi, run_cli
 
-from colltune import config, mpi
+from colltune import config
 from colltune.backends.base import Launch
 from colltune.backends.local import LocalBackend, host_cores
 from colltune.errors import BackendError
@@ -25,16 +25,8 @@ from colltune.providers.openmpi import ran
 QUICK = ("--min-reps", "3", "--max-reps", "50", "--rse", "0.2", "--timeout", "120")
 
 
-def _have(name: str) -> bool:
-    try:
-        mpi.find(name)
-        return True
-    except mpi.MPINotFound:
-        return False
-
-
-needs_ompi = pytest.mark.skipif(not _have("openmpi"), reason="Open MPI not installed (make setup)")
-needs_mpich = pytest.mark.skipif(not _have("mpich"), reason="MPICH not installed (make setup)")
+needs_ompi = pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed (make setup)")
+needs_mpich = pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed (make setup)")
 
 
 def _backend(name: str) -> LocalBackend:
@@ -284,7 +276,7 @@ def test_mpich_tune_writes_a_decision_table(workdir):
 
 @pytest.mark.parametrize("name", ["openmpi", "mpich"])
 def test_timeout_kills_every_rank(name, settings, tmp_path):
-    if not _have(name):
+    if not have_mpi(name):
         pytest.skip(f"{name} not installed")
     b = _backend(name)
     args = ["--coll", "bcast", "--sizes", "8,16,32,64,128,256,512,1024", "--rse", "1e-9",
@@ -318,6 +310,6 @@ def test_several_nodes_is_a_clear_error(workdir, ompi, settings, tmp_path):
 def test_info_lists_local_providers():
     info = json.loads(run_cli("info", "--json").stdout)
     for name in ("openmpi", "mpich"):
-        if _have(name):
+        if have_mpi(name):
             assert info["providers"][name]["bcast"]["algorithms"]
             assert info["providers"][name]["bcast"]["selectors"] == ["default"]

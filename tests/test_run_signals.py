@@ -18,19 +18,10 @@ import uuid
 
 import pytest
 
-from conftest import CACHE, REPO
+from conftest import CACHE, REPO, have_mpi
 
-from colltune import mpi
 
 APP = os.path.join(REPO, "tests", "data", "run", "forever.c")
-
-
-def _have(name: str) -> bool:
-    try:
-        mpi.find(name)
-        return True
-    except mpi.MPINotFound:
-        return False
 
 
 def _procs() -> dict[int, tuple[int, str]]:
@@ -96,7 +87,7 @@ def _read_until(proc: subprocess.Popen, needle: bytes, limit_s: float) -> bytes:
                                          ("openmpi", signal.SIGTERM), ("mpich", signal.SIGINT)])
 def test_signal_stops_and_reaps_the_job(workdir, backend, sig):
     args = ["--backend", "sim"] if backend == "sim" else ["--backend", "local", "--mpi", backend]
-    if backend != "sim" and not _have(backend):
+    if backend != "sim" and not have_mpi(backend):
         pytest.skip(f"{backend} not installed")
     marker = f"sigtest-{uuid.uuid4().hex[:12]}"
     env = dict(os.environ, COLLTUNE_CACHE_DIR=CACHE)
