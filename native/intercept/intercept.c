@@ -216,17 +216,81 @@ static int to_library(ct_coll coll, const char *why)
     return why != NULL;
 }
 
+/* Bcast and allgather move bytes, and MPI lets ranks describe the same bytes
+ * with different types (MPI_INT x 4 on one rank, contiguous(4, MPI_INT) x 1 or
+ * a vector with holes on another): a decision by datatype would split the
+ * ranks between two collectives that never match. So every rank decides on,
+ * and colltune moves, count x size bytes as MPI_BYTE: in place when this
+ * rank's type is dense, else through a packed copy. *nbytes < 0: too many
+ * bytes for an int count (agreed on all ranks: the library runs). */
+typedef struct { char *buf, *tmp; int n; } byte_view;
+
+static int dense(MPI_Datatype dt, int tsize)
+{
+    MPI_Aint lb, ext, tlb, text;
+    PMPI_Type_get_extent(dt, &lb, &ext);
+    PMPI_Type_get_true_extent(dt, &tlb, &text);
+    return lb == 0 && tlb == 0 && ext == tsize && text == tsize;
+}
+
+/* A view of `count` elements of dt at buf (times `blocks` for allgather) as
+ * bytes: the buffer itself for a dense predefined type, else a packed copy.
+ * Every rank with a derived type packs (whatever its role), so a type the
+ * library would refuse (not committed) fails here, before any communication,
+ * on every rank that passes it; the call then goes to the library. */
+static int view_bytes(void *buf, int count, MPI_Datatype dt, int blocks, MPI_Comm comm, byte_view *v)
+{
+    int tsize = 0, pos = 0, ni, na, nd, comb;
+    PMPI_Type_size(dt, &tsize);
+    long long n = (long long)count * tsize;
+    *v = (byte_view){buf, NULL, n * blocks > 0x7fffffff ? -1 : (int)n};
+    if (v->n <= 0 || (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) == MPI_SUCCESS &&
+                      comb == MPI_COMBINER_NAMED && dense(dt, tsize)))
+        return MPI_SUCCESS;
+    if (!(v->tmp = malloc((size_t)n * (size_t)blocks))) return MPI_ERR_NO_MEM;
+    v->buf = v->tmp;
+    int rc = PMPI_Pack(buf, count * blocks, dt, v->tmp, (int)(n * blocks), &pos, comm);
+    if (rc != MPI_SUCCESS) free(v->tmp);
+    return rc;
+}
+
+/* Writes a packed copy back to the caller's buffer and frees it. */
+static int unview_bytes(byte_view *v, void *buf, int count, MPI_Datatype dt, int blocks, int rc,
+                        MPI_Comm comm)
+{
+    int pos = 0;
+    if (v->tmp && rc == MPI_SUCCESS)
+        rc = PMPI_Unpack(v->tmp, v->n * blocks, &pos, buf, count * blocks, dt, comm);
+    free(v->tmp);
+    return rc;
+}
+
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     const comm_info *ci;
     long long bytes;
-    int from = FROM_RULES;
+    int from = FROM_RULES, rank, rc;
+    byte_view v;
     if (!active[CT_BCAST] || inside) return PMPI_Bcast(buf, count, dt, root, comm);
     ct_args a = {NULL, buf, count, dt, MPI_OP_NULL, root, comm};
     if (to_library(CT_BCAST, ct_check_args(CT_BCAST, &a))) return PMPI_Bcast(buf, count, dt, root, comm);
-    const ct_rule *r = choose(CT_BCAST, comm, count, dt, &ci, &bytes, &from);
-    if (!r || !r->alg) LIBRARY(CT_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
-    return run(CT_BCAST, r, &a, ci, bytes, from);
+    PMPI_Comm_rank(comm, &rank);
+    if (view_bytes(buf, count, dt, 1, comm, &v) != MPI_SUCCESS && to_library(CT_BCAST, "datatype not usable"))
+        return PMPI_Bcast(buf, count, dt, root, comm);
+    const ct_rule *r = NULL;
+    ci = NULL, bytes = -1;
+    if (v.n >= 0) r = choose(CT_BCAST, comm, v.n, MPI_BYTE, &ci, &bytes, &from);
+    if (!r || !r->alg) {
+        free(v.tmp);
+        LIBRARY(CT_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
+    }
+    a.recvbuf = v.buf, a.count = v.n, a.dtype = MPI_BYTE;
+    rc = run(CT_BCAST, r, &a, ci, bytes, from);
+    if (rank == root) {                       /* nothing to write back */
+        free(v.tmp);
+        return rc;
+    }
+    return unview_bytes(&v, buf, count, dt, 1, rc, comm);
 }
 
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
@@ -280,21 +344,40 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
         why = "send side differs from the receive side";
     if (to_library(CT_ALLGATHER, why))
         return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-    const ct_rule *r = choose(CT_ALLGATHER, comm, rcount, rtype, &ci, &bytes, &from);
-    if (!r || !r->alg)
+    /* the decision on bytes per rank (see view_bytes); this rank's own block
+     * goes into its place first, so the call runs in place */
+    int size, rank, rc;
+    MPI_Aint lb, ext;
+    byte_view v;
+    PMPI_Comm_size(comm, &size);
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Type_get_extent(rtype, &lb, &ext);
+    char *own = (char *)rbuf + (MPI_Aint)rank * rcount * ext;
+    if (view_bytes(rbuf, rcount, rtype, size, comm, &v) != MPI_SUCCESS &&
+        to_library(CT_ALLGATHER, "datatype not usable"))
+        return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+    const ct_rule *r = NULL;
+    ci = NULL, bytes = -1;
+    if (v.n >= 0) r = choose(CT_ALLGATHER, comm, v.n, MPI_BYTE, &ci, &bytes, &from);
+    if (!r || !r->alg) {
+        free(v.tmp);
         LIBRARY(CT_ALLGATHER, PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
-    if (sbuf != MPI_IN_PLACE && (stype != rtype || scount != rcount)) {
-        int rank, rc;
-        MPI_Aint lb, ext;
-        PMPI_Comm_rank(comm, &rank);
-        PMPI_Type_get_extent(rtype, &lb, &ext);
-        rc = PMPI_Sendrecv(sbuf, scount, stype, rank, 0, (char *)rbuf + (MPI_Aint)rank * rcount * ext,
-                           rcount, rtype, rank, 0, MPI_COMM_SELF, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return rc;
-        sbuf = MPI_IN_PLACE;
     }
-    ct_args a = {sbuf, rbuf, rcount, rtype, MPI_OP_NULL, 0, comm};
-    return run(CT_ALLGATHER, r, &a, ci, bytes, from);
+    rc = MPI_SUCCESS;
+    if (v.tmp && sbuf != MPI_IN_PLACE) {      /* this rank's block into the packed copy */
+        int pos = 0;
+        rc = PMPI_Pack(sbuf, scount, stype, v.tmp + (MPI_Aint)rank * v.n, v.n, &pos, comm);
+    } else if (sbuf != MPI_IN_PLACE) {
+        rc = PMPI_Sendrecv(sbuf, scount, stype, 0, 0, own, rcount, rtype, 0, 0, MPI_COMM_SELF,
+                           MPI_STATUS_IGNORE);
+    }
+    if (rc != MPI_SUCCESS) {
+        free(v.tmp);
+        return rc;
+    }
+    ct_args a = {MPI_IN_PLACE, v.buf, v.n, MPI_BYTE, MPI_OP_NULL, 0, comm};
+    rc = run(CT_ALLGATHER, r, &a, ci, bytes, from);
+    return unview_bytes(&v, rbuf, rcount, rtype, size, rc, comm);
 }
 
 /* ---- set-up at MPI_Init ------------------------------------------------------ */
