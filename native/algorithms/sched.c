@@ -331,6 +331,16 @@ static int gather_requests(int extra)
     return n;
 }
 
+/* A wait may release more requests than it reports (Open MPI 5 frees every
+ * request that failed): the schedules' own handles (and the caller's extra
+ * ones) follow the scratch copy, so none is waited on or freed twice. */
+static void forget_released(int n, int nextra, MPI_Request *extra)
+{
+    for (int i = 0; i < n; i++)
+        if (all_req[i] == MPI_REQUEST_NULL) owner[i]->req[owner_idx[i]] = MPI_REQUEST_NULL;
+    for (int k = 0; k < nextra; k++) extra[k] = all_req[n + k];
+}
+
 static int progress(int block)
 {
     advance_all();
@@ -365,6 +375,7 @@ static int progress(int block)
         rc = MPI_Waitsome(n, all_req, &done, all_idx, all_st);
 #endif
     }
+    forget_released(n, 0, NULL);
     if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
         for (int i = 0; i < n; i++) if (owner[i]->rc == MPI_SUCCESS) owner[i]->rc = rc;
         for (int i = 0; i < n; i++) owner[i]->aborted = 1;
@@ -399,6 +410,7 @@ int ct_sched_wait_with(MPI_Request *extra, int nextra, int *which)
     if (n + nextra == 0) return MPI_SUCCESS;
     for (int k = 0; k < nextra; k++) all_req[n + k] = extra[k];
     int idx, rc = MPI_Waitany(n + nextra, all_req, &idx, &all_st[0]);
+    forget_released(n, nextra, extra);
     if (idx == MPI_UNDEFINED) return rc;
     if (idx >= n) {                     /* the caller's request */
         extra[idx - n] = MPI_REQUEST_NULL;

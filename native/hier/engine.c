@@ -343,6 +343,13 @@ int nb_progress(nb_op **ops, int n, int block)
     } else {
         rc = MPI_Testsome(total, all, &outcount, done, MPI_STATUSES_IGNORE);
     }
+    /* The wait may have released more requests than it reports (Open MPI 5
+     * frees every request that failed): the ops' own handles follow the
+     * copy's, so none is waited on or freed twice. */
+    for (int q = 0; q < total; q++)
+        if (all[q] == MPI_REQUEST_NULL) ops[owner[2 * q]]->req[owner[2 * q + 1]] = MPI_REQUEST_NULL;
+    if (block && !nflat && outcount == MPI_UNDEFINED && rc == MPI_SUCCESS)
+        rc = MPI_ERR_INTERN;          /* ops wait, but no request is left to complete them */
     for (int d = 0; rc == MPI_SUCCESS && outcount != MPI_UNDEFINED && d < outcount; d++) {
         nb_op *o = ops[owner[2 * done[d]]];
         int j = owner[2 * done[d] + 1];
