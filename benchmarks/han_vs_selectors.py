@@ -101,18 +101,27 @@ def injection_bw(xml: str) -> tuple[float, float]:
 
 
 def run_point(exe, plat, hostfile, np_, coll, size, impl, params, timeout, env):
+    """One implementation (han-*, a selector, smpi:<algorithm>) at one size."""
+    cfg = []
+    if impl in SELECTORS:
+        cfg.append(f"--cfg=smpi/coll-selector:{impl}")
+    elif impl.startswith("smpi:"):
+        cfg.append(f"--cfg=smpi/{coll}:{impl[5:]}")
+    return taskbench_point(exe, plat, hostfile, np_, coll, size,
+                           "han" if impl.startswith("han") else "library", params, cfg, timeout, env)
+
+
+def taskbench_point(exe, plat, hostfile, np_, coll, size, whole, params, cfg, timeout, env):
+    """One whole call (`colltune-taskbench --whole WHOLE`) under smpirun with the
+    extra SimGrid settings cfg: {status, seconds, ran}; a crash, timeout or
+    memory kill is recorded as such, never given a time."""
     # SMPI folds a shared allocation onto one file of this many bytes mapped over
     # and over: 1 MiB (the default) made 768 ranks x 2 x 64 MiB need 98304
     # mappings, past vm.max_map_count (65530), and SMPI aborted
     block = max(1 << 20, 1 << (max(size, 1) - 1).bit_length())
     cfg = plat.smpirun_cfg_args() + ["--log=root.thres:critical",
-                                     f"--cfg=smpi/shared-malloc-blocksize:{block}"]
-    if impl in SELECTORS:
-        cfg.append(f"--cfg=smpi/coll-selector:{impl}")
-    elif impl.startswith("smpi:"):
-        cfg.append(f"--cfg=smpi/{coll}:{impl[5:]}")
-    args = ["--coll", coll, "--bytes", str(size), "--reps", "1", "--shared", "--whole",
-            "han" if impl.startswith("han") else "library"]
+                                     f"--cfg=smpi/shared-malloc-blocksize:{block}", *cfg]
+    args = ["--coll", coll, "--bytes", str(size), "--reps", "1", "--shared", "--whole", whole]
     if params:
         args += ["--params", params]
     cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", hostfile, *cfg, exe, *args]

@@ -41,8 +41,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 from colltune import platforms  # noqa: E402
-from colltune.proc import MemoryExhausted, run_group  # noqa: E402
 from colltune.sizes import human_bytes, parse_list  # noqa: E402
+from han_vs_selectors import HAN_SETTINGS, taskbench_point  # noqa: E402  (benchmarks/)
 
 RAB_FILE = "native/algorithms/allreduce/rabenseifner.c"
 # SimGrid 3.32 flat allreduce algorithms of the same family: reduce-scatter +
@@ -56,15 +56,9 @@ SMPI_RING = ["lr", "ompi_ring_segmented"]
 FLAT = {"old:rabenseifner": ("old", "flat:rabenseifner", None),
         "new:rabenseifner": ("new", "flat:rabenseifner", None),
         "ring": ("new", "flat:ring", None)}
-HAN = {  # name: params (han_vs_selectors.py's settings)
-    "han-rsag": "imod=2,iaalg=3,fs=1048576,ss=65536,sralg=5",
-    "han-rsag512k-d2": "imod=2,iaalg=3,fs=524288,ss=65536,sralg=5,iadepth=2",
-    "han-rsag256k-d2": "imod=2,iaalg=3,fs=262144,ss=0,sralg=5,iadepth=2",
-    "han-ring": "imod=2,iaalg=2,fs=1048576,ss=65536,sralg=5",
-    "han-ring-d2": "imod=2,iaalg=2,fs=1048576,ss=65536,sralg=5,iadepth=2",
-    "han-ring256k-d2": "imod=2,iaalg=2,fs=262144,ss=0,sralg=5,iadepth=2",
-}
-MEMORY_FLOOR_MB = 1500
+HAN = {n: HAN_SETTINGS["allreduce"][n]  # han_vs_selectors.py's settings of the leaders' allreduce
+       for n in ("han-rsag", "han-rsag512k-d2", "han-rsag256k-d2", "han-ring", "han-ring-d2",
+                 "han-ring256k-d2")}
 
 
 def impls(ppn: int) -> dict[str, tuple[str, str, str | None]]:
@@ -97,29 +91,6 @@ def build(tmp: Path, old_rev: str) -> dict[str, str]:
             raise SystemExit(f"build {which} failed:\n{b.stderr}")
         exes[which] = str(out / "colltune-taskbench")
     return exes
-
-
-def run_point(exe, plat, hostfile, np_, size, whole, params, smpi_alg, timeout, env):
-    block = max(1 << 20, 1 << (max(size, 1) - 1).bit_length())
-    cfg = plat.smpirun_cfg_args() + ["--log=root.thres:critical",
-                                     f"--cfg=smpi/shared-malloc-blocksize:{block}"]
-    if smpi_alg:
-        cfg.append(f"--cfg=smpi/allreduce:{smpi_alg}")
-    args = ["--coll", "allreduce", "--bytes", str(size), "--reps", "1", "--shared", "--whole", whole]
-    if params:
-        args += ["--params", params]
-    cmd = ["smpirun", "-np", str(np_), "-platform", plat.xml_path, "-hostfile", hostfile, *cfg, exe, *args]
-    try:
-        r = run_group(cmd, timeout, min_available_mb=MEMORY_FLOOR_MB, stdout=subprocess.PIPE,
-                      stderr=subprocess.PIPE, text=True, env=env)
-    except subprocess.TimeoutExpired:
-        return {"status": "timeout"}
-    except MemoryExhausted as e:
-        return {"status": "killed", "stderr": str(e)}
-    recs = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
-    if r.returncode != 0 or not recs:
-        return {"status": "crashed", "stderr": r.stderr[-500:]}
-    return {"status": "ok", "seconds": recs[-1]["completion"], "ran": recs[-1]["ran"]}
 
 
 def model(plat_name: str, nodes: int, size: int) -> None:
@@ -247,9 +218,9 @@ def main() -> int:
                             continue
                         if exes is None:
                             exes = build(tmp, a.old_rev)
-                        smpi_alg = name[5:] if name.startswith("smpi:") else None
-                        r = run_point(exes[which], plat, hostfile, nodes * ppn, size, whole, params,
-                                      smpi_alg, a.timeout, env)
+                        cfg = [f"--cfg=smpi/allreduce:{name[5:]}"] if name.startswith("smpi:") else []
+                        r = taskbench_point(exes[which], plat, hostfile, nodes * ppn, "allreduce", size,
+                                            whole, params, cfg, a.timeout, env)
                         r.update(impl=name, size=size, build=which, whole=whole, params=params,
                                  old_rev=a.old_rev if which == "old" else None, platform=pname,
                                  layout=layout, charge="off", platform_sha256=plat.provenance.get("sha256"))
