@@ -169,4 +169,21 @@ static void exercise_empty(const ct_rules *r)
     for (int c = 0; c < CT_NCOLLS; c++) CHECK(ct_rules_match(r, (ct_coll)c, &p) == NULL);
 }
 
+/* What every input gets after its target's own success checks: a failure's
+ * state and messages, then the table freed (twice: harmless) and the text. */
+static void finish_input(parse_fn parse, char *text, ct_rules *r, int rc, const char *err,
+                         size_t errlen, const char *name)
+{
+    if (rc != 0) {
+        CHECK(rc == -1);
+        check_failure(r, err, errlen, name);
+        exercise_empty(r);
+        check_short_error(parse, text, err);
+    }
+    ct_rules_free(r);
+    CHECK(r->rules == NULL && r->n == 0);
+    ct_rules_free(r);
+    free(text);
+}
+
 #endif
