@@ -28,17 +28,20 @@ int ct_pof2_floor(int n)
 
 /* The algorithms address elements as ext-sized slots and may ship them as
  * bytes, so the type must be dense: size == extent and both lower bounds 0. */
-const char *ct_need_dense(const ct_args *a)
+int ct_type_dense(MPI_Datatype t)
 {
     MPI_Aint lb, ext, tlb, text;
     int size;
+    MPI_Type_get_extent(t, &lb, &ext);
+    MPI_Type_get_true_extent(t, &tlb, &text);
+    MPI_Type_size(t, &size);
+    return lb == 0 && tlb == 0 && (MPI_Aint)size == ext && text == ext;
+}
+
+const char *ct_need_dense(const ct_args *a)
+{
     if (a->count < 0) return "negative count";
-    MPI_Type_get_extent(a->dtype, &lb, &ext);
-    MPI_Type_get_true_extent(a->dtype, &tlb, &text);
-    MPI_Type_size(a->dtype, &size);
-    if (lb != 0 || tlb != 0 || (MPI_Aint)size != ext || text != ext)
-        return "datatype is not contiguous";
-    return NULL;
+    return ct_type_dense(a->dtype) ? NULL : "datatype is not contiguous";
 }
 
 const char *ct_need_commutative(const ct_args *a)

@@ -62,7 +62,7 @@ static int cache_on;
 static MPI_Comm last_comm;
 static comm_info *last_info;
 static MPI_Datatype last_type;
-static int last_type_size;
+static int last_type_size, last_type_dense;
 
 static int delete_info(MPI_Comm comm, int kv, void *value, void *extra)
 {
@@ -151,23 +151,32 @@ static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_ru
  * ranks agree on; derived datatypes go to the library because ranks may use
  * different ones with the same type signature, which colltune's element-wise
  * segmentation would not match. */
-static const ct_rule *choose(ct_coll coll, MPI_Comm comm, int count, MPI_Datatype dt,
-                             const comm_info **cip, long long *bytes, int *from)
+/* Size of a predefined datatype and whether it is dense; 0 for a derived one.
+ * Predefined types are cached: they are never freed. */
+static int named_type(MPI_Datatype dt, int *tsize, int *dense)
 {
-    int ni, na, nd, comb, tsize;
+    int ni, na, nd, comb;
+    if (cache_on && dt == last_type && last_type != MPI_DATATYPE_NULL) {
+        *tsize = last_type_size, *dense = last_type_dense;
+        return 1;
+    }
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
+        comb != MPI_COMBINER_NAMED || PMPI_Type_size(dt, tsize) != MPI_SUCCESS)
+        return 0;
+    *dense = ct_type_dense(dt);
+    if (cache_on) last_type = dt, last_type_size = *tsize, last_type_dense = *dense;
+    return 1;
+}
+
+/* The rule for `bytes` per rank of coll on comm (see choose). */
+static const ct_rule *choose_bytes(ct_coll coll, MPI_Comm comm, long long nbytes,
+                                   const comm_info **cip, long long *bytes, int *from)
+{
     comm_info *ci = info_of(comm);
     *cip = ci;
     *bytes = -1;
     if (!ci || ci->inter) return NULL;
-    if (cache_on && dt == last_type && last_type != MPI_DATATYPE_NULL) {
-        tsize = last_type_size;
-    } else {
-        if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
-            comb != MPI_COMBINER_NAMED || PMPI_Type_size(dt, &tsize) != MPI_SUCCESS)
-            return NULL;
-        if (cache_on) last_type = dt, last_type_size = tsize;
-    }
-    *bytes = (long long)count * tsize;
+    *bytes = nbytes;
     if (ci->memo_bytes[coll] == *bytes) {
         *from = ci->memo_from[coll];
         return ci->memo_rule[coll];
@@ -186,6 +195,17 @@ static const ct_rule *choose(ct_coll coll, MPI_Comm comm, int count, MPI_Datatyp
         ci->memo_bytes[coll] = *bytes, ci->memo_rule[coll] = r, ci->memo_from[coll] = *from;
     }
     return r;
+}
+
+static const ct_rule *choose(ct_coll coll, MPI_Comm comm, int count, MPI_Datatype dt,
+                             const comm_info **cip, long long *bytes, int *from)
+{
+    int tsize, dense;
+    if (!named_type(dt, &tsize, &dense)) {
+        *cip = NULL, *bytes = -1;
+        return NULL;
+    }
+    return choose_bytes(coll, comm, (long long)count * tsize, cip, bytes, from);
 }
 
 static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info *ci,
@@ -225,14 +245,6 @@ static int to_library(ct_coll coll, const char *why)
  * bytes for an int count (agreed on all ranks: the library runs). */
 typedef struct { char *buf, *tmp; int n; } byte_view;
 
-static int dense(MPI_Datatype dt, int tsize)
-{
-    MPI_Aint lb, ext, tlb, text;
-    PMPI_Type_get_extent(dt, &lb, &ext);
-    PMPI_Type_get_true_extent(dt, &tlb, &text);
-    return lb == 0 && tlb == 0 && ext == tsize && text == tsize;
-}
-
 /* A view of `count` elements of dt at buf (times `blocks` for allgather) as
  * bytes: the buffer itself for a dense predefined type, else a packed copy.
  * Every rank with a derived type packs (whatever its role), so a type the
@@ -240,13 +252,11 @@ static int dense(MPI_Datatype dt, int tsize)
  * on every rank that passes it; the call then goes to the library. */
 static int view_bytes(void *buf, int count, MPI_Datatype dt, int blocks, MPI_Comm comm, byte_view *v)
 {
-    int tsize = 0, pos = 0, ni, na, nd, comb;
-    PMPI_Type_size(dt, &tsize);
+    int tsize = 0, pos = 0, dense = 0, named = named_type(dt, &tsize, &dense);
+    if (!named) PMPI_Type_size(dt, &tsize);
     long long n = (long long)count * tsize;
     *v = (byte_view){buf, NULL, n * blocks > 0x7fffffff ? -1 : (int)n};
-    if (v->n <= 0 || (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) == MPI_SUCCESS &&
-                      comb == MPI_COMBINER_NAMED && dense(dt, tsize)))
-        return MPI_SUCCESS;
+    if (v->n <= 0 || (named && dense)) return MPI_SUCCESS;
     if (!(v->tmp = malloc((size_t)n * (size_t)blocks))) return MPI_ERR_NO_MEM;
     v->buf = v->tmp;
     int rc = PMPI_Pack(buf, count * blocks, dt, v->tmp, (int)(n * blocks), &pos, comm);
@@ -279,7 +289,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
         return PMPI_Bcast(buf, count, dt, root, comm);
     const ct_rule *r = NULL;
     ci = NULL, bytes = -1;
-    if (v.n >= 0) r = choose(CT_BCAST, comm, v.n, MPI_BYTE, &ci, &bytes, &from);
+    if (v.n >= 0) r = choose_bytes(CT_BCAST, comm, v.n, &ci, &bytes, &from);
     if (!r || !r->alg) {
         free(v.tmp);
         LIBRARY(CT_BCAST, PMPI_Bcast(buf, count, dt, root, comm));
@@ -358,7 +368,7 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
         return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
     const ct_rule *r = NULL;
     ci = NULL, bytes = -1;
-    if (v.n >= 0) r = choose(CT_ALLGATHER, comm, v.n, MPI_BYTE, &ci, &bytes, &from);
+    if (v.n >= 0) r = choose_bytes(CT_ALLGATHER, comm, v.n, &ci, &bytes, &from);
     if (!r || !r->alg) {
         free(v.tmp);
         LIBRARY(CT_ALLGATHER, PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));

@@ -90,6 +90,9 @@ int ct_library_call(ct_coll coll, const ct_args *a);   /* PMPI_<coll> */
 const char *ct_check_args(ct_coll coll, const ct_args *a);
 /* op is a reduction defined on t by the MPI standard (user ops: any t). */
 int ct_op_accepts(MPI_Op op, MPI_Datatype t);
+/* size == extent, lower bound and true lower bound 0: elements are
+ * extent-sized slots with no holes (the algorithms may ship them as bytes). */
+int ct_type_dense(MPI_Datatype t);
 void ct_validity_init(void);   /* optional: ct_check_args calls it lazily */
 
 /* Test hook (algotest -F): while non-zero, every local reduction of this
