@@ -36,6 +36,8 @@ APT_PACKAGES=(
   libpmix-dev               # slurm: srun --mpi=pmix loads pmix2/lib/libpmix.so from it (Open MPI 5)
   clang-14 libclang-rt-14-dev   # fuzzing the rules parsers (docs/fuzzing.md): clang + libFuzzer,
                                 # ASan/LSan/UBSan runtimes (only Recommended by clang-14, so named)
+  ibsim-utils libumad2sim0 opensm infiniband-diags   # a simulated InfiniBand fabric (ibsim + opensm)
+                                # whose ibnetdiscover/dump_lfts.sh dumps test the IB topology reader
 )
 
 say()  { printf 'setup: %s\n' "$*"; }
