@@ -23,8 +23,12 @@ def add_globals(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", help="where benchmarks run (see `colltune info`)")
     g.add_argument("--platform", help="simulated platform: bundled name or XML path")
     g.add_argument("--mpi", help="MPI library of the local/netns backends: openmpi or mpich")
-    g.add_argument("--provider", help="algorithms to measure: the backend library's own "
-                                      "(default) or colltune (its own, via the interposer)")
+    g.add_argument("--provider", help="algorithms to measure: library (the backend library's "
+                                      "own, default), colltune (its own, via the interposer) or "
+                                      "both (one candidate set, docs/deploy.md)")
+    g.add_argument("--default-selector", dest="default_selector",
+                   help="--provider both: the library's default decision the job runs with "
+                        "(SMPI: ompi or mpich; default: the provider's first baseline)")
     g.add_argument("--jobs", type=int, help="launches run concurrently")
     g.add_argument("--timeout", type=float, help="seconds before a launch counts as hung")
     g.add_argument("--warmup", type=int)

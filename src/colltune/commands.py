@@ -148,7 +148,7 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
                                      getattr(args, "retry_failed", False)))
         results = Results.from_store(store, name)
     table = tuner.decide(results, {**backend.provenance(), "campaign": name,
-                                   "baselines": baselines})
+                                   "baselines": baselines, "arms": provider.deployment()})
     return table, results, summary, baselines
 
 

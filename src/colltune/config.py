@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     # algorithm provider on top of the backend's MPI library; "" = the library's own
     # (e.g. "colltune": colltune's algorithms through the interposer, docs/interposer.md)
     "provider": "",
+    # the library's default decision a deployment runs with, one arm of `--provider both`
+    # (docs/deploy.md); "" = the library provider's first baseline (ompi on SMPI, default)
+    "default_selector": "",
     # active learning (tuners/active.py, docs/active.md: the defaults are justified there)
     "active_threshold": 0.05,       # stop when the summed variance changes by less (relative)
     "active_patience": 2,           # ... for this many consecutive iterations

@@ -132,7 +132,7 @@ def rules_from_points(points: list[tuple[int, str, str, dict, float | None]]) ->
     rules: list[Rule] = []
     prev_size = None
     for size, alg, prov, params, t in points:
-        if rules and rules[-1].algorithm == alg and rules[-1].params == params:
+        if rules and (rules[-1].algorithm, rules[-1].provider, rules[-1].params) == (alg, prov, params):
             last = rules[-1]
             rules[-1] = Rule(last.min_size, alg, prov, params, last.expected_s,
                              last.measured_sizes + (size,))

@@ -61,9 +61,19 @@ class Results:
         """Only real algorithms (not library default selectors)."""
         return self.filter(algorithm_kind="algorithm")
 
-    def best(self) -> pd.DataFrame:
-        """Per point of the space, the fastest successful algorithm (ties: by name)."""
-        ok = self.algorithms().ok().points
+    def arms(self, pairs: set[tuple[str, str]]) -> "Results":
+        """Only the points of these (provider, algorithm label) pairs, of any kind:
+        what a decision table may choose (providers.base.Provider.arms)."""
+        keys = list(zip(self.points["provider"], self.points["algorithm"])) \
+            if "provider" in self.points else []
+        pts = self.points[pd.Series([k in pairs for k in keys], index=self.points.index,
+                                    dtype=bool)]
+        return Results(pts.copy(), self.runs.copy())
+
+    def best(self, selectors: bool = False) -> pd.DataFrame:
+        """Per point of the space, the fastest successful algorithm (ties: by name);
+        selectors=True: library selectors compete too."""
+        ok = (self if selectors else self.algorithms()).ok().points
         if ok.empty:
             return ok
         ok = ok.sort_values(SPACE + ["ttc_median_s", "algorithm"])

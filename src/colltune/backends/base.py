@@ -89,12 +89,17 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
                         time.monotonic() - start, header, records, done, tail)
 
 
+# The setting ``provider`` naming the backend's MPI library, whatever it is.
+LIBRARY = "library"
+
+
 def choose_provider(backend, library: Provider) -> Provider:
-    """The provider a backend's launches use: its MPI library's own (``library``),
-    or the one named by the setting ``provider`` built on top of it (e.g.
-    ``colltune``: colltune's algorithms, the library's selectors as baselines)."""
+    """The provider a backend's launches use: its MPI library's own (``library``,
+    or its own name), or the one named by the setting ``provider`` built on top
+    of it (``colltune``: colltune's algorithms, the library's selectors as
+    baselines; ``both``: the two as one candidate set)."""
     wanted = backend.settings.values.get("provider") or library.name
-    if wanted == library.name:
+    if wanted in (library.name, LIBRARY):
         return library
     from ..errors import ConfigError
     from ..providers import PROVIDERS

@@ -42,6 +42,24 @@ class Provider:
     backends: tuple[str, ...] = ()
     # Selectors a tuning campaign compares against unless told otherwise.
     default_baselines: tuple[str, ...] = ()
+    # Can a rules file give each message size its own algorithm of this library?
+    # (SMPI configures one algorithm per collective for a whole run: no.)
+    per_size_rules = True
+
+    def arms(self, collective: str) -> list[Algorithm]:
+        """What a tuner may put in a decision table for collective (default: the
+        algorithms). A composite provider adds the library's default decision and
+        leaves out what its backend cannot deploy per size."""
+        return self.algorithms(collective)
+
+    def arm_label(self, algorithm: Algorithm) -> str:
+        """A name unique among the arms (a composite prefixes the provider: two
+        providers may both have a `ring`)."""
+        return algorithm.label
+
+    def deployment(self) -> dict:
+        """What the decision table's provenance says about its arms."""
+        return {"provider": self.name}
 
     def collectives(self) -> list[str]:
         raise NotImplementedError

@@ -65,6 +65,7 @@ class SMPIProvider(Provider):
     description = "SimGrid SMPI built-in collective algorithms (--cfg=smpi/<coll>:<name>)"
     backends = ("sim",)
     default_baselines = ("ompi", "mpich")
+    per_size_rules = False      # --cfg=smpi/<coll>:<name> holds for the whole run
 
     def __init__(self, smpirun: str, program: str):
         self._lists = _probe_lists(smpirun, program)

@@ -35,6 +35,7 @@ import numpy as np
 from ..campaign import Campaign, CampaignSummary
 from ..decision import DecisionTable, Entry
 from ..plan import BenchSpec
+from ..providers.base import ALGORITHM
 from ..placement import GroupAllocator, Hold, greedy_schedule, groups_of, makespan
 from ..results import Results
 from ..store import OK, WRONG
@@ -103,13 +104,17 @@ class ActiveLearner:
         if campaign.placer is None and self.groups:
             campaign.placer = GroupAllocator(self.groups)
         self.states: dict[str, CollectiveState] = {}
+        self.label = provider.arm_label       # unique among the arms (a composite's two parts)
         for coll in collectives:
-            algs = [a for a in provider.algorithms(coll) if not algorithms or a.name in algorithms]
+            # the arms a table may choose (Provider.arms); --algorithms never drops the
+            # library's default decision
+            algs = [a for a in provider.arms(coll) if a.kind != ALGORITHM or not algorithms
+                    or a.name in algorithms or self.label(a) in algorithms]
             grid = (candidates or {}).get(coll) or [(n, p, m) for n, p in self.layouts
                                                     for m in self.sizes]
             grid = [g for g in grid if g[0] * g[1] > 1]     # one rank: nothing to choose
             self.states[coll] = CollectiveState(coll, algs, sorted(set(grid)), CollectiveModel(
-                [a.label for a in algs], s.active_trees, s.active_seed, s.active_model,
+                [self.label(a) for a in algs], s.active_trees, s.active_seed, s.active_model,
                 s.active_per_algorithm, s.active_features))
         self.history: list[dict] = []
         self.schedule: list[Hold] = []
@@ -187,12 +192,12 @@ class ActiveLearner:
                 for row in self.campaign.measured(spec):
                     pt = (spec.nodes, spec.ppn, int(row["msg_size"]))
                     ok = row["status"] == OK and row["ttc_median_s"] is not None
-                    st.measured.setdefault(pt, {})[spec.algorithm.label] = \
+                    st.measured.setdefault(pt, {})[self.label(spec.algorithm)] = \
                         float(row["ttc_median_s"]) if ok else None
                     if row["status"] == WRONG and self.settings.active_exclude_wrong:
                         # wrong data is never a choice, wherever it was seen: rules are
                         # size ranges and the same bug may sit between two measured sizes
-                        st.model.untrusted.add(spec.algorithm.label)
+                        st.model.untrusted.add(self.label(spec.algorithm))
                     dur += point_cost(row)
                 st.cost_s += dur
                 tasks.append((spec, spec.nodes, dur))
@@ -295,8 +300,13 @@ class ActiveLearner:
         st = self.states[coll]
         if st.model.forest is None:
             return []
-        return model_entries(st.model, coll, st.grid, self.layouts, st.measured,
-                             st.algorithms[0].provider, self.settings.active_rules)
+        entries = model_entries(st.model, coll, st.grid, self.layouts, st.measured,
+                                st.algorithms[0].provider, self.settings.active_rules)
+        # the model's choices are arm labels: back to each arm's algorithm and provider
+        arm = {self.label(a): a for a in st.algorithms}
+        return [replace(e, rules=tuple(replace(r, algorithm=arm[r.algorithm].label,
+                                               provider=arm[r.algorithm].provider)
+                                       for r in e.rules)) for e in entries]
 
     def decide(self, provenance: dict | None = None) -> DecisionTable:
         entries = [e for c in self.states for e in self.entries(c)]

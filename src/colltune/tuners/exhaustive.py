@@ -15,13 +15,23 @@ class ExhaustiveTuner(Tuner):
     name = "exhaustive"
     summary = "measure every candidate at every point (the ground truth)"
 
+    def _wanted(self, alg) -> bool:
+        """--algorithms restricts the algorithms (by name, or by arm label), never
+        the library's default decision."""
+        return (alg.kind != ALGORITHM or not self.space.algorithms
+                or alg.name in self.space.algorithms
+                or self.provider.arm_label(alg) in self.space.algorithms)
+
+    def arms(self, collective: str):
+        """What the table may choose (Provider.arms), within --algorithms."""
+        return [a for a in self.provider.arms(collective) if self._wanted(a)]
+
     def candidates(self, collective: str):
-        algs = self.provider.algorithms(collective)
-        if self.space.algorithms:
-            algs = [a for a in algs if a.name in self.space.algorithms]
+        algs = [a for a in self.provider.algorithms(collective) if self._wanted(a)]
         sels = [s for s in self.provider.selectors(collective) if s.name in self.baselines]
-        # Baselines first: an interrupted campaign can already compare with them.
-        return sels + algs
+        # Baselines first: an interrupted campaign can already compare with them;
+        # then the arms, then what is measured but never chosen (not deployable).
+        return list(dict.fromkeys(sels + self.arms(collective) + algs))
 
     def plan(self) -> list[BenchSpec]:
         specs = []
@@ -35,11 +45,12 @@ class ExhaustiveTuner(Tuner):
     def decide(self, results: Results, provenance: dict) -> DecisionTable:
         entries = []
         for coll in self.space.collectives:
-            # only this campaign's candidates: a store may hold algorithms the
-            # provider no longer offers (or that the user excluded)
-            names = [a.label for a in self.candidates(coll) if a.kind == ALGORITHM]
-            best = results.filter(collective=coll, scenario="plain", algorithm=names).best()
-            entries += self._entries(best)
+            # only this campaign's arms, by provider and label: a store may hold
+            # algorithms the provider no longer offers (or that the user excluded),
+            # and two providers may have algorithms of the same name
+            arms = {(a.provider, a.label) for a in self.arms(coll)}
+            pts = results.filter(collective=coll, scenario="plain").arms(arms)
+            entries += self._entries(pts.best(selectors=True))
         return DecisionTable(self.name, provenance, tuple(entries))
 
     @staticmethod
