@@ -159,6 +159,9 @@ def test_ib_other_errors(tmp_path):
     t = _ib(d)
     with pytest.raises(TopologyError, match=r"route node05 -> node01 \(LID 1\) loops: node05 HCA-1\[1\] -> leaf2\[1\] .*leaf3"):
         t.route("node05", "node01")
+    (tmp_path / "x.txt").write_text("# nothing here\n\n")
     with pytest.raises(TopologyError, match=r"x.txt: no 'Unicast lids"):
-        (tmp_path / "x.txt").write_text("hello\n")
+        parse_lfts(tmp_path / "x.txt")
+    (tmp_path / "x.txt").write_text("# a stray entry\n0x0001 001\n")
+    with pytest.raises(TopologyError, match=r"x.txt:2: LFT entry before any 'Unicast lids"):
         parse_lfts(tmp_path / "x.txt")
