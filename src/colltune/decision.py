@@ -58,14 +58,17 @@ class DecisionTable:
     def collectives(self) -> list[str]:
         return sorted({e.collective for e in self.entries})
 
-    def lookup(self, collective: str, nodes: int, ppn: int, size: int) -> Rule:
+    def entry(self, collective: str, nodes: int, ppn: int) -> Entry:
         """Exact layout if tuned, else the nearest tuned layout (log distance)."""
         cands = [e for e in self.entries if e.collective == collective]
         if not cands:
             raise KeyError(f"decision table has no entry for {collective}")
-        best = min(cands, key=lambda e: (abs(math.log(e.nodes / nodes)) + abs(math.log(e.ppn / ppn)),
+        return min(cands, key=lambda e: (abs(math.log(e.nodes / nodes)) + abs(math.log(e.ppn / ppn)),
                                          e.nodes, e.ppn))
-        return best.rule_for(size)
+
+    def lookup(self, collective: str, nodes: int, ppn: int, size: int) -> Rule:
+        """The rule of the entry() for this layout at this size."""
+        return self.entry(collective, nodes, ppn).rule_for(size)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -31,6 +31,7 @@ class Exported:
 class Exporter:
     name = "?"
     library = "?"          # which library reads the file: openmpi, mpich, colltune
+    deploys = False        # the library's file that `colltune deploy` writes (one per library)
     description = ""
 
     def export(self, table: DecisionTable, target: str | None = None) -> Exported:

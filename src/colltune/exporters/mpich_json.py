@@ -156,6 +156,7 @@ def known_names(coll: str, leaves: set[str] | None) -> set[str] | None:
 
 @EXPORTERS.register("mpich-json")
 class MPICHJsonExporter(Exporter):
+    deploys = True     # the library part of `colltune deploy`
     name = "mpich-json"
     library = "mpich"
     description = "MPICH CSEL JSON: the library's default tree with the tuned collectives replaced"

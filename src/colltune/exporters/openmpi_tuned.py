@@ -158,6 +158,7 @@ def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Probl
 
 @EXPORTERS.register("openmpi-tuned")
 class OpenMPITunedExporter(Exporter):
+    deploys = True     # the library part of `colltune deploy`
     name = "openmpi-tuned"
     library = "openmpi"
     description = "Open MPI coll/tuned dynamic rules file (classic, or rule-file-version-2)"

@@ -8,8 +8,13 @@ def add_parser(sub) -> None:
     from ..cli import add_globals
     p = sub.add_parser("verify", help="prove on the real library that a rules file is read "
                                       "and honoured")
-    p.add_argument("--rules", required=True, help="the rules file (from colltune export)")
-    p.add_argument("--library", required=True, help="openmpi or mpich (the installed one runs)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--rules", help="the rules file (from colltune export)")
+    what.add_argument("--deployment", help="a folder from colltune deploy: the library's part and "
+                                           "colltune's, what ran at each sample point, and the "
+                                           "default/deployed time ratio (docs/deploy.md)")
+    p.add_argument("--library", help="openmpi or mpich (the installed one runs); with "
+                                     "--deployment: the deployment's")
     p.add_argument("--format", dest="fmt", help="rules format (default: guessed from the file)")
     p.add_argument("--table", help="decision table the file was exported from: also check "
                                    "that the file says what the table says")
@@ -26,6 +31,10 @@ def run(args, cli) -> int:
     from ..session import Session
     from ..verify import VERIFIERS
     session = Session(cli, args.config)
+    if args.deployment:
+        return _deployment(args, session)
+    if not args.library:
+        raise ConfigError("--rules needs --library (openmpi or mpich)")
     cls = VERIFIERS.get(args.library)
     try:
         impl = mpi.find(args.library)
@@ -44,5 +53,19 @@ def run(args, cli) -> int:
         raise ConfigError(f"--ranks {args.ranks}: use 1-8 ranks on this host")
     report = verifier.verify(args.rules, fmt, table, args.ranks, args.reps,
                              session.settings.timeout)
+    print(report.render())
+    return 0 if report.ok else 1
+
+
+def _deployment(args, session) -> int:
+    from ..errors import ConfigError
+    from ..verify.deployment import verify_deployment
+    if args.fmt or args.table or args.library:
+        raise ConfigError("--deployment takes its library, rules files and table from the "
+                          "deployment's manifest: drop --library / --format / --table")
+    if args.ranks is not None and not 2 <= args.ranks <= 8:
+        raise ConfigError(f"--ranks {args.ranks}: use 2-8 ranks on this host")
+    report = verify_deployment(args.deployment, session.settings.cache_dir, args.ranks or 2,
+                               args.reps, session.settings.timeout)
     print(report.render())
     return 0 if report.ok else 1

@@ -140,6 +140,6 @@ def _short(sig: tuple) -> str:
 
 from ..registry import import_plugins  # noqa: E402
 
-import_plugins(__name__, __path__, skip=("probe", "rules", "table_check"))  # each registers itself
+import_plugins(__name__, __path__, skip=("probe", "rules", "table_check", "deployment"))  # each registers itself
 
 __all__ = ["VERIFIERS", "Point", "PointResult", "Report", "compare", "acceptance_from_points"]

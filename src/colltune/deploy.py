@@ -1,0 +1,216 @@
+"""One deployment of a decision table (docs/deploy.md): `colltune deploy` writes,
+into one folder, everything a job needs to run what the table says —
+
+- the library's rules file for the points where the table names one of the
+  library's own algorithms (the library's exporter, `Exporter.deploys`);
+- colltune's rules file: colltune's algorithms where the table names them, the
+  rule ``library`` everywhere else (the library's algorithms and its default);
+- the interposer built for the library (``lib/``), and ``env.sh``: the
+  environment (rules files, MCA parameters or CVARs, the interposer's path and
+  the launcher / link arguments) to source or to put in a module;
+- ``deployment.json``, the versioned manifest that `colltune verify --deployment`
+  reads, and a copy of the table.
+
+A table's rules are of three kinds (``kind_of``): colltune's (provider
+``colltune``), the library's default decision (the arm named in the table's
+provenance ``arms.library_default``, tables of ``--provider both``), and the
+library's own algorithms (any other rule).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import shlex
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from . import __version__
+from .decision import DecisionTable, Entry, Rule
+from .errors import InputError
+
+FORMAT, VERSION = "colltune.deployment", 1
+MANIFEST, ENV_FILE, TABLE_COPY, COLLTUNE_RULES = ("deployment.json", "env.sh", "table.json",
+                                                  "colltune.rules")
+COLLTUNE, DEFAULT, LIBRARY = "colltune", "default", "library"
+
+
+def kind_of(table: DecisionTable, rule: Rule) -> str:
+    """COLLTUNE, DEFAULT (the library's default decision) or LIBRARY."""
+    from .providers.colltune import ColltuneProvider
+    if rule.provider == ColltuneProvider.name:
+        return COLLTUNE
+    arms = (table.provenance or {}).get("arms") or {}
+    if (rule.provider, rule.algorithm) == (arms.get("library"), arms.get("library_default")):
+        return DEFAULT
+    return LIBRARY
+
+
+def library_part(table: DecisionTable) -> DecisionTable | None:
+    """The table restricted to the entries where the library runs one of its own
+    algorithms at some size (None: nowhere). Sizes of such an entry that
+    colltune serves keep the neighbouring library rule (the interposer takes
+    those calls: the library's choice there does not run); a size where the
+    table wants the library's default decision cannot sit next to an algorithm
+    of the library in one rules file: an error naming it."""
+    entries = []
+    for e in table.entries:
+        kinds = [kind_of(table, r) for r in e.rules]
+        if LIBRARY not in kinds:
+            continue
+        if DEFAULT in kinds:
+            r = e.rules[kinds.index(DEFAULT)]
+            raise InputError(f"{e.collective} {e.nodes}x{e.ppn} from {r.min_size} B/rank: the "
+                             f"table wants the library's default decision ({r.algorithm}) beside "
+                             f"the library's own algorithms in one collective, which a rules file "
+                             f"cannot express; re-tune without that arm or deploy another table")
+        rules: list[Rule] = []
+        first_lib = next(r for r, k in zip(e.rules, kinds) if k == LIBRARY)
+        for r, k in zip(e.rules, kinds):
+            src = r if k == LIBRARY else (rules[-1] if rules else first_lib)
+            if rules and (rules[-1].algorithm, rules[-1].params) == (src.algorithm, src.params):
+                continue
+            rules.append(replace(src, min_size=0 if not rules else r.min_size))
+        entries.append(Entry(e.collective, e.nodes, e.ppn, tuple(rules)))
+    return replace(table, entries=tuple(entries)) if entries else None
+
+
+def counts(table: DecisionTable) -> dict[str, int]:
+    out = {COLLTUNE: 0, DEFAULT: 0, LIBRARY: 0}
+    for e in table.entries:
+        for r in e.rules:
+            out[kind_of(table, r)] += 1
+    return out
+
+
+def library_exporter(library: str):
+    from .exporters import EXPORTERS
+    for _, cls in EXPORTERS.items():
+        if cls.library == library and cls.deploys:
+            return cls
+    return None
+
+
+def _sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _launcher_args(impl, lib: Path, rules: Path) -> list[str]:
+    """mpiexec arguments that preload the interposer into the ranks (not into
+    mpiexec) and pass COLLTUNE_RULES to every host."""
+    from .providers.colltune import preload_args
+    args = preload_args(impl, lib)
+    flag = args[0]                 # -x VAR=VALUE (Open MPI) or -genv VAR VALUE (MPICH)
+    return args + (["-x", f"COLLTUNE_RULES={rules}"] if flag == "-x" else
+                   ["-genv", "COLLTUNE_RULES", str(rules)])
+
+
+def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: str | None = None,
+           allow_substitute: bool = False) -> dict:
+    """Write the deployment folder; returns the manifest."""
+    from . import mpi
+    from .errors import BackendError
+    from .exporters.colltune_rules import ColltuneRulesExporter, catalogue_index
+    from .providers.colltune import catalogue, is_smpi, libcolltune, link_args
+    table = DecisionTable.load(table_path)
+    try:
+        impl = mpi.find(library)
+    except mpi.MPINotFound as exc:
+        raise BackendError(str(exc)) from None
+    out = Path(out_dir).resolve()
+    (out / "lib").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(table_path, out / TABLE_COPY)
+    notes: list[str] = []
+    arms = (table.provenance or {}).get("arms") or {}
+    if arms.get("note"):
+        notes.append(f"table: {arms['note']}")
+    if arms.get("library") and arms["library"] not in (library, "smpi"):
+        notes.append(f"the table was tuned on {arms['library']}, deployed on {library}")
+    if arms.get("library_default") and arms.get("library") == "smpi" and not is_smpi(impl):
+        notes.append(f"where the table says SMPI's selector {arms['library_default']!r}, "
+                     f"{library}'s own default decision runs (SMPI's {arms['library_default']!r} "
+                     f"imitates that library's decision logic; verify measures the real one)")
+    env: dict[str, str] = {}
+    files: dict[str, str | None] = {"table": TABLE_COPY, "library_rules": None,
+                                   "library_format": None}
+    # 1. the library's part
+    lib_table = library_part(table)
+    if lib_table is not None:
+        cls = library_exporter(library)
+        if cls is None:
+            raise InputError(f"{library} cannot run the table's own-library rules per message "
+                             f"size (no rules file): "
+                             + ", ".join(sorted({e.collective for e in lib_table.entries})))
+        exporter = cls()
+        exporter.allow_substitute = allow_substitute
+        exported = exporter.export(lib_table, target)
+        name = f"{exporter.name}{exported.suffix}"
+        (out / name).write_text(exported.text)
+        env.update(exported.env_for(str(out / name)))
+        files.update(library_rules=name, library_format=exporter.name)
+        notes += list(exported.notes)
+    if is_smpi(impl) and arms.get("library_default"):
+        notes.append(f"run smpirun with --cfg=smpi/coll-selector:{arms['library_default']} "
+                     f"($COLLTUNE_SMPIRUN_ARGS): the table's library arm")
+    # 2. colltune's part, checked against the interposer's catalogue for this library
+    rules_exp = ColltuneRulesExporter()
+    rules_exp.allow_substitute = True         # every non-colltune rule -> `library`
+    rules_exp.catalogue = catalogue_index(catalogue(impl, cache_dir))
+    exported = rules_exp.export(table, target)
+    (out / COLLTUNE_RULES).write_text(exported.text)
+    env["COLLTUNE_RULES"] = str(out / COLLTUNE_RULES)
+    notes += [n for n in exported.notes if "is not one of colltune's" not in n
+              and not n.startswith("run under the interposer")]
+    # 3. the interposer, the environment file
+    built = libcolltune(impl, cache_dir)
+    lib = out / "lib" / built.name
+    shutil.copyfile(built, lib)
+    if is_smpi(impl):
+        launch = {"COLLTUNE_LDFLAGS": shlex.join(link_args(lib))}
+        if arms.get("library_default"):
+            launch["COLLTUNE_SMPIRUN_ARGS"] = f"--cfg=smpi/coll-selector:{arms['library_default']}"
+        usage = ["smpicc app.c -o app $COLLTUNE_LDFLAGS",
+                 "smpirun $COLLTUNE_SMPIRUN_ARGS -np N -platform P -hostfile H ./app"]
+    else:
+        launch = {"COLLTUNE_LIB": str(lib),
+                  "COLLTUNE_MPIRUN_ARGS": " ".join(_launcher_args(impl, lib, out / COLLTUNE_RULES)),
+                  "COLLTUNE_LDFLAGS": f"{lib} -Wl,-rpath,{lib.parent}"}
+        usage = ["mpirun $COLLTUNE_MPIRUN_ARGS -n N ./app      (preloads the interposer)",
+                 f"or link it: {Path(impl.cc).name} app.c -o app $COLLTUNE_LDFLAGS"]
+    files.update(colltune_rules=COLLTUNE_RULES, env=ENV_FILE, interposer=f"lib/{built.name}")
+    write_env(out / ENV_FILE, {**env, **launch}, usage, library, impl.version)
+    manifest = {
+        "format": FORMAT, "version": VERSION, "colltune_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "library": library, "library_version": impl.version, "target": target,
+        "table": {"source": os.path.abspath(table_path), "sha256": _sha256(table_path),
+                  "tuner": table.tuner, "arms": arms, "rules": counts(table)},
+        "files": files, "env": env, "launch": launch, "notes": notes,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def write_env(path: Path, env: dict[str, str], usage: list[str], library: str, version: str) -> None:
+    lines = [f"# colltune {__version__} deployment for {library} {version}: source this file "
+             f"(or turn it into a module) before launching the job",
+             *[f"#   {u}" for u in usage]]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def load(deployment_dir: str) -> tuple[dict, Path]:
+    d = Path(deployment_dir).resolve()
+    try:
+        manifest = json.loads((d / MANIFEST).read_text())
+    except OSError as exc:
+        raise InputError(f"{d / MANIFEST}: cannot read the deployment manifest: "
+                         f"{exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{d / MANIFEST}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        raise InputError(f"{d / MANIFEST}: not a {FORMAT} version {VERSION} manifest "
+                         f"(format {manifest.get('format')!r}, version {manifest.get('version')!r})")
+    return manifest, d

@@ -1,0 +1,40 @@
+"""`colltune deploy`: one folder with everything a job needs to run a decision
+table — the library's rules file, colltune's rules file, the interposer, env.sh
+and the manifest deployment.json (docs/deploy.md)."""
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    from ..cli import add_globals
+    p = sub.add_parser("deploy", help="write a decision table's deployment: library rules file, "
+                                      "colltune rules file, interposer, env.sh, manifest")
+    p.add_argument("--table", required=True, help="decision table (JSON), e.g. from "
+                                                  "colltune tune --provider both")
+    p.add_argument("--library", required=True, help="openmpi, mpich or smpi: the MPI the job runs")
+    p.add_argument("--target", help="library version the rules file is for, e.g. 5.0.7 "
+                                    "(default: the newest this colltune knows)")
+    p.add_argument("-o", "--output", required=True, help="deployment folder (created)")
+    p.add_argument("--allow-substitute", action="store_true",
+                   help="a library rule with no equivalent gets the library's general-purpose "
+                        "algorithm (as colltune export --allow-substitute)")
+    add_globals(p)
+    p.set_defaults(handler=run)
+
+
+def run(args, cli) -> int:
+    from ..deploy import ENV_FILE, deploy
+    from ..session import Session
+    session = Session(cli, args.config)
+    m = deploy(args.table, args.library, args.output, session.settings.cache_dir, args.target,
+               args.allow_substitute)
+    n = m["table"]["rules"]
+    print(f"deployment for {m['library']} {m['library_version']} in {args.output}: "
+          f"{n['colltune']} colltune rule(s), {n['library']} library rule(s), "
+          f"{n['default']} library-default rule(s)")
+    for key in ("library_rules", "colltune_rules", "interposer", "env", "table"):
+        if m["files"].get(key):
+            print(f"  {key:<15} {m['files'][key]}")
+    print(f"use: source {args.output}/{ENV_FILE}   (then see its first lines)")
+    for note in m["notes"]:
+        print(f"note: {note}")
+    return 0

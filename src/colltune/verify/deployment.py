@@ -1,0 +1,198 @@
+"""`colltune verify --deployment DIR`: prove on the real library that a
+deployment (colltune.deploy) runs what its decision table says.
+
+1. The library's part (when the deployment has one) goes through the library's
+   verifier, as `verify --rules` does: the file is accepted, and at its sample
+   points the library runs the file's algorithm (the library's own evidence),
+   which is the table's.
+2. The whole deployment runs the probe on the real library, the interposer
+   preloaded, with the deployment's environment and COLLTUNE_REPORT: at every
+   sample point of the table (each rule's first size and the size just below
+   the next rule) the interposer's report must name the table's colltune
+   algorithm, or ``library`` where the table names the library's algorithm or
+   its default decision (what the library then ran is (1)'s evidence). The
+   colltune rules file must also say what the table says there.
+3. The same points run without the deployment (the library default), back to
+   back in the same verify: default time / deployed time per point.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+from dataclasses import dataclass, field
+
+from .. import deploy as _deploy
+from ..decision import DecisionTable
+from ..errors import ColltuneError
+
+REDUCTIONS = ("reduce", "allreduce")
+
+
+@dataclass
+class DeployPoint:
+    collective: str
+    nbytes: int
+    kind: str              # deploy.COLLTUNE / DEFAULT / LIBRARY
+    table_says: str        # the table's rule, as provider:algorithm
+    expected: str          # what the interposer must report: colltune's algorithm or "library"
+    ran: str = ""
+    ok: bool = False
+    ratio: float | None = None
+
+
+@dataclass
+class DeploymentReport:
+    path: str
+    library: str
+    ranks: int
+    library_report: object | None = None      # verify.Report of the library's part
+    library_error: str = ""
+    points: list[DeployPoint] = field(default_factory=list)
+    run_error: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def library_ok(self) -> bool:
+        return not self.library_error and (self.library_report is None or self.library_report.ok)
+
+    @property
+    def ok(self) -> bool:
+        return (self.library_ok and not self.run_error and bool(self.points)
+                and all(p.ok for p in self.points))
+
+    def render(self) -> str:
+        out = [f"verify deployment {self.path} on {self.library}, {self.ranks} ranks"]
+        if self.library_report is None and not self.library_error:
+            out.append("(1) the library's part: none (the table names none of the library's own "
+                       "algorithms; the library runs its default decision)")
+        else:
+            out.append("(1) the library's part:")
+            if self.library_report is not None:
+                out += ["    " + ln for ln in self.library_report.render().splitlines()]
+            if not self.library_ok:
+                why = self.library_error or (
+                    self.library_report.evidence if not self.library_report.accepted
+                    else "it ran another algorithm than its file at some point")
+                verdict = ("REJECTED its part" if self.library_error or not
+                           self.library_report.accepted else "did not honour its part")
+                out.append(f"    the library {verdict}: {why}")
+        out.append(f"(2) what ran under the deployment at {len(self.points)} sample points "
+                   f"(the interposer's COLLTUNE_REPORT; `library` points: (1) is the evidence)")
+        if self.run_error:
+            out.append(f"    the deployed run failed: {self.run_error}")
+        for p in self.points:
+            ratio = f"  default/deployed {p.ratio:.3g}" if p.ratio else ""
+            out.append(f"  {'ok  ' if p.ok else 'FAIL'} {p.collective:<10} {p.nbytes:>9} B/rank  "
+                       f"table: {p.table_says:<34} ran: {p.ran}{ratio}")
+        times = sorted(p.ratio for p in self.points if p.ratio)
+        if times:
+            out.append(f"(3) default/deployed time ratio: median {times[len(times) // 2]:.3g} over "
+                       f"{len(times)} points (same verify run, launches back to back; on an "
+                       f"oversubscribed or busy host this is noise)")
+        out += [f"note: {n}" for n in self.notes]
+        out.append("RESULT: " + ("PASS" if self.ok else "FAIL"))
+        return "\n".join(out)
+
+
+def sample_points(table: DecisionTable, rules, ranks: int) -> list[DeployPoint]:
+    """Each rule's first size and the size just below the next rule, for the
+    entry a one-node communicator of `ranks` ranks uses, of every collective the
+    interposer intercepts."""
+    from ..exporters.colltune_rules import COLLS, match, split_label
+    points = []
+    for coll in table.collectives():
+        if coll not in COLLS:
+            continue
+        entry = table.entry(coll, 1, ranks)
+        unit = 4 if coll in REDUCTIONS else 1
+        sizes: list[int] = []
+        for i, r in enumerate(entry.rules):
+            lo = max(unit, -(-r.min_size // unit) * unit)
+            cands = [lo]
+            if i + 1 < len(entry.rules):
+                hi = (entry.rules[i + 1].min_size - 1) // unit * unit
+                if hi > lo:
+                    cands.append(hi)
+            sizes += [c for c in cands if c not in sizes]
+        for nbytes in sizes:
+            rule = entry.rule_for(nbytes)
+            kind = _deploy.kind_of(table, rule)
+            expected = split_label(rule.algorithm)[0] if kind == _deploy.COLLTUNE else "library"
+            p = DeployPoint(coll, nbytes, kind, f"{rule.provider}:{rule.algorithm}", expected)
+            line = match(rules, coll, ranks, 1, ranks, nbytes)
+            says = line.algorithm if line else "library"
+            if says != expected:
+                p.ran = f"not run: the colltune rules file says {says}, the table {expected}"
+            points.append(p)
+    return points
+
+
+def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps: int = 20,
+                      timeout: float = 300.0) -> DeploymentReport:
+    from .. import mpi
+    from ..backends.local import oversubscribe_args
+    from ..errors import BackendError, ConfigError
+    from ..exporters.colltune_rules import read_rules
+    from ..providers.colltune import read_report
+    from . import VERIFIERS
+    from . import probe as _probe
+    manifest, d = _deploy.load(deployment_dir)
+    library = manifest["library"]
+    try:
+        cls = VERIFIERS.get(library)
+    except ConfigError:
+        raise ConfigError(f"{d}: a deployment for {library} cannot be verified on a real library "
+                          f"(verify knows {', '.join(VERIFIERS.names())}); deploy the table for "
+                          f"one of them") from None
+    try:
+        impl = mpi.find(library)
+    except mpi.MPINotFound as exc:
+        raise BackendError(str(exc)) from None
+    files = manifest["files"]
+    table = DecisionTable.load(str(d / files["table"]))
+    report = DeploymentReport(str(d), f"{library} {impl.version}", ranks,
+                              notes=list(manifest.get("notes", [])))
+    if impl.version != manifest.get("library_version"):
+        report.notes.append(f"deployed for {library} {manifest.get('library_version')}, "
+                            f"verified on {impl.version}")
+    verifier = cls(impl, cache_dir)
+    # 1. the library's part, with the library's own evidence
+    if files.get("library_rules"):
+        try:
+            report.library_report = verifier.verify(
+                str(d / files["library_rules"]), files["library_format"],
+                _deploy.library_part(table), ranks, reps, timeout)
+        except ColltuneError as exc:
+            report.library_error = str(exc)
+    # 2. + 3. the whole deployment and the library default, back to back
+    report.points = sample_points(table, read_rules(str(d / files["colltune_rules"])), ranks)
+    run = [p for p in report.points if not p.ran]
+    if not run:
+        return report
+    args = [f"{p.collective}:{p.nbytes}" for p in run]
+    cmd = [impl.launcher, *shlex.split(manifest["launch"].get("COLLTUNE_MPIRUN_ARGS", "")),
+           "-n", str(ranks), *oversubscribe_args(impl, ranks)]
+    with tempfile.TemporaryDirectory(prefix="colltune-deploy-verify-") as tmp:
+        rep_path = os.path.join(tmp, "report.jsonl")
+        env = {**impl.run_env(), **manifest["env"], "COLLTUNE_REPORT": rep_path}
+        default = _probe.launch([impl.launcher, "-n", str(ranks), *oversubscribe_args(impl, ranks)],
+                                verifier.tools, args, reps, impl.run_env(), timeout)
+        deployed = _probe.launch(cmd, verifier.tools, args, reps, env, timeout)
+        seen = read_report(rep_path)
+    if not deployed.ok:
+        last = [ln.strip() for ln in deployed.output.splitlines() if ln.strip()][-3:]
+        report.run_error = f"$ {shlex.join(deployed.command)}: " + " | ".join(last)
+    for i, p in enumerate(run):
+        ran = sorted({r.get("ran") for r in seen if r.get("collective") == p.collective
+                      and r.get("comm_size") == ranks and r.get("bytes") == p.nbytes})
+        p.ran = ", ".join(map(str, ran)) or "nothing reported by the interposer at this point"
+        p.ok = ran == [p.expected]
+        if p.ok and p.kind != _deploy.COLLTUNE:
+            p.ran += f" ({'its default decision' if p.kind == _deploy.DEFAULT else 'its rules file'})"
+        if default.times.get(i) and deployed.times.get(i):
+            p.ratio = default.times[i] / deployed.times[i]
+    return report
+
+
+__all__ = ["verify_deployment", "DeploymentReport", "sample_points"]
