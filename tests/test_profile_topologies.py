@@ -165,3 +165,185 @@ def test_ib_other_errors(tmp_path):
     (tmp_path / "x.txt").write_text("# a stray entry\n0x0001 001\n")
     with pytest.raises(TopologyError, match=r"x.txt:2: LFT entry before any 'Unicast lids"):
         parse_lfts(tmp_path / "x.txt")
+
+
+# ---------------------------------------------------------------- Slurm trees
+
+SLURM = DATA / "slurm"
+
+
+def _slurm_file(tmp_path: Path, text: str, name: str = "topology.conf") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_hostlist_expansion():
+    from colltune.profile.slurm_topo import expand_hostlist
+    assert expand_hostlist("tux[0-3,12,18-20]", "x") == ["tux0", "tux1", "tux2", "tux3", "tux12",
+                                                          "tux18", "tux19", "tux20"]
+    assert expand_hostlist("node[08-10],gpu1", "x") == ["node08", "node09", "node10", "gpu1"]
+    assert expand_hostlist("r[1-2]-n[1-2]", "x") == ["r1-n1", "r1-n2", "r2-n1", "r2-n2"]
+    for bad in ("n[1-", "n[3-1]", "n[a]", "n[[1]]", "a,,b"):
+        with pytest.raises(TopologyError, match="f:7: .*hostlist"):
+            expand_hostlist(bad, "f:7")
+
+
+@pytest.mark.parametrize("fname", ["topology.conf", "topology.yaml"])
+def test_slurm_tree_and_modelled_routes(fname):
+    from colltune.profile.slurm_topo import slurm_topology
+    t = slurm_topology(SLURM / fname)
+    assert t.kind == "SLURM_TREE" and t.params["routing"].startswith("modelled (Slurm tree")
+    assert t.hosts == [f"node{i:02d}" for i in range(1, 17)]
+    assert [(n.id, n.level, n.position) for n in t.switches()] == [
+        ("leaf1", 1, 0), ("leaf2", 1, 1), ("leaf3", 1, 2), ("leaf4", 1, 3), ("spine1", 2, 0), ("spine2", 2, 1)]
+    assert len(t.links) == 2 * (16 + 8) and t.params["link_speed"] == {"leaf3": "100"}
+    assert t.route_ids("node01", "node02") == ["node01 -> leaf1", "leaf1 -> node02"]
+    assert t.route_ids("node01", "node01") == []
+    # two lowest common switches: the (destination index mod 2)-th by name
+    assert t.route_ids("node01", "node15") == ["node01 -> leaf1", "leaf1 -> spine1", "spine1 -> leaf4", "leaf4 -> node15"]
+    assert t.route_ids("node01", "node16") == ["node01 -> leaf1", "leaf1 -> spine2", "spine2 -> leaf4", "leaf4 -> node16"]
+    assert [l.kind for l in t.route("node05", "node09")] == ["up", "up", "down", "down"]
+    if fname.endswith("yaml"):
+        assert t.params["topology"] == "fabric"  # the cluster_default tree, not the block one
+
+
+def test_slurm_yaml_topology_choice_and_deeper_tree(tmp_path):
+    from colltune.profile.slurm_topo import slurm_topology
+    small = slurm_topology(SLURM / "topology.yaml", topology="small")
+    assert small.hosts == ["node01", "node02"] and small.params["topology"] == "small"
+    with pytest.raises(TopologyError, match="no tree topology named 'blocks'"):
+        slurm_topology(SLURM / "topology.yaml", topology="blocks")
+    p = _slurm_file(tmp_path, "SwitchName=core Switches=agg[1-2]\nSwitchName=agg1 Switches=e[1-2]\n"
+                              "SwitchName=agg2 Switches=e3\nSwitchName=e1 Nodes=a[1-2]\n"
+                              "SwitchName=e2 Nodes=b1\nSwitchName=e3 Nodes=c1\n")
+    t = slurm_topology(p)
+    assert [(n.id, n.level) for n in t.switches()] == [("e1", 1), ("e2", 1), ("e3", 1), ("agg1", 2),
+                                                        ("agg2", 2), ("core", 3)]
+    assert t.route_ids("a1", "b1") == ["a1 -> e1", "e1 -> agg1", "agg1 -> e2", "e2 -> b1"]
+    assert t.hops("a1", "c1") == 6
+
+
+@pytest.mark.parametrize("text,line,match", [
+    ("SwitchName=s0 Nodes=n[1-2]\nSwitchName=s1 Nodes=n[3-\n", 2, r"unclosed '\['"),
+    ("SwitchName=s0 Nodes=n1\nSwitchName=s0 Nodes=n2\n", 2, r"switch 's0' defined twice \(first at .*:1\)"),
+    ("# c\nSwitchName=s0 Switches=s9\n", 2, r"lists switch 's9', which is never defined"),
+    ("SwitchName=s0 Nodes=n1 Speed=3\n", 1, r"unknown: speed"),
+    ("SwitchName=s0 Nodes\n", 1, r"expected Key=Value, got 'Nodes'"),
+    ("BlockName=b1 Nodes=n[1-4]\n", 1, r"topology/block"),
+    ("SwitchName=a Switches=b\nSwitchName=b Switches=a Nodes=n1\n", 1, r"switch cycle"),
+    ("SwitchName=a Nodes=n1\nSwitchName=b Nodes=n2\n", None, r"'n1' and 'n2' have no common switch"),
+])
+def test_slurm_conf_errors(tmp_path, text, line, match):
+    from colltune.profile.slurm_topo import slurm_topology
+    p = _slurm_file(tmp_path, text)
+    where = rf"{re.escape(str(p))}:{line}: " if line else rf"{re.escape(str(p))}: "
+    with pytest.raises(TopologyError, match=where + ".*" + match):
+        slurm_topology(p)
+
+
+@pytest.mark.parametrize("text,line,match", [
+    ("- topology: t\n  tree:\n    switches:\n      - switch: s0\n        nodes: n[1-\n", 4, r"unclosed"),
+    ("- topology: t\n  tree:\n    switches:\n      - switch: s0\n        node: n1\n", 4, r"expected 'switch: NAME'"),
+    ("- topology: t\n  tree:\n    switches:\n      - switch: s0\n      nodes: n1\n", 5, r"expected 'key: value'|unexpected"),
+    ("- topology: t\n  tree:\n    switches: |\n      x\n", 3, r"not supported"),
+    ("- topology: t\n  block:\n    blocks: []\n", None, r"no tree topology"),
+    ("- topology: t\n  tree:\n    switches:\n      - switch: s0\n        nodes: n1\n\tfoo: 1\n", 6, r"tab"),
+])
+def test_slurm_yaml_errors(tmp_path, text, line, match):
+    from colltune.profile.slurm_topo import slurm_topology
+    p = _slurm_file(tmp_path, text, "topology.yaml")
+    where = rf"{re.escape(str(p))}:{line}: " if line else rf"{re.escape(str(p))}: "
+    with pytest.raises(TopologyError, match=where + ".*" + match):
+        slurm_topology(p)
+
+
+# ---------------------------------------------------------------- emulated cluster
+
+@pytest.fixture
+def saved_cluster(tmp_path, monkeypatch):
+    """A cluster state as `colltune cluster up --hosts 3 --bandwidth 1gbit --latency 2ms`
+    saves it (net.plan: names and addresses only, nothing created, no root needed)."""
+    from colltune.cluster import net, state
+    monkeypatch.setenv(state.RUN_DIR_ENV, str(tmp_path / "run"))
+    c = net.plan("ctp", 3, "10.213.77.0/24", "1gbit", "2ms")
+    c.complete = True
+    state.save(c)
+    return c
+
+
+def test_emulated_cluster_star(saved_cluster):
+    from colltune.profile.emulated import emulated_topology, tc_rate
+    t = emulated_topology("ctp")
+    assert t.kind == "EMULATED" and t.hosts == ["ctp-n0", "ctp-n1", "ctp-n2"]
+    assert [(n.id, n.level) for n in t.switches()] == [("ctp-br", 1)]
+    assert t.route_ids("ctp-n0", "ctp-n2") == ["ctp-n0 -> ctp-br", "ctp-br -> ctp-n2"]
+    assert t.route("ctp-n1", "ctp-n1") == ()
+    up = t.links["ctp-n0 -> ctp-br"]
+    assert (up.kind, up.bandwidth, up.latency) == ("up", 125e6, 2e-3)
+    assert t.links["ctp-br -> ctp-n0"].sg_name == "ctp-v0"  # the bridge side of the veth pair
+    assert emulated_topology("emulated").hosts == t.hosts  # the only cluster up
+    assert [tc_rate(x) for x in ("100mbit", "125mbps", "1kibit", "8000")] == [12.5e6, 125e6, 128.0, 1000.0]
+    with pytest.raises(TopologyError, match="not a tc rate"):
+        tc_rate("fast")
+    with pytest.raises(TopologyError, match=r"no emulated cluster 'zz': no state file .*cluster-zz.json"):
+        emulated_topology("zz")
+    ld = link_loads(t, {("ctp-n0", "ctp-n1"): (1000, 2), ("ctp-n2", "ctp-n1"): (24, 1)})
+    assert ld.of("ctp-br -> ctp-n1") == (1024, 3) and ld.hop_bytes == 2048
+
+
+def test_emulated_hostnames_are_processor_names(saved_cluster):
+    """The hosts are named as gethostname() inside each one (what MPI_Get_processor_name
+    returns): `up` sets each UTS namespace to the host's name (cluster/net.py)."""
+    import inspect
+    from colltune.cluster import net
+    assert '"hostname", h.name' in inspect.getsource(net._create)
+    from colltune.profile.emulated import emulated_topology
+    assert emulated_topology(saved_cluster).hosts == [h.name for h in saved_cluster.hosts]
+
+
+# ---------------------------------------------------------------- resolve_topology, map_hosts
+
+def test_resolve_topology_dispatch(tmp_path, saved_cluster):
+    from colltune.profile.resolve import resolve_topology
+    assert resolve_topology("small").kind == "FLAT"
+    from colltune import platforms
+    xml = platforms.load("small").xml_path
+    assert resolve_topology(xml).kind == "FLAT"
+    assert resolve_topology(IB).kind == "INFINIBAND"
+    assert resolve_topology(IB / "ibnetdiscover.txt").kind == "INFINIBAND"
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    shutil.copy(IB / "ibnetdiscover.txt", other / "fabric.txt")
+    with pytest.raises(TopologyError, match="need the switches' forwarding tables"):
+        resolve_topology(other / "fabric.txt")
+    assert len(resolve_topology(other / "fabric.txt", lft=IB / "lfts.txt").hosts) == 16
+    with pytest.raises(TopologyError, match="a forwarding-table dump alone"):
+        resolve_topology(IB / "lfts.txt")
+    assert resolve_topology(SLURM).params["format"] == "topology.yaml"  # yaml first, like Slurm
+    assert resolve_topology(SLURM / "topology.conf").params["format"] == "topology.conf"
+    assert resolve_topology(SLURM / "topology.yaml", topology="small").hosts == ["node01", "node02"]
+    assert resolve_topology("ctp").kind == "EMULATED"
+    assert resolve_topology("emulated:ctp").kind == "EMULATED"
+    t = resolve_topology("small")
+    assert resolve_topology(t) is t
+    for bad in ("no-such-thing", str(tmp_path)):
+        with pytest.raises(TopologyError) as exc:
+            resolve_topology(bad)
+        msg = str(exc.value)
+        assert all(w in msg for w in ("small", "SimGrid XML", "ibnetdiscover", "topology.conf", "emulated"))
+
+
+def test_map_hosts_reports_unknown_hosts():
+    from colltune.profile.resolve import map_hosts, resolve_topology
+    t = resolve_topology(IB)
+    m = map_hosts(["node01", "node02.cluster.local", "NODE03", "", "gpu7", "node01"], t)
+    assert m.mapping == {"node01": "node01", "node02.cluster.local": "node02", "NODE03": "node03"}
+    assert m.unknown == ["gpu7"] and m.get("gpu7") is None
+    assert any("gpu7" in n and "left out" in n for n in m.notes)
+    # a host missing from the topology: its traffic is skipped, the rest is loaded
+    m2 = map_hosts(["node01", "gpu7", "node16"], t)
+    known = [m2.get(h) for h in ("node01", "gpu7", "node16") if m2.get(h)]
+    assert known == ["node01", "node16"] and m2.unknown == ["gpu7"]
+    ld = link_loads(t, {(known[0], known[1]): (4096, 1)})
+    assert ld.offered_bytes == 4096 and ld.hop_bytes == 4096 * 4
