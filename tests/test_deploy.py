@@ -1,0 +1,153 @@
+"""Best of both (docs/deploy.md): `tune --provider both` on real SMPI chooses
+among deployable arms only; a mixed table (library algorithms, the library's
+default decision, colltune's algorithms) deploys and verifies on the real Open
+MPI and MPICH; a deployment whose library part the library rejects, or whose
+rules say something else than the table, fails `verify --deployment`."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import have_mpi, run_cli
+
+from colltune.decision import DecisionTable
+from colltune.errors import InputError
+
+# On two ranks of this host: bcast's two library algorithms send differently from
+# each other and from the default (verify proves them, not ok*).
+LIB_ALGS = {"openmpi": ("basic_linear", "binomial"), "mpich": ("scatter_ring_allgather", "binomial")}
+
+
+def mixed_table(path, lib, default_beside_library=False):
+    first, last = LIB_ALGS[lib]
+    allreduce = [(0, "recursive_doubling", "colltune"), (4096, "default", lib)]
+    if default_beside_library:
+        allreduce.append((65536, "ring", lib))
+    entries = [("bcast", [(0, first, lib), (1000, "binomial", "colltune"), (100000, last, lib)]),
+               ("allreduce", allreduce)]
+    DecisionTable.from_dict({
+        "format": "colltune.decision-table", "version": 1, "tuner": "exhaustive",
+        "size_unit": "bytes-per-rank", "created": "2026-01-01", "colltune_version": "0.1.0",
+        "provenance": {"backend": "local", "platform": "test", "mpi_library": lib, "mpi_version": "x",
+                       "arms": {"provider": "both", "library": lib, "colltune": "colltune",
+                                "library_default": "default",
+                                "library_algorithms_deployable": True}},
+        "entries": [{"collective": c, "nodes": 1, "ppn": 2,
+                     "rules": [{"min_size": s, "algorithm": a, "provider": p, "params": {}}
+                               for s, a, p in rules]} for c, rules in entries]}).save(str(path))
+    return str(path)
+
+
+def test_tune_both_chooses_the_best_deployable_arm(workdir):
+    table = workdir / "t.json"
+    run_cli("tune", "--provider", "both", "--collectives", "bcast,allreduce", "--layouts", "2x2",
+            "--sizes", "8,65536", "--algorithms",
+            "binomial_tree,scatter_LR_allgather,lr,rdb,binomial,pipeline,recursive_doubling,ring",
+            "--baselines", "ompi,mpich", "--table", str(table), "-q", "--min-reps", "3",
+            "--max-reps", "5")
+    t = DecisionTable.load(str(table))
+    arms = t.provenance["arms"]
+    assert (arms["provider"], arms["library"], arms["library_default"]) == ("both", "smpi", "ompi")
+    assert arms["library_algorithms_deployable"] is False and "measured but not chosen" in arms["note"]
+    providers = {r.provider for e in t.entries for r in e.rules}
+    assert providers == {"smpi", "colltune"}                       # a mixed table
+    recs = [json.loads(x) for x in run_cli("results", "export", "--format", "jsonl").stdout.splitlines()]
+    assert {r["provider"] for r in recs} == {"smpi", "colltune"}
+    smpi_algs = {r["algorithm"] for r in recs if r["provider"] == "smpi"
+                 and r["algorithm_kind"] == "algorithm"}
+    assert smpi_algs == {"binomial_tree", "scatter_LR_allgather", "lr", "rdb"}  # measured ...
+    deployable = [r for r in recs if r["status"] == "ok" and (
+        r["provider"] == "colltune" or (r["provider"], r["algorithm"]) == ("smpi", "ompi"))]
+    for e in t.entries:
+        for size in (8, 65536):
+            rule = e.rule_for(size)
+            assert (rule.provider, rule.algorithm) != ("smpi", "mpich")     # ... never chosen
+            assert rule.algorithm not in smpi_algs or rule.provider == "colltune"
+            here = [r for r in deployable if r["collective"] == e.collective and r["msg_size"] == size]
+            best = min(r["ttc_median_s"] for r in here)
+            chosen = [r for r in here if (r["provider"], r["algorithm"]) == (rule.provider, rule.algorithm)]
+            assert chosen and chosen[0]["ttc_median_s"] == best, (e.collective, size, rule)
+    # an SMPI deployment: no library file, the selector as smpirun arguments
+    out = workdir / "dep"
+    run_cli("deploy", "--table", str(table), "--library", "smpi", "-o", str(out))
+    m = json.loads((out / "deployment.json").read_text())
+    assert m["format"] == "colltune.deployment" and m["files"]["library_rules"] is None
+    assert m["launch"]["COLLTUNE_SMPIRUN_ARGS"] == "--cfg=smpi/coll-selector:ompi"
+    assert "export COLLTUNE_LDFLAGS=" in (out / "env.sh").read_text()
+    proc = run_cli("verify", "--deployment", str(out), check=False)
+    assert proc.returncode == 2 and "cannot be verified on a real library" in proc.stderr
+
+
+def deploy(tmp_path, lib, name="dep"):
+    table = mixed_table(tmp_path / f"{lib}.json", lib)
+    out = tmp_path / name
+    run_cli("deploy", "--table", table, "--library", lib, "-o", str(out))
+    return out
+
+
+def verify(out):
+    return run_cli("verify", "--deployment", str(out), "--reps", "3", check=False, timeout=300)
+
+
+@pytest.mark.parametrize("lib", ["openmpi", "mpich"])
+def test_mixed_table_deploys_and_verifies(tmp_path, lib):
+    if not have_mpi(lib):
+        pytest.skip(f"{lib} not installed")
+    out = deploy(tmp_path, lib)
+    m = json.loads((out / "deployment.json").read_text())
+    assert m["table"]["rules"] == {"colltune": 2, "library": 2, "default": 1}
+    env = (out / "env.sh").read_text()
+    assert f"export COLLTUNE_RULES={out}/colltune.rules" in env and "COLLTUNE_MPIRUN_ARGS=" in env
+    assert m["files"]["library_rules"] in env
+    rules = (out / "colltune.rules").read_text()
+    assert "bcast nodes=* ppn=* bytes=1000..99999 -> binomial" in rules
+    assert "allreduce nodes=* ppn=* bytes=4096.. -> library" in rules
+    proc = verify(out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    points = [ln for ln in proc.stdout.splitlines() if re.match(r"  (ok|FAIL) ", ln)]
+    assert len(points) == 8 and all(ln.strip().startswith("ok") for ln in points)
+    assert any("table: colltune:binomial" in ln and "ran: binomial" in ln for ln in points)
+    assert any("table: colltune:recursive_doubling" in ln and "ran: recursive_doubling" in ln
+               for ln in points)
+    assert any(f"table: {lib}:default" in ln and "its default decision" in ln for ln in points)
+    assert "(1) file accepted: yes" in proc.stdout and "(3) default/deployed time ratio" in proc.stdout
+    assert proc.stdout.rstrip().endswith("RESULT: PASS")
+
+
+@pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed")
+def test_library_rejecting_its_part_fails_verify(tmp_path):
+    out = deploy(tmp_path, "mpich")
+    path = out / "mpich-json.json"
+    path.write_text(json.dumps({"_comment": "MPICH 5.0 aborts on this key",
+                                **json.loads(path.read_text())}))
+    proc = verify(out)
+    assert proc.returncode == 1
+    assert "the library REJECTED its part: MPICH rejected the file" in proc.stdout
+    assert "the deployed run failed" in proc.stdout and "RESULT: FAIL" in proc.stdout
+
+
+@pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed")
+def test_dropped_library_part_and_rules_that_say_otherwise_fail_verify(tmp_path):
+    out = deploy(tmp_path, "openmpi")
+    path = out / "openmpi-tuned.rules"          # first rule not at size 0: Open MPI drops the file
+    path.write_text(re.sub(r"\n0 (\d+ 0 0 0)\n", r"\n1 \1\n", path.read_text(), count=1))
+    rules = out / "colltune.rules"
+    rules.write_text(rules.read_text().replace("bytes=1000..99999 -> binomial",
+                                               "bytes=1000..99999 -> pipeline"))
+    proc = verify(out)
+    assert proc.returncode == 1
+    assert "the library REJECTED its part" in proc.stdout and "the file was dropped" in proc.stdout
+    assert "the colltune rules file says pipeline, the table binomial" in proc.stdout
+
+
+def test_default_beside_library_algorithms_is_refused(tmp_path):
+    from colltune.deploy import kind_of, library_part
+    t = DecisionTable.load(mixed_table(tmp_path / "t.json", "openmpi", default_beside_library=True))
+    assert [kind_of(t, r) for r in t.entries[1].rules] == ["colltune", "default", "library"]
+    with pytest.raises(InputError, match="default decision .* beside the library's own algorithms"):
+        library_part(t)
+    ok = DecisionTable.load(mixed_table(tmp_path / "u.json", "openmpi"))
+    (bcast,) = library_part(ok).entries                 # allreduce: no library algorithm
+    assert [(r.min_size, r.algorithm) for r in bcast.rules] == [(0, "basic_linear"), (100000, "binomial")]
