@@ -33,6 +33,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 #define LOCK() ((void)0)
 #define UNLOCK() ((void)0)
 #endif
+#include "profile.h"                        /* COLLTUNE_PROFILE: traffic counting hooks */
 
 enum { FROM_RULES, FROM_FORCE };
 static ct_rules sources[2];                 /* rules file, COLLTUNE_FORCE */
@@ -103,6 +104,7 @@ static comm_info *info_of(MPI_Comm comm)
         ci->nodes = out[0], ci->ppn = out[1];
     }
     inside--;
+    CT_PROF_RESNAP();                       /* not the collective's traffic */
     if (PMPI_Comm_set_attr(comm, keyval, ci) == MPI_SUCCESS && cache_on)
         last_comm = comm, last_info = ci;
     return ci;
@@ -214,7 +216,9 @@ static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info
     const char *ran = NULL;
     int rc;
     inside++;
+    CT_PROF_ALG_ENTER(coll);
     rc = ct_call(coll, r->alg->name, r->params, a, &ran);
+    CT_PROF_ALG_LEAVE(ran);
     inside--;
     if (LOGGING) note(coll, ci, bytes, r, from, ran ? ran : "error", NULL);
     return rc;
@@ -281,6 +285,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
     long long bytes;
     int from = FROM_RULES, rank, rc;
     byte_view v;
+    CT_PROF_COLL(ct_prof_bcast(buf, count, dt, root, comm));
     if (!active[CT_BCAST] || inside) return PMPI_Bcast(buf, count, dt, root, comm);
     ct_args a = {NULL, buf, count, dt, MPI_OP_NULL, root, comm};
     if (to_library(CT_BCAST, ct_check_args(CT_BCAST, &a))) return PMPI_Bcast(buf, count, dt, root, comm);
@@ -309,6 +314,7 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op 
     const comm_info *ci;
     long long bytes;
     int from = FROM_RULES;
+    CT_PROF_COLL(ct_prof_reduce(sbuf, rbuf, count, dt, op, root, comm));
     if (!active[CT_REDUCE] || inside) return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
     ct_args a = {sbuf, rbuf, count, dt, op, root, comm};
     if (to_library(CT_REDUCE, ct_check_args(CT_REDUCE, &a))) return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
@@ -323,6 +329,7 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
     const comm_info *ci;
     long long bytes;
     int from = FROM_RULES;
+    CT_PROF_COLL(ct_prof_allreduce(sbuf, rbuf, count, dt, op, comm));
     if (!active[CT_ALLREDUCE] || inside) return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
     ct_args a = {sbuf, rbuf, count, dt, op, 0, comm};
     if (to_library(CT_ALLREDUCE, ct_check_args(CT_ALLREDUCE, &a))) return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
@@ -340,6 +347,7 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     const comm_info *ci;
     long long bytes;
     int from = FROM_RULES;
+    CT_PROF_COLL(ct_prof_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
     if (!active[CT_ALLGATHER] || inside)
         return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
     /* the send side must carry what the receive side expects (else the
@@ -506,19 +514,20 @@ static void setup(void)
 int MPI_Init(int *argc, char ***argv)
 {
     int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS) setup();
+    if (rc == MPI_SUCCESS) setup(), ct_prof_init(argc, argv);
     return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS) setup();
+    if (rc == MPI_SUCCESS) setup(), ct_prof_init(argc, argv);
     return rc;
 }
 
 int MPI_Finalize(void)
 {
+    ct_prof_finalize();                             /* writes COLLTUNE_PROFILE's files */
     for (int c = 0; c < CT_NCOLLS; c++) active[c] = 0;
     cache_on = 0;
     if (report) fclose(report), report = NULL;
