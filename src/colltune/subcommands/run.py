@@ -13,6 +13,11 @@ SIGTERM / SIGINT / SIGHUP sent to colltune are passed on to the whole job (launc
 and every rank), which is SIGKILLed if still there after a grace period, and
 reaped; colltune then exits with 128 + the signal number. The SMPI hostfile goes
 to a temporary folder, removed afterwards. docs/interposer.md.
+
+`--profile DIR` counts the job's traffic (docs/profile-counting.md): it sets
+COLLTUNE_PROFILE=DIR (each rank writes DIR/rank-R.json at MPI_Finalize), adds the
+simulator's message trace on sim and pml monitoring on Open MPI, and lists the
+ranks whose file is missing afterwards.
 """
 from __future__ import annotations
 
@@ -38,6 +43,9 @@ def add_parser(sub) -> None:
     p.add_argument("--force", help="COLL:ALG[:k=v,...][;...] -> COLLTUNE_FORCE")
     p.add_argument("--verbose", action="store_true", help="rank 0 logs each new decision")
     p.add_argument("--report", help="rank 0 appends what ran (JSON lines) -> COLLTUNE_REPORT")
+    p.add_argument("--profile", metavar="DIR",
+                   help="count every rank's traffic per peer into DIR (docs/profile-counting.md) "
+                        "-> COLLTUNE_PROFILE")
     p.add_argument("-n", "-np", dest="np", type=int, help="number of ranks")
     p.add_argument("--layout", help="NODESxPPN (sim backend), e.g. 4x8")
     p.add_argument("--link-flags", action="store_true",
@@ -129,10 +137,14 @@ def _sim(args, settings, env: dict, program: list[str], scratch: str) -> tuple[l
         raise BackendError(str(exc)) from None
     nodes, ppn, ranks = _layout(args, plat.cores_per_node, plat.nodes)
     hostfile = plat.write_hostfile(nodes, ppn, os.path.join(scratch, "hostfile"))
+    trace = []
+    if "COLLTUNE_PROFILE" in env:          # every message, collectives' internals included
+        from ..profile.simtrace import smpirun_args
+        trace = smpirun_args(env["COLLTUNE_PROFILE"])
     cmd = [impl.launcher, "-np", str(ranks), "-platform", plat.xml_path, "-hostfile", hostfile,
-           *plat.smpirun_cfg_args(), *QUIET_LOGS, "--log=smpi_colls.thres:warning", app,
+           *plat.smpirun_cfg_args(), *trace, *QUIET_LOGS, "--log=smpi_colls.thres:warning", app,
            *program[1:]]
-    return cmd, {**impl.run_env(), **env}
+    return cmd, {**impl.run_env(), **env}, ranks
 
 
 def _local(args, settings, env: dict, program: list[str], scratch: str) -> tuple[list[str], dict]:
@@ -158,10 +170,30 @@ def _local(args, settings, env: dict, program: list[str], scratch: str) -> tuple
         app = str(compile_app(impl, app, settings.cache_dir, []))
     cmd = [impl.launcher, *preload_args(impl, lib), "-n", str(ranks),
            *oversubscribe_args(impl, ranks)]
-    return cmd + [app, *program[1:]], {**impl.run_env(), **env}
+    if "COLLTUNE_PROFILE" in env and impl.name == "openmpi":
+        cmd += OMPI_MONITORING
+    return cmd + [app, *program[1:]], {**impl.run_env(), **env}, ranks
 
 
 RUNNERS = {"sim": _sim, "local": _local}
+# Open MPI's pml monitoring with collective messages in its MPI_T counters (2 filters
+# them out; `--mca pml ob1,monitoring` alone does not load the component)
+OMPI_MONITORING = ["--mca", "pml_monitoring_enable", "1"]
+
+
+def missing_ranks(out_dir: str, ranks: int) -> list[int]:
+    """World ranks that wrote no DIR/rank-R.json (crashed or killed)."""
+    return [r for r in range(ranks) if not os.path.exists(os.path.join(out_dir, f"rank-{r}.json"))]
+
+
+def _report_profile(out_dir: str, ranks: int) -> None:
+    gone = missing_ranks(out_dir, ranks)
+    if gone:
+        shown = ", ".join(map(str, gone[:20])) + (" ..." if len(gone) > 20 else "")
+        print(f"colltune run: profile {out_dir}: {len(gone)} of {ranks} rank files missing "
+              f"(ranks {shown}); their traffic is unknown", file=sys.stderr)
+    else:
+        print(f"colltune run: profile {out_dir}: all {ranks} rank files written", file=sys.stderr)
 
 
 def _tune_first(args, cli, settings) -> str:
@@ -200,27 +232,40 @@ def run(args, cli) -> int:
     env = {}
     for var, value in (("COLLTUNE_RULES", args.rules and os.path.abspath(args.rules)),
                        ("COLLTUNE_FORCE", args.force), ("COLLTUNE_VERBOSE", args.verbose and "1"),
-                       ("COLLTUNE_REPORT", args.report and os.path.abspath(args.report))):
+                       ("COLLTUNE_REPORT", args.report and os.path.abspath(args.report)),
+                       ("COLLTUNE_PROFILE", args.profile and os.path.abspath(args.profile))):
         if value:
             env[var] = value
+    if args.profile and not args.link_flags:
+        try:
+            os.makedirs(env["COLLTUNE_PROFILE"], exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--profile {args.profile}: cannot create it: {exc.strerror}") from None
     if args.tune_first:
         if args.rules or args.force:
             raise ConfigError("--tune-first writes the rules itself: drop --rules / --force")
         env["COLLTUNE_RULES"] = os.path.abspath(_tune_first(args, cli, settings))
     scratch = tempfile.mkdtemp(prefix="colltune-run-")     # the SMPI hostfile
     try:
-        cmd, full_env = runner(args, settings, env, program, scratch)
+        cmd, full_env, *ranks = runner(args, settings, env, program, scratch)
         if not args.quiet:
             print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
                   + " " + shlex.join(cmd), file=sys.stderr, flush=True)
         timeout = settings.timeout if settings.source_of("timeout") != "default" else None
         try:
-            return run_group(cmd, timeout, forward_signals=True, env=full_env).returncode
+            rc = run_group(cmd, timeout, forward_signals=True, env=full_env).returncode
+            if args.profile and ranks:
+                _report_profile(env["COLLTUNE_PROFILE"], ranks[0])
+            return rc
         except subprocess.TimeoutExpired:
             print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)
+            if args.profile and ranks:
+                _report_profile(env["COLLTUNE_PROFILE"], ranks[0])
             return 124
         except Interrupted as exc:
             print(f"colltune run: {exc} (exit status {exc.status})", file=sys.stderr)
+            if args.profile and ranks:
+                _report_profile(env["COLLTUNE_PROFILE"], ranks[0])
             return exc.status
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

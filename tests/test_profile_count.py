@@ -1,0 +1,184 @@
+"""Traffic counting in libcolltune (COLLTUNE_PROFILE, `colltune run --profile`): real runs
+of native/tests/profcount.c under SMPI (2 x 3 hosts of `small`), Open MPI and MPICH; the
+rank files must hold exactly the bytes and messages the program sent, per region, kind and
+source; library collectives are listed (and on Open MPI with pml monitoring counted per
+peer); a killed rank's file is missing and reported; an unwritable folder gives one
+warning and the program still succeeds. docs/profile-counting.md."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import CACHE, REPO, have_mpi, run_cli
+
+APP = os.path.join(REPO, "native", "tests", "profcount.c")
+# profcount's sends to next = rank + 1 in region "p2p": Send 100, Bsend 200, Ssend 300,
+# Rsend 400, Isend 500, Ibsend 600, Issend 700, Irsend 800, Send_init 1100 started 3 times,
+# Ssend_init 1200 and Bsend_init 1300 started twice (Startall), Rsend_init 1400 once,
+# Sendrecv 900, Sendrecv_replace 1000; MPI_PROC_NULL not counted
+P2P_NEXT = (100 + 200 + 300 + 400 + 500 + 600 + 700 + 800 + 3 * 1100 + 2 * 1200 + 2 * 1300
+            + 1400 + 900 + 1000, 18)
+REGIONS = ["run", "p2p", "outer", "inner", "pcontrol-7", "coll"]
+LIBRARY = {"barrier", "bcast", "alltoall", "gather", "scan", "reduce"}
+
+needs_ompi = pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed (make setup)")
+needs_mpich = pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed (make setup)")
+
+
+def expected(rank: int, n: int) -> dict:
+    """(region, kind, source) -> {peer: (bytes, messages)} for the interposer's and colltune's counts."""
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    p2p = {nxt: P2P_NEXT}
+    p2p[prv] = tuple(a + b for a, b in zip(p2p.get(prv, (0, 0)), (1500, 1)))  # reversed comm
+    return {("p2p", "p2p", "interposer"): p2p,
+            ("outer", "p2p", "interposer"): {nxt: (10 + 30, 2)},
+            ("inner", "p2p", "interposer"): {nxt: (20, 1)},
+            ("pcontrol-7", "p2p", "interposer"): {nxt: (40, 1)},
+            # colltune's ring allreduce of 60 ints: 2 (n - 1) blocks of 240 / n bytes to next
+            ("coll", "allreduce", "colltune"): {nxt: (2 * (n - 1) * 240 // n, 2 * (n - 1))}}
+
+
+def counts(doc: dict, sources=("interposer", "colltune")) -> dict:
+    out = {}
+    for c in doc["counts"]:
+        if c["source"] in sources:
+            key = (doc["regions"][c["region"]], c["kind"], c["source"])
+            assert key not in out, f"two entries for {key}"
+            out[key] = {p: (b, m) for p, b, m in c["peers"]}
+    return out
+
+
+def load(out, n: int) -> tuple[dict, list[dict]]:
+    job = json.loads((out / "job.json").read_text())
+    ranks = [json.loads((out / f"rank-{r}.json").read_text()) for r in range(n)]
+    assert job["schema"] == "colltune-profile-job/1" and job["size"] == n
+    for r, doc in enumerate(ranks):
+        assert doc["schema"] == "colltune-profile-rank/1" and (doc["rank"], doc["size"]) == (r, n)
+    return job, ranks
+
+
+def check_rank(doc: dict, n: int) -> None:
+    r = doc["rank"]
+    assert doc["regions"] == REGIONS
+    assert counts(doc) == expected(r, n), f"rank {r}"
+    assert doc["dropped"] == {"bytes": 0, "messages": 0, "unknown_peer_messages": 0, "regions_refused": 0}
+    iv = {doc["regions"][i]: (t0, t1) for i, t0, t1 in doc["intervals"]}
+    assert set(iv) == set(REGIONS) and len(doc["intervals"]) == len(REGIONS)
+    assert iv["outer"][0] <= iv["inner"][0] <= iv["inner"][1] <= iv["outer"][1]
+    for name, (t0, t1) in iv.items():
+        assert iv["run"][0] <= t0 <= t1 <= iv["run"][1], name
+    (pause,) = doc["paused"]
+    assert iv["pcontrol-7"][1] <= pause[0] <= pause[1] <= iv["coll"][0]
+    # the library's collectives: this rank's view, aggregated
+    comms = doc["comms"]
+    calls = {(doc["regions"][c["region"]], c["kind"], tuple(comms[c["comm"]]), c["root"], c["bytes"]): c["calls"]
+             for c in doc["library_calls"]}
+    world, rev = tuple(range(n)), tuple(reversed(range(n)))
+    assert calls == {("p2p", "barrier", world, -1, 0): 1, ("p2p", "barrier", rev, -1, 0): 1,
+                     ("coll", "bcast", world, 0, 1000): 2, ("coll", "alltoall", world, -1, 8): 1,
+                     ("coll", "gather", world, n - 1, 12): 1, ("coll", "scan", world, -1, 20): 1,
+                     ("run", "reduce", world, 0, 4): 1}
+    assert 0 < doc["memory_bytes"] < 1 << 20
+
+
+def test_sim_exact_counts_regions_and_trace(workdir, tmp_path):
+    out = tmp_path / "prof"
+    proc = run_cli("run", "--platform", "small", "--layout", "2x3", "--force", "allreduce:ring",
+                   "--profile", str(out), "--", APP)
+    assert "profcount ok" in proc.stdout
+    assert f"profile {out}: all 6 rank files written" in proc.stderr
+    job, ranks = load(out, 6)
+    for doc in ranks:
+        check_rank(doc, 6)
+        assert doc["host"] == f"node-{doc['rank'] // 3}"
+        assert not counts(doc, ("monitoring",))
+    assert job["backend_hint"] == "smpi" and job["monitoring"].startswith("unavailable (SMPI")
+    assert job["settings"]["COLLTUNE_FORCE"] == "allreduce:ring"
+    assert (out / "simgrid.trace").stat().st_size > 0       # the simulator's record of every message
+
+
+@needs_ompi
+def test_openmpi_monitoring_counts_the_library_bcast(workdir, tmp_path):
+    """Open MPI's tuned bcast forced linear: its pml monitoring deltas are root -> every rank."""
+    out = tmp_path / "prof"
+    proc = run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "3", "--force",
+                   "allreduce:ring", "--profile", str(out), "--", APP,
+                   env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                        "OMPI_MCA_coll_tuned_bcast_algorithm": "1"})
+    assert "profcount ok" in proc.stdout and "--mca pml_monitoring_enable 1" in proc.stderr
+    job, ranks = load(out, 3)
+    assert job["monitoring"] == "on" and job["backend_hint"] == "openmpi"
+    assert job["library"].startswith("Open MPI v5.0")
+    assert job["settings"]["OMPI_MCA_coll_tuned_bcast_algorithm"] == "1"
+    for doc in ranks:
+        check_rank(doc, 3)
+        mon = counts(doc, ("monitoring",))
+        assert {kind for _, kind, _ in mon} <= LIBRARY      # never colltune's allreduce, never p2p
+        bcast = mon.get(("coll", "bcast", "monitoring"))
+        assert bcast == ({1: (2000, 2), 2: (2000, 2)} if doc["rank"] == 0 else None)
+
+
+@needs_ompi
+def test_openmpi_shared_memory_component_noted(workdir, tmp_path):
+    """coll/sm moves the bcast through shared memory: job.json says so, and the pml sees nothing."""
+    out = tmp_path / "prof"
+    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "3", "--profile", str(out),
+            "--", APP, env={"OMPI_MCA_coll_sm_priority": "50"})
+    job, ranks = load(out, 3)
+    assert any(note.startswith("coll/sm is enabled (priority 50)") for note in job["notes"]), job["notes"]
+    assert ("coll", "bcast", "monitoring") not in counts(ranks[0], ("monitoring",))
+    assert any(c["kind"] == "bcast" for c in ranks[0]["library_calls"])
+
+
+@needs_mpich
+def test_mpich_rules_and_library_calls(workdir, tmp_path):
+    rules = tmp_path / "ring.rules"
+    rules.write_text("colltune-rules 1\nallreduce -> ring\n")
+    out = tmp_path / "prof"
+    proc = run_cli("run", "--backend", "local", "--mpi", "mpich", "-n", "3", "--rules", str(rules),
+                   "--profile", str(out), "--", APP, env={"MPIR_CVAR_BCAST_INTRA_ALGORITHM": "binomial"})
+    assert "profcount ok" in proc.stdout
+    job, ranks = load(out, 3)
+    assert job["backend_hint"] == "mpich" and job["monitoring"].startswith("unavailable")
+    assert job["settings"]["MPIR_CVAR_BCAST_INTRA_ALGORITHM"] == "binomial"
+    assert job["settings"]["COLLTUNE_RULES"] == str(rules)
+    for doc in ranks:
+        check_rank(doc, 3)
+
+
+def _self_launched(name: str, tmp_path, env: dict, *args: str):
+    """The program launched by hand with libcolltune preloaded (docs: self-launched jobs)."""
+    from colltune import mpi
+    from colltune.providers.colltune import libcolltune, preload_args
+    from colltune.subcommands.run import compile_app
+    impl = mpi.find(name)
+    app = compile_app(impl, APP, CACHE, [])
+    cmd = [impl.launcher, *preload_args(impl, libcolltune(impl, CACHE)), "-n", "3", str(app), *args]
+    if name == "openmpi":
+        cmd[1:1] = ["--oversubscribe"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**impl.run_env(), **env})
+
+
+@needs_mpich
+def test_unwritable_folder_one_warning_program_succeeds(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = _self_launched("mpich", tmp_path, {"COLLTUNE_PROFILE": str(blocker / "prof")})
+    assert proc.returncode == 0 and "profcount ok" in proc.stdout, proc.stderr
+    warn = [x for x in proc.stderr.splitlines() if x.startswith("colltune: warning")]
+    assert warn == [f"colltune: warning: COLLTUNE_PROFILE={blocker / 'prof'}: cannot create it: "
+                    f"Not a directory; no traffic profile is written"]
+
+
+@needs_mpich
+def test_killed_rank_file_missing_others_written(workdir, tmp_path):
+    out = tmp_path / "prof"
+    proc = run_cli("run", "--backend", "local", "--mpi", "mpich", "-n", "3", "--profile", str(out),
+                   "--", APP, "crash", check=False)
+    assert proc.returncode != 0
+    assert sorted(os.listdir(out)) == ["job.json", "rank-0.json", "rank-2.json"]
+    assert f"profile {out}: 1 of 3 rank files missing (ranks 1)" in proc.stderr
