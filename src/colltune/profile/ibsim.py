@@ -52,10 +52,12 @@ def _first_hca(netfile: Path) -> str:
 
 
 def generate(netfile: str | os.PathLike, outdir: str | os.PathLike, *, routing: str = "ftree",
-             tracert: bool = True, timeout: float = 60.0) -> dict[str, Path]:
+             lmc: int = 0, tracert: str | None = "all", timeout: float = 60.0) -> dict[str, Path]:
     """Simulate ``netfile``, route it with opensm's ``routing`` engine and write
-    ``ibnetdiscover.txt``, ``lfts.txt`` (``dump_fts``) and, with ``tracert``, ``tracert.txt``
-    (``ibtracert`` between every ordered pair of HCA LIDs) into ``outdir``."""
+    ``ibnetdiscover.txt``, ``lfts.txt`` (``dump_fts``) and ``tracert.txt`` (``ibtracert``
+    between every ordered pair of HCA base LIDs with ``tracert="all"``; ``"some"``: the
+    pairs from or to the lowest and the highest LID, fewer processes; ``None``: none)
+    into ``outdir``. ``lmc``: opensm's LMC (2^lmc LIDs per port)."""
     missing = missing_tools()
     if missing:
         raise IBSimError("missing: " + ", ".join(missing) + " (bash scripts/setup.sh installs them)")
@@ -83,7 +85,7 @@ def generate(netfile: str | os.PathLike, outdir: str | os.PathLike, *, routing: 
                     raise IBSimError(f"`{' '.join(argv)}` failed ({p.returncode}): {p.stderr[-2000:]}")
                 return p.stdout
 
-            run(["opensm", "-o", "-R", routing, "-f", str(Path(tmp) / "opensm.log")])
+            run(["opensm", "-o", "-R", routing, "-l", str(lmc), "-f", str(Path(tmp) / "opensm.log")])
             log = (Path(tmp) / "opensm.log").read_text(errors="replace")
             if f"{routing} tables configured on all switches" not in log:
                 raise IBSimError(f"opensm did not route with '{routing}': {log[-3000:]}")
@@ -93,10 +95,11 @@ def generate(netfile: str | os.PathLike, outdir: str | os.PathLike, *, routing: 
             if tracert:
                 lids = sorted({int(x) for x in re.findall(r"# lid (\d+) lmc",
                                                           files["ibnetdiscover"].read_text())})
+                ends = set(lids) if tracert == "all" else {lids[0], lids[-1]}
                 chunks = []
                 for a in lids:
                     for b in lids:
-                        if a != b:
+                        if a != b and (a in ends or b in ends):
                             chunks.append(f"### ibtracert {a} {b}\n" + run(["ibtracert", str(a), str(b)]))
                 files["tracert"] = out / "tracert.txt"
                 files["tracert"].write_text("".join(chunks))
@@ -144,10 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("netfile")
     ap.add_argument("outdir")
     ap.add_argument("--routing", default="ftree", help="opensm routing engine (default ftree)")
+    ap.add_argument("--lmc", type=int, default=0, help="opensm's LMC (default 0)")
     ap.add_argument("--no-tracert", action="store_true")
     a = ap.parse_args(argv)
     try:
-        files = generate(a.netfile, a.outdir, routing=a.routing, tracert=not a.no_tracert)
+        files = generate(a.netfile, a.outdir, routing=a.routing, lmc=a.lmc,
+                         tracert=None if a.no_tracert else "all")
     except IBSimError as exc:
         print(f"ibsim: {exc}", file=sys.stderr)
         return 1
