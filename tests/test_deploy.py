@@ -42,11 +42,14 @@ def mixed_table(path, lib, default_beside_library=False):
 
 def test_tune_both_chooses_the_best_deployable_arm(workdir):
     table = workdir / "t.json"
-    run_cli("tune", "--provider", "both", "--collectives", "bcast,allreduce", "--layouts", "2x2",
+    out = run_cli("tune", "--provider", "both", "--collectives", "bcast,allreduce", "--layouts", "2x2",
             "--sizes", "8,65536", "--algorithms",
             "binomial_tree,scatter_LR_allgather,lr,rdb,binomial,pipeline,recursive_doubling,ring",
             "--baselines", "ompi,mpich", "--table", str(table), "-q", "--min-reps", "3",
-            "--max-reps", "5")
+            "--max-reps", "5").stdout
+    # never slower than the library default it deploys with, at any measured point
+    worst = re.search(r"vs the library default it deploys with \(smpi ompi\): .* worst ([0-9.]+)x", out)
+    assert worst and float(worst.group(1)) >= 1.0, out
     t = DecisionTable.load(str(table))
     arms = t.provenance["arms"]
     assert (arms["provider"], arms["library"], arms["library_default"]) == ("both", "smpi", "ompi")

@@ -161,7 +161,36 @@ def cmd_tune(args, cli) -> int:
         _split(args.baselines) or None, _split(args.algorithms) or None)
     path = table.save(args.table or session.output_path(f"{name}.table.json"))
     _print_outcome(name, summary, results, baselines, path, None)
+    line = table_vs_default(table, results)
+    if line:
+        print(line)
     return 0
+
+
+def table_vs_default(table, results) -> str | None:
+    """For a table that could choose the library's default decision (--provider
+    both): its choices against that default at the measured points."""
+    import math
+    arms = table.provenance.get("arms") or {}
+    lib, default = arms.get("library"), arms.get("library_default")
+    if not default:
+        return None
+    pts = results.filter(scenario="plain").ok().points
+    t = {(r.collective, int(r.nodes), int(r.ppn), int(r.msg_size), r.provider, r.algorithm):
+         float(r.ttc_median_s) for r in pts.itertuples()}
+    ratios = []
+    for (c, n, p, m, prov, alg), base in t.items():
+        if (prov, alg) != (lib, default):
+            continue
+        rule = table.entry(c, n, p).rule_for(m)
+        chosen = t.get((c, n, p, m, rule.provider, rule.algorithm))
+        if chosen and base > 0:
+            ratios.append(base / chosen)
+    if not ratios:
+        return None
+    gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    return (f"\nThe table's choices vs the library default it deploys with ({lib} {default}): "
+            f"geomean speedup {gm:.3f}x, worst {min(ratios):.3f}x over {len(ratios)} measured points")
 
 
 def _print_outcome(name, summary, results, baselines, table_path, report_path) -> None:
