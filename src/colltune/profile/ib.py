@@ -246,13 +246,14 @@ def ib_topology(ibnetdiscover: str | os.PathLike, lfts: str | os.PathLike | list
         level.setdefault(g, 1)  # a switch with no host behind it
 
     hosts = sorted(set(host.values()), key=_natural)
+    host_pos = {h: i for i, h in enumerate(hosts)}
     t = Topology(name or Path(ibnetdiscover).parent.name or Path(ibnetdiscover).stem, "INFINIBAND", {}, str(ibnetdiscover))
     for i, h in enumerate(hosts):
         t.add_node(Node(h, "host", 0, i))
     by_level: dict[int, list[str]] = {}
     for g in sw_id:
         by_level.setdefault(level[g], []).append(g)
-    order = {g: (0, hosts.index(h), 0) for g, h in host.items()}
+    order = {g: (0, host_pos[h], 0) for g, h in host.items()}
     for lv in sorted(by_level):
         for pos, g in enumerate(sorted(by_level[lv], key=lambda g: _natural(sw_id[g]))):
             t.add_node(Node(sw_id[g], "switch", lv, pos))
@@ -278,7 +279,7 @@ def ib_topology(ibnetdiscover: str | os.PathLike, lfts: str | os.PathLike | list
     # primary port and base LID of every host
     primary: dict[str, tuple[str, int]] = {}
     lids: dict[str, int] = {}
-    for g in sorted(host, key=lambda g: (hosts.index(host[g]), _natural(nodes[g].desc))):
+    for g in sorted(host, key=lambda g: (host_pos[host[g]], _natural(nodes[g].desc))):
         n = nodes[g]
         for pn in sorted(n.ports):
             lid = n.port_lids.get(pn, (0, 0))[0] or _remote_lid(nodes, n, pn)
