@@ -58,6 +58,7 @@ class Analysis:
     loads: LinkLoads
     dropped: dict            # host not in the topology -> (bytes sent, bytes received)
     used: set
+    notes: list = field(default_factory=list)   # host-name matching (case, short name)
 
     @property
     def nonzero(self) -> dict:
@@ -85,19 +86,22 @@ def traffic_from_profile(prof, region: str = "run", kind: str | None = None, lab
 
 
 def analyse(traffic: Traffic, topo) -> Analysis:
-    """Link loads of the traffic's host matrix; hosts the topology lacks are left out
-    (never a crash) and listed with the bytes they sent and received."""
-    known = set(topo.hosts)
-    keep = [i for i, h in enumerate(traffic.hosts) if h in known]
+    """Link loads of the traffic's host matrix. Recorded host names are matched to the
+    topology's (exact, case, short name: ``resolve.map_hosts``); hosts it lacks are left
+    out (never a crash) and listed with the bytes they sent and received."""
+    from .resolve import map_hosts
+    hmap = map_hosts(traffic.hosts, topo)
+    keep = [i for i, h in enumerate(traffic.hosts) if h in hmap.mapping]
     dropped = {}
     for i, h in enumerate(traffic.hosts):
-        if h not in known:
+        if h not in hmap.mapping:
             dropped[h or "(no host: rank file missing)"] = (float(traffic.host_bytes[i].sum()),
                                                             float(traffic.host_bytes[:, i].sum()))
     ix = np.ix_(keep, keep)
-    loads = link_loads(topo, traffic.host_bytes[ix], traffic.host_messages[ix],
-                       hosts=[traffic.hosts[i] for i in keep])
-    return Analysis(traffic, loads, dropped, {traffic.hosts[i] for i in keep})
+    names = [hmap.mapping[traffic.hosts[i]] for i in keep]
+    loads = link_loads(topo, traffic.host_bytes[ix], traffic.host_messages[ix], hosts=names)
+    return Analysis(traffic, loads, dropped, set(names),
+                    [n for n in hmap.notes if "is not in topology" not in n])
 
 
 def draw_topology(topo, loads: dict, scale: ColourScale, used: set, title: str) -> str:
@@ -146,7 +150,7 @@ def _missing(a: Analysis, topo) -> list[str]:
         if p["visibility"] == "modelled":
             out.append(f"region '{p['region']}', {p['kind']}: counts are modelled from the algorithm, "
                        "not measured.")
-    return out + list(t.notes)
+    return out + list(t.notes) + list(a.notes)
 
 
 def _totals(analyses: list[Analysis]) -> str:

@@ -1,0 +1,129 @@
+"""`colltune profile`: reports, what-if placement, files and a summary of a traffic
+profile written by `colltune run --profile OUT_DIR` (docs/profile-report.md)."""
+from __future__ import annotations
+
+import os
+
+
+def add_parser(sub) -> None:
+    from ..cli import add_globals
+    p = sub.add_parser("profile", help="traffic profile: report (HTML + SVG drawing), whatif, export, show")
+    ps = p.add_subparsers(dest="profile_command", required=True)
+
+    def common(q, topology: str = "required") -> None:
+        q.add_argument("out_dir", help="profile directory (colltune run --profile OUT_DIR)")
+        if topology:
+            q.add_argument("--topology", required=topology == "required",
+                           help="bundled platform name, SimGrid XML, ibnetdiscover dump (+ forwarding "
+                                "tables), Slurm topology file or emulated cluster name"
+                                + ("" if topology == "required" else " (without: no link loads)"))
+        q.add_argument("--region", default="run", help="region (default: run, the whole run)")
+        q.add_argument("--kind", help="collective kind or p2p (default: all traffic)")
+        add_globals(q)
+
+    q = ps.add_parser("report", help="self-contained HTML page with the topology drawing and tables")
+    common(q)
+    q.add_argument("-o", "--output", required=True, help="HTML file to write")
+    q.add_argument("--compare", metavar="OUT_DIR2", help="a second profile drawn beside the first, one colour scale")
+    q.add_argument("--label", action="append", default=[], help="name of each profile (repeat for --compare)")
+    q.add_argument("--title")
+    q.add_argument("--export", metavar="DIR", help="also write the JSON + CSV files of the (first) profile")
+    q.set_defaults(handler=run_report)
+
+    q = ps.add_parser("whatif", help="the same traffic on another node set: peak link and hop-bytes")
+    common(q)
+    q.add_argument("--place", required=True, help="compact, spread, random:SEED or a file of host names")
+    q.set_defaults(handler=run_whatif)
+
+    q = ps.add_parser("export", help="versioned JSON + CSV files (matrices, link loads)")
+    common(q, topology="optional")
+    q.add_argument("-o", "--output", required=True, help="directory to write")
+    q.set_defaults(handler=run_export)
+
+    q = ps.add_parser("show", help="summary: ranks, hosts, regions, kinds, what is missing")
+    common(q, topology="")
+    q.set_defaults(handler=run_show)
+
+
+def topology(spec: str):
+    """H4's resolver (IB, Slurm, emulated, SimGrid) when present, else SimGrid platforms."""
+    try:
+        from ..profile.resolve import resolve_topology
+    except ImportError:
+        from ..profile.topology import load_topology as resolve_topology
+    return resolve_topology(spec)
+
+
+def _load(out_dir: str):
+    from ..errors import InputError
+    from ..profile.counts import load_profile
+    if not os.path.isdir(out_dir):
+        raise InputError(f"{out_dir}: no such profile directory")
+    return load_profile(out_dir)
+
+
+def _guard(fn):
+    """Topology and profile errors become colltune input errors (one line, no traceback)."""
+    def wrapped(args, cli) -> int:
+        from ..errors import InputError
+        from ..profile.topology import TopologyError
+        try:
+            return fn(args, cli)
+        except (TopologyError, ValueError, OSError) as exc:
+            raise InputError(str(exc)) from None
+    return wrapped
+
+
+@_guard
+def run_report(args, cli) -> int:
+    from ..profile.report import render, traffic_from_profile
+    topo = topology(args.topology)
+    dirs = [args.out_dir] + ([args.compare] if args.compare else [])
+    labels = list(args.label) + [os.path.basename(os.path.normpath(d)) for d in dirs[len(args.label):]]
+    profs = [_load(d) for d in dirs]
+    traffics = [traffic_from_profile(p, args.region, args.kind, label, d) for p, d, label in zip(profs, dirs, labels)]
+    render(topo, traffics, args.output, args.title)
+    print(os.path.abspath(args.output))
+    if args.export:
+        from ..profile import files
+        for path in files.write_traffic(profs[0], topo, args.export):
+            print(path)
+    return 0
+
+
+@_guard
+def run_whatif(args, cli) -> int:
+    from ..profile.whatif import format_whatif, whatif
+    topo = topology(args.topology)
+    prof = _load(args.out_dir)
+    hb, hm, hosts = prof.host_matrix(region=args.region, kind=args.kind)
+    print(format_whatif(whatif(topo, hb, hm, list(hosts), args.place)))
+    return 0
+
+
+@_guard
+def run_export(args, cli) -> int:
+    from ..profile import files
+    topo = topology(args.topology) if args.topology else None
+    for path in files.write_traffic(_load(args.out_dir), topo, args.output):
+        print(path)
+    return 0
+
+
+@_guard
+def run_show(args, cli) -> int:
+    from ..profile.draw_svg import fmt_bytes
+    prof = _load(args.out_dir)
+    known = [h for h in prof.hosts if h]
+    print(f"{args.out_dir}: {prof.size} ranks on {len(set(known))} hosts")
+    if prof.missing:
+        print(f"MISSING: {len(prof.missing)} rank file(s): {', '.join(map(str, prof.missing))}")
+    for r in prof.regions():
+        for k in prof.kinds():
+            b, m = prof.matrix(region=r, kind=k)
+            vis = prof.visibility(r, k)
+            if b.sum() or m.sum() or vis == "not visible":
+                print(f"  {r:<16} {k:<22} {vis:<12} {fmt_bytes(b.sum()):>28} {m.sum():>10.0f} messages")
+    for note in prof.notes:
+        print(f"note: {note}")
+    return 0

@@ -1,0 +1,142 @@
+"""`colltune profile` report / whatif / show / export on a profile directory written in the
+rank-file format of libcolltune (docs/profile-files.md), and what-if placement numbers
+checked by hand."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from colltune.profile import load_topology
+from colltune.profile.topology import TopologyError
+from colltune.profile.whatif import format_whatif, placement, whatif
+
+from conftest import run_cli
+
+# Hand-checked case on fattree64x12 (4 leaves of 16 hosts, 16 spines, D-mod-k: the spine
+# going up is the destination's position mod 16). Three hosts of leaf 0 (node-1..3) each
+# send 1000 B to node-16, node-32 and node-48: every destination is 0 mod 16, so all nine
+# messages climb L1-switch0 -> L2-switch0 (9000 B, the peak); each crosses 4 cables:
+# hop-bytes 9 x 1000 x 4 = 36000. Compact: the six hosts become node-0..5, all on leaf 0:
+# 2 cables each, hop-bytes 18000; the peak is a host cable with 3 messages, 3000 B.
+SENDERS = ["node-1", "node-2", "node-3"]
+RECEIVERS = ["node-16", "node-32", "node-48"]
+
+
+def _matrix():
+    hosts = SENDERS + RECEIVERS
+    B = np.zeros((6, 6))
+    B[:3, 3:] = 1000
+    return B, (B > 0).astype(float), hosts
+
+
+def test_whatif_hand_checked():
+    topo = load_topology("fattree64x12")
+    B, M, hosts = _matrix()
+    w = whatif(topo, B, M, hosts, "compact")
+    assert w.mapping == {h: f"node-{i}" for i, h in enumerate(hosts)}
+    link, nb, nm = w.current.most_loaded()
+    assert (link.id, nb, nm) == ("L1-switch0 -> L2-switch0", 9000, 9)
+    assert w.current.hop_bytes == 36000 and w.other.hop_bytes == 18000
+    assert w.other.most_loaded()[1:] == (3000, 3)
+    assert w.ratio() == (pytest.approx(1 / 3), pytest.approx(0.5))
+    text = format_whatif(w)
+    assert "L1-switch0 -> L2-switch0: 9000 B, 9 messages" in text
+    assert "ratio (what-if / current): peak link bytes 0.333, hop-bytes 0.500" in text
+    # spread over 64 hosts with 6 job hosts: hosts 0, 10, 21, 32, 42, 53
+    assert list(placement(topo, hosts, "spread").values()) == [f"node-{i}" for i in (0, 10, 21, 32, 42, 53)]
+    r1, r2 = placement(topo, hosts, "random:7"), placement(topo, hosts, "random:7")
+    assert r1 == r2 and len(set(r1.values())) == 6
+
+
+def test_whatif_placement_file_errors(tmp_path):
+    topo = load_topology("fattree64x12")
+    hosts = SENDERS + RECEIVERS
+    f = tmp_path / "place.txt"
+    f.write_text("# new home\n" + "\n".join(f"{h} node-{60 - i}" for i, h in enumerate(hosts)) + "\n")
+    assert placement(topo, hosts, str(f))["node-16"] == "node-57"
+    f.write_text("node-0\nnode-1\nnowhere-3\n")
+    with pytest.raises(TopologyError, match=r"place.txt:3: host 'nowhere-3' is not in the topology"):
+        placement(topo, hosts, str(f))
+    f.write_text("node-0\nnode-1\n")
+    with pytest.raises(TopologyError, match="2 host line"):
+        placement(topo, hosts, str(f))
+    with pytest.raises(TopologyError, match="not compact, spread"):
+        placement(topo, hosts, "tight")
+    with pytest.raises(TopologyError, match="not in topology"):
+        whatif(topo, np.ones((1, 1)), np.ones((1, 1)), ["elsewhere"], "compact")
+
+
+def write_profile(d, placement_of: dict, sends: dict, size: int):
+    """A profile directory as libcolltune writes it: job.json + rank-R.json (spec section 1).
+    ``sends``: {(src rank, dst rank): bytes}, one message each, kind alltoall, source colltune.
+    Ranks absent from ``placement_of`` leave no file."""
+    d.mkdir()
+    (d / "job.json").write_text(json.dumps({
+        "schema": "colltune-profile-job/1", "size": size, "library": "synthetic test", "backend_hint": "openmpi",
+        "started": "2026-01-01T00:00:00", "argv0": "test", "monitoring": "off", "notes": []}))
+    for r, host in placement_of.items():
+        peers = [[dst, nb, 1] for (src, dst), nb in sends.items() if src == r]
+        (d / f"rank-{r}.json").write_text(json.dumps({
+            "schema": "colltune-profile-rank/1", "rank": r, "size": size, "host": host,
+            "regions": ["run"], "intervals": [], "intervals_dropped": 0,
+            "counts": [{"region": 0, "kind": "alltoall", "source": "colltune", "peers": peers}] if peers else [],
+            "comms": [], "library_calls": [], "memory_bytes": 1000}))
+
+
+def test_cli_report_whatif_show(tmp_path):
+    hosts = SENDERS + RECEIVERS
+    sends = {(s, 3 + d): 1000 for s in range(3) for d in range(3)}
+    good = tmp_path / "good"
+    write_profile(good, dict(enumerate(hosts)), sends, 6)
+    out = run_cli("profile", "whatif", str(good), "--topology", "fattree64x12", "--place", "compact").stdout
+    assert "L1-switch0 -> L2-switch0: 9000 B, 9 messages" in out
+    assert "total hop-bytes   36000" in out and "total hop-bytes   18000" in out
+    assert "peak link bytes 0.333, hop-bytes 0.500" in out
+
+    # rank 6 left no file, rank 7 ran on a host the topology lacks, rank 2 sent to both
+    bad = tmp_path / "bad"
+    sends2 = dict(sends) | {(2, 7): 555, (7, 0): 4444}
+    write_profile(bad, dict(enumerate(hosts)) | {7: "far-away-9"}, sends2, 8)
+    show = run_cli("profile", "show", str(bad)).stdout
+    assert "MISSING: 1 rank file(s): 6" in show and "alltoall" in show
+    html_path = tmp_path / "r.html"
+    run_cli("profile", "report", str(good), "--compare", str(bad), "--topology", "fattree64x12",
+            "-o", str(html_path), "--label", "all present", "--label", "damaged")
+    html = html_path.read_text()
+    box = re.search(r"<div class='missing'><h2>What is missing \(damaged\)</h2>(.*?)</div>", html, re.S).group(1)
+    assert "1 rank(s) left no file" in box and ": 6." in box
+    assert "far-away-9" in box and "4444 B" in box and "555 B" in box
+    assert "all present: every rank's file present" in html
+    # both drawn, the known traffic of the damaged run too: its hot link is there
+    assert html.count('class="topology fattree"') == 2
+    hot = re.findall(r'data-link="L1-switch0 -&gt; L2-switch0" data-bytes="(\d+)"', html)
+    assert hot == ["9000", "9000"]
+
+
+def test_cli_export_writes_h2_files(tmp_path):
+    from colltune.profile.files import read_csv
+    hosts = SENDERS + RECEIVERS
+    good = tmp_path / "good"
+    write_profile(good, dict(enumerate(hosts)), {(s, 3 + d): 1000 for s in range(3) for d in range(3)}, 6)
+    out = run_cli("profile", "export", str(good), "--topology", "fattree64x12", "-o", str(tmp_path / "files")).stdout
+    assert {os.path.basename(p) for p in out.split()} >= {"traffic.json", "rank_matrix.csv", "node_matrix.csv",
+                                                          "links.csv"}
+    rows = [r for r in read_csv(tmp_path / "files" / "links.csv")
+            if r["link"] == "L1-switch0 -> L2-switch0" and r["region"] == "run" and r["kind"] == "all"]
+    assert [(float(r["bytes"]), float(r["messages"])) for r in rows] == [(9000, 9)]
+    assert json.loads((tmp_path / "files" / "traffic.json").read_text())["schema"] == "colltune-traffic/1"
+
+
+def test_cli_errors_name_the_input(tmp_path):
+    proc = run_cli("profile", "report", str(tmp_path / "nope"), "--topology", "fattree64x12", "-o",
+                   str(tmp_path / "x.html"), check=False)
+    assert proc.returncode != 0 and "nope" in proc.stderr and "Traceback" not in proc.stderr
+    d = tmp_path / "p"
+    write_profile(d, {0: "node-0", 1: "node-1"}, {(0, 1): 10}, 2)
+    proc = run_cli("profile", "whatif", str(d), "--topology", "no-such-platform", "--place", "compact",
+                   check=False)
+    assert proc.returncode != 0 and "no-such-platform" in proc.stderr and "Traceback" not in proc.stderr
