@@ -202,7 +202,7 @@ class _RankFile:
             p = simtrace.TRACE_PRECISION
             ivs.append((int(iv[0]), round(float(iv[1]), p), round(float(iv[2]), p)))
         self.intervals = ivs
-        self.pauses = [(round(float(p[-2]), 9), round(float(p[-1]), 9)) for p in doc.get("pauses", [])]
+        self.pauses = [(round(float(a), 9), round(float(b), 9)) for a, b in doc.get("paused", [])]
         self.ancestors = self._ancestors()
         self._segments()
 
@@ -271,7 +271,10 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
                 names.append(n)
         _add_rank_counts(rf, acc)
     if has_trace:
-        _add_trace(tpath, info, files, acc)
+        paused = _add_trace(tpath, info, files, acc)
+        if paused:
+            notes.append(f"{paused} traced messages were sent while counting was paused "
+                         "(MPI_Pcontrol(0)) and are left out")
         size = max(size, info.size)
     hosts = [files[r].host if r in files else "" for r in range(size)]
     missing = [r for r in range(size) if r not in files]
@@ -282,9 +285,12 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
         sim_hosts = simtrace.read_hostfile(info.hostfile())
         hosts = [h or (sim_hosts[r] if r < len(sim_hosts) else "") for r, h in enumerate(hosts)]
     for rf in files.values():
-        for key in ("intervals_dropped", "library_calls_dropped", "dropped_messages"):
-            if rf.doc.get(key):
-                notes.append(f"rank {rf.rank}: {key} = {rf.doc[key]} (bounded memory; see docs/profile-files.md)")
+        lost = {k: rf.doc.get(k) for k in ("intervals_dropped", "library_calls_dropped")}
+        lost.update(rf.doc.get("dropped") or {})
+        lost = {k: v for k, v in lost.items() if v}
+        if lost:
+            notes.append(f"rank {rf.rank}: not counted (bounded memory, docs/profile-counting.md): "
+                         + ", ".join(f"{k} {v}" for k, v in lost.items()))
         notes.extend(f"rank {rf.rank}: {n}" for n in rf.doc.get("notes", []))
     notes.extend(str(n) for n in job.get("notes", []))
 
@@ -342,7 +348,10 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator) -> None:
                 acc.add(rf.names[r], kind, source, rf.rank, p[0], p[1], p[2])
 
 
-def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator) -> None:
+def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator) -> int:
+    """Each traced message into every region open on its sender at its send time; a
+    message sent while the sender had counting paused (MPI_Pcontrol(0)) is left out, as
+    the rank files leave it out."""
     paused = 0
     for m in simtrace.read_trace(path, info):
         rf = files.get(m.sender)
@@ -354,8 +363,7 @@ def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator) 
             continue
         for r in rf.regions_at(m.time):
             acc.add(rf.names[r], m.kind, "simulator", m.sender, m.receiver, m.bytes, 1)
-    if paused:
-        info.paused = paused
+    return paused
 
 
 def _library_coverage(files, job, backend, has_trace, acc, notes, model) -> dict:

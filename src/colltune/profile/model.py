@@ -319,11 +319,9 @@ def collective_messages(kind: str, algorithm: str, n: int, root: int, nbytes: in
 
 
 def cvar_settings(job: dict) -> dict[str, str]:
-    """MPICH control variables the job ran with, as job.json records them ('cvars', or the
-    MPIR_CVAR_ entries of 'env')."""
-    out = {k: str(v) for k, v in (job.get("env") or {}).items() if k.startswith("MPIR_CVAR_")}
-    out.update({k: str(v) for k, v in (job.get("cvars") or {}).items()})
-    return out
+    """MPICH control variables the job ran with: the MPIR_CVAR_ entries of job.json's
+    'settings' (the environment libcolltune saw at MPI_Init)."""
+    return {k: str(v) for k, v in (job.get("settings") or {}).items() if k.startswith("MPIR_CVAR_")}
 
 
 def forced_algorithm(job: dict, kind: str) -> str | None:

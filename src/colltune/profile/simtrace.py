@@ -12,7 +12,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 TRACE_NAME = "simgrid.trace"
 # Decimals of the trace's timestamps: SMPI's clock at nanosecond resolution, so the sends
@@ -232,3 +232,28 @@ def _start_link(words, fields, info, stacks, path, lineno) -> Message | None:
 def _bare(call: str) -> str:
     name = call.lower()
     return name[5:] if name.startswith("pmpi_") else name[4:] if name.startswith("mpi_") else name
+
+
+def simgrid_link_loads(path: str | os.PathLike, hosts: list[str], platform_xml: str | os.PathLike,
+                       *, cache_dir: str | os.PathLike = ".colltune-cache",
+                       keep: Callable[[Message], bool] | None = None) -> dict[str, tuple[int, int]]:
+    """The reference of the ground-truth checks: every traced message (or those ``keep``
+    accepts) summed along SimGrid's own route between its ranks' hosts (s4u
+    Host::route_to, through simgrid_routes): SimGrid link name -> (bytes, messages).
+    ``hosts[r]``: host of world rank r."""
+    from . import simgrid_routes
+    pairs: dict[tuple[int, int], list[int]] = {}
+    for m in read_trace(path):
+        if keep is None or keep(m):
+            v = pairs.setdefault((m.sender, m.receiver), [0, 0])
+            v[0] += m.bytes
+            v[1] += 1
+    host_pairs = sorted({(hosts[s], hosts[d]) for s, d in pairs})
+    sg = simgrid_routes.routes(platform_xml, host_pairs, cache_dir=cache_dir)
+    out: dict[str, list[int]] = {}
+    for (s, d), (nb, nm) in pairs.items():
+        for link in sg.routes[(hosts[s], hosts[d])]:
+            v = out.setdefault(link, [0, 0])
+            v[0] += nb
+            v[1] += nm
+    return {k: (v[0], v[1]) for k, v in out.items()}

@@ -1,0 +1,117 @@
+"""Ground truth of traffic profiling on SMPI (issue 17, "Done means" first bullet), on `small`.
+
+Each case runs tests/profile_groundtruth.c (REPS calls of one collective inside region "gt")
+through `colltune run --profile`, with SMPI's own algorithm (--cfg=smpi/<coll>:<alg>) or
+colltune's (--force), and checks:
+ (a) counts: colltune's own counts (source colltune, written by libcolltune) equal, pair by
+     pair, the simulator's recorded messages of the region (which files them under p2p: they
+     are libcolltune's PMPI_Isend); for SMPI's algorithms the simulator's counts of the kind
+     equal the algorithm's known message pattern;
+ (b) links: the per-link bytes and messages colltune reports (the profile's host matrix
+     through colltune.profile's routing) equal every traced message summed along SimGrid's
+     own routes (s4u Host::route_to) -- exactly, link by link.
+benchmarks/profile_groundtruth.py does the same on fattree64x12 and dragonfly.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from colltune.profile import link_loads, load_topology, simtrace
+from colltune.profile.counts import load_profile
+
+from conftest import CACHE, run_cli
+
+HERE = Path(__file__).resolve().parent
+APP = HERE / "profile_groundtruth.c"
+REPS = 2
+
+
+def _pattern(coll, alg, n, nbytes):
+    """(messages, bytes) of one call of SMPI's algorithm where it is simple to state."""
+    log2 = int(math.log2(n))
+    return {
+        ("bcast", "binomial_tree"): (n - 1, (n - 1) * nbytes),
+        ("allgather", "ring"): (n * (n - 1), n * (n - 1) * nbytes),
+        ("alltoall", "pair"): (n * (n - 1), n * (n - 1) * nbytes),
+        ("allreduce", "rdb"): (n * log2, n * log2 * nbytes) if n == 2 ** log2 else None,
+    }.get((coll, alg))
+
+
+# (collective, bytes, "smpi:<alg>" | "colltune:<alg>", launch) -- 8 ranks on 2 nodes (a power
+# of two, intra-node loopback) and 6 ranks on 3 nodes (non-power-of-two paths)
+CASES = [
+    ("bcast", 10000, "smpi:binomial_tree", ["--layout", "2x4"]),
+    ("bcast", 10000, "smpi:scatter_rdb_allgather", ["--layout", "3x2"]),
+    ("bcast", 30000, "colltune:pipeline:segsize=8192", ["--layout", "3x2"]),
+    ("bcast", 10000, "colltune:binomial", ["--layout", "2x4"]),
+    ("allreduce", 4000, "smpi:rdb", ["--layout", "2x4"]),
+    ("allreduce", 4000, "smpi:rab_rdb", ["--layout", "3x2"]),
+    ("allreduce", 4000, "colltune:ring", ["--layout", "3x2"]),
+    ("allreduce", 4000, "colltune:rabenseifner", ["--layout", "2x4"]),
+    ("allgather", 1000, "smpi:ring", ["--layout", "3x2"]),
+    ("allgather", 1000, "smpi:bruck", ["--layout", "2x4"]),
+    ("allgather", 1000, "colltune:bruck", ["--layout", "3x2"]),
+    ("alltoall", 1000, "smpi:pair", ["--layout", "2x4"]),
+    ("alltoall", 1000, "smpi:bruck", ["--layout", "3x2"]),
+]
+
+
+def _run(tmp_path, coll, nbytes, how, launch):
+    out = tmp_path / "prof"
+    who, alg = how.split(":", 1)
+    cmd = ["run", "--platform", "small", "--profile", str(out), *launch]
+    if who == "colltune":
+        cmd += ["--force", f"{coll}:{alg}"]
+    cmd += ["--", str(APP), coll, str(nbytes), str(REPS)]
+    if who == "smpi":
+        cmd.append(f"--cfg=smpi/{coll}:{alg}")       # SimGrid takes --cfg from the program's argv
+    r = run_cli(*cmd, timeout=120)
+    if who == "smpi":
+        assert f"Switch to algorithm {alg}" in r.stderr + r.stdout or alg == "default"
+    return out
+
+
+@pytest.mark.parametrize("coll,nbytes,how,launch", CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
+def test_groundtruth_small(tmp_path, coll, nbytes, how, launch):
+    out = _run(tmp_path, coll, nbytes, how, launch)
+    prof = load_profile(out)
+    n = prof.size
+    assert not prof.missing and not [x for x in prof.notes if "differ" in x], prof.notes
+    who, alg = how.split(":", 1)
+
+    # (a) counts of the region "gt"
+    trace_p2p = prof.pairs("gt", "p2p", "simulator")
+    if who == "colltune":
+        mine = prof.pairs("gt", coll, "colltune")
+        assert mine.total[1] > 0
+        as_dict = lambda c: {(int(s), int(d)): (int(b), int(m))
+                             for s, d, b, m in zip(c.src, c.dst, c.bytes, c.messages)}
+        assert as_dict(mine) == as_dict(trace_p2p)
+        # libcolltune's own set-up on a communicator's first use (PMPI_Allreduce, comm
+        # splits) is library traffic: only the simulator sees it, and the label says so
+        setup = prof.pairs("gt", coll, "simulator").total
+        assert prof.visibility("gt", coll) == ("simulator" if setup[1] else "exact")
+        assert setup[0] < mine.total[0] / 100
+        assert not prof.library.get(("gt", coll)), "colltune declined a call: the library ran it"
+    else:
+        assert trace_p2p.total == (0, 0)
+        sim = prof.pairs("gt", coll, "simulator")
+        assert prof.visibility("gt", coll) == "simulator"
+        assert prof.library[("gt", coll)]["calls"] == n * REPS     # one record per rank-call
+        want = _pattern(coll, alg, n, nbytes)
+        if want is not None:
+            assert sim.total == (want[1] * REPS, want[0] * REPS)
+        assert sim.total[1] > 0
+
+    # (b) links: colltune's routing of the profile == SimGrid's routes of the trace
+    topo = load_topology("small")
+    ref = simtrace.simgrid_link_loads(simtrace.trace_path(out), prof.hosts, topo.source,
+                                      cache_dir=CACHE)
+    B, M, hosts = prof.host_matrix("run")
+    ld = link_loads(topo, B, M, hosts=hosts)
+    mine = {topo.links[r["id"]].sg_name: (int(r["bytes"]), int(r["messages"])) for r in ld.rows()}
+    assert mine == ref
+    assert sum(b for b, _ in ref.values()) > 0
