@@ -122,6 +122,21 @@ def test_openmpi_monitoring_counts_the_library_bcast(workdir, tmp_path):
 
 
 @needs_ompi
+def test_openmpi_han_library_steps_by_monitoring(workdir, tmp_path):
+    """colltune's HAN bcast on 2 virtual nodes of 2 ranks with the library's MPI_Bcast inside
+    nodes: the leaders' send is colltune's (exact), the intra-node ones are the monitoring
+    delta less colltune's sends. Its one-time set-up traffic lands in the warm-up call."""
+    out = tmp_path / "prof"
+    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "4", "--force", "bcast:han:smod=0",
+            "--profile", str(out), "--", APP, "warm", env={"COLLTUNE_VNODE_SIZE": "2"})
+    _, ranks = load(out, 4)
+    got = [{k[2]: v for k, v in counts(doc, ("colltune", "monitoring")).items() if k[:2] == ("coll", "bcast")}
+           for doc in ranks]
+    assert got == [{"colltune": {2: (2000, 2)}, "monitoring": {1: (2000, 2)}}, {},
+                   {"monitoring": {3: (2000, 2)}}, {}]
+
+
+@needs_ompi
 def test_openmpi_shared_memory_component_noted(workdir, tmp_path):
     """coll/sm moves the bcast through shared memory: job.json says so, and the pml sees nothing."""
     out = tmp_path / "prof"

@@ -100,7 +100,7 @@ int ct_prof_ncomms(void);
 /* Open MPI pml monitoring (profile_mon.c) */
 void ct_prof_mon_init(void);
 void ct_prof_mon_snap(void);                  /* before a library collective */
-void ct_prof_mon_delta(int kind);             /* after it: per-peer deltas -> S_MONITORING */
+void ct_prof_mon_delta(int kind, int colltune_ran);  /* after it: per-peer deltas -> S_MONITORING */
 void ct_prof_mon_finalize(void);
 const char *ct_prof_mon_status(void);         /* "on", "off", "unavailable (...)" */
 int ct_prof_mon_notes(const char **notes, int max);

@@ -2,7 +2,9 @@
  * MPI library runs itself (not colltune's algorithm) is aggregated into
  * library_calls by (region, kind, communicator, root, bytes), and with Open
  * MPI's pml monitoring its per-peer traffic is the counters' delta over the
- * call. bcast / reduce / allreduce / allgather re-enter intercept.c's wrappers
+ * call; when colltune's algorithm ran, the delta less its exactly counted sends
+ * is the library collectives it called (HAN's steps) and its set-up traffic.
+ * bcast / reduce / allreduce / allgather re-enter intercept.c's wrappers
  * (which decide between colltune and the library); the others go to PMPI.
  * "bytes" per kind: count x type size (bcast, reduce, allreduce, scan, exscan);
  * one rank's block (allgather, alltoall, gather, scatter, reduce_scatter_block);
@@ -139,10 +141,10 @@ static void begin(int kind)
 static int end(int rc, int kind, MPI_Comm comm, int root, long long bytes)
 {
     ct_prof_depth = 0;
-    if (ct_prof_ran || !ct_prof_on) return rc;      /* colltune's: counted send by send */
+    if (!ct_prof_on) return rc;
     ct_prof_lock();
-    record_call(kind, comm, root, bytes);
-    ct_prof_mon_delta(kind);
+    if (!ct_prof_ran) record_call(kind, comm, root, bytes);  /* colltune's: counted send by send */
+    ct_prof_mon_delta(kind, ct_prof_ran);
     ct_prof_unlock();
     return rc;
 }

@@ -32,13 +32,14 @@ void ct_prof_mon_init(void)
              "the library's collectives)");
 }
 void ct_prof_mon_snap(void) {}
-void ct_prof_mon_delta(int kind) { (void)kind; }
+void ct_prof_mon_delta(int kind, int colltune_ran) { (void)kind, (void)colltune_ran; }
 void ct_prof_mon_finalize(void) {}
 #else
 static int mon_on, t_inited;
 static MPI_T_pvar_session session;
 static MPI_T_pvar_handle handle[2];           /* messages_count, messages_size */
 static unsigned long long *before[2], *after[2];
+static ct_peer *colltune_before;              /* colltune's counted sends at the snapshot */
 
 /* an MCA variable's value as text ("" when it does not exist) */
 static void cvar_text(const char *name, char *out, size_t len)
@@ -118,7 +119,8 @@ static int pvar(const char *name, int which)
         return 0;
     before[which] = ct_prof_alloc((size_t)count * sizeof **before);
     after[which] = ct_prof_alloc((size_t)count * sizeof **after);
-    return before[which] && after[which];
+    return before[which] && after[which] &&
+           (colltune_before || (colltune_before = ct_prof_alloc((size_t)count * sizeof *colltune_before)));
 }
 
 void ct_prof_mon_init(void)
@@ -163,18 +165,31 @@ void ct_prof_mon_init(void)
 void ct_prof_mon_snap(void)
 {
     if (!mon_on) return;
+    const ct_peer *c = ct_prof_cells(ct_prof_region(), ct_prof_depth, S_COLLTUNE);
+    if (c) memcpy(colltune_before, c, (size_t)ct_prof.size * sizeof *c);
+    else memset(colltune_before, 0, (size_t)ct_prof.size * sizeof *colltune_before);
     MPI_T_pvar_read(session, handle[0], before[0]);
     MPI_T_pvar_read(session, handle[1], before[1]);
 }
 
-void ct_prof_mon_delta(int kind)
+/* What the pml sent during the call. When colltune's algorithm ran, its own
+ * sends (counted exactly) are taken off: what is left is the library's
+ * collectives that the algorithm called (HAN's intra-node steps, its set-up). */
+void ct_prof_mon_delta(int kind, int colltune_ran)
 {
     if (!mon_on) return;
     MPI_T_pvar_read(session, handle[0], after[0]);
     MPI_T_pvar_read(session, handle[1], after[1]);
-    for (int p = 0; p < ct_prof.size; p++)
-        if (after[0][p] > before[0][p])
-            ct_prof_add(kind, S_MONITORING, p, after[1][p] - before[1][p], after[0][p] - before[0][p]);
+    const ct_peer *c = colltune_ran ? ct_prof_cells(ct_prof_region(), kind, S_COLLTUNE) : NULL;
+    for (int p = 0; p < ct_prof.size; p++) {
+        long long msgs = (long long)(after[0][p] - before[0][p]);
+        long long bytes = (long long)(after[1][p] - before[1][p]);
+        if (c) {
+            msgs -= (long long)(c[p].msgs - colltune_before[p].msgs);
+            bytes -= (long long)(c[p].bytes - colltune_before[p].bytes);
+        }
+        if (msgs > 0) ct_prof_add(kind, S_MONITORING, p, bytes > 0 ? (uint64_t)bytes : 0, (uint64_t)msgs);
+    }
 }
 
 void ct_prof_mon_finalize(void)

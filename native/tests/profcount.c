@@ -5,7 +5,9 @@
  * sent. Every rank sends to next = rank + 1 and receives from prev.
  *   profcount          the run above, prints "profcount ok" on rank 0
  *   profcount crash    the same, then rank 1 waits for the other ranks' files in
- *                      $COLLTUNE_PROFILE and kills itself before MPI_Finalize */
+ *                      $COLLTUNE_PROFILE and kills itself before MPI_Finalize
+ *   profcount warm     one more MPI_Bcast first (region "run"): a hierarchical
+ *                      algorithm's one-time set-up traffic goes there */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +101,7 @@ int main(int argc, char **argv)
     next = (rank + 1) % size, prev = (rank - 1 + size) % size;
     MPI_Buffer_attach(bsend_buf, sizeof bsend_buf);
 
+    if (argc > 1 && !strcmp(argv[1], "warm")) MPI_Bcast(sbuf, 1000, MPI_BYTE, 0, MPI_COMM_WORLD);
     MPI_Pcontrol(REGION, "p2p");
     p2p_kinds();
     MPI_Pcontrol(-REGION, "p2p");
