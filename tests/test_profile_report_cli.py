@@ -140,3 +140,27 @@ def test_cli_errors_name_the_input(tmp_path):
     proc = run_cli("profile", "whatif", str(d), "--topology", "no-such-platform", "--place", "compact",
                    check=False)
     assert proc.returncode != 0 and "no-such-platform" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_real_smpi_profile_report(workdir, tmp_path):
+    """End to end: profcount counted under SMPI (2 hosts x 3 ranks of `small`), then the
+    report of region 'coll', kind bcast: its loaded cable halves are the routes' links of
+    the host pairs the profile reader says exchanged bcast bytes, with those bytes."""
+    from colltune.profile import link_loads
+    from colltune.profile.counts import load_profile
+    out = tmp_path / "prof"
+    app = os.path.join(os.path.dirname(__file__), "..", "native", "tests", "profcount.c")
+    run_cli("run", "--platform", "small", "--layout", "2x3", "--profile", str(out), "--", app)
+    show = run_cli("profile", "show", str(out)).stdout
+    assert "6 ranks on 2 hosts" in show and re.search(r"coll\s+bcast", show)
+    html_path = tmp_path / "r.html"
+    run_cli("profile", "report", str(out), "--topology", "small", "--region", "coll", "--kind", "bcast",
+            "-o", str(html_path))
+    html = html_path.read_text()
+    B, M, hosts = load_profile(out).host_matrix(region="coll", kind="bcast")
+    assert B.sum() > 0
+    want = {k: v for k, v in link_loads(load_topology("small"), B, M, hosts=hosts).nonzero().items()
+            if "loopback" not in k}
+    drawn = {lid.replace("-&gt;", "->"): float(b) for lid, b in
+             re.findall(r'<path class="half"[^>]*data-link="([^"]+)" data-bytes="(\d+)"', html) if float(b) > 0}
+    assert drawn == {k: v[0] for k, v in want.items()}

@@ -48,7 +48,7 @@ def draw_layered(topo, loads: dict, scale: ColourScale, used: set, title: str) -
     for node in topo.nodes.values():
         by_level.setdefault(node.level, []).append(node)
     widest = max(len(v) for v in by_level.values())
-    spacing = 15.0 if widest <= 128 else 9.0
+    spacing = min(60.0, max(15.0, 960.0 / widest)) if widest <= 128 else 9.0
     width = 2 * _MARGIN + widest * spacing
     top = max(by_level)
     height = 2 * _MARGIN + top * _LEVEL_GAP + 60

@@ -36,7 +36,9 @@ class Traffic:
     """What a report needs from a profile. ``host_bytes``/``host_messages``: node x node
     matrices over ``hosts`` (rows send); ``rank_*``: rank x rank (or None);
     ``missing_ranks``: world ranks without a file; ``parts``: rows ``{region, kind,
-    bytes, messages, visibility}``; ``notes``: caveats to show as they are."""
+    bytes, messages, visibility[, host_matrix: (bytes, messages, hosts)]}`` (with the
+    matrix, the report gives the part's most loaded link and hop-bytes); ``notes``:
+    caveats to show as they are."""
     label: str
     hosts: list[str]
     host_bytes: np.ndarray
@@ -76,8 +78,8 @@ def traffic_from_profile(prof, region: str = "run", kind: str | None = None, lab
             b, m = prof.matrix(region=r, kind=k)
             vis = prof.visibility(r, k)
             if b.sum() or m.sum() or vis == "not visible":
-                parts.append({"region": r, "kind": k, "bytes": float(b.sum()),
-                              "messages": float(m.sum()), "visibility": vis})
+                parts.append({"region": r, "kind": k, "bytes": float(b.sum()), "messages": float(m.sum()),
+                              "visibility": vis, "host_matrix": prof.host_matrix(region=r, kind=k)})
     return Traffic(label=label or source or "profile", hosts=list(hosts), host_bytes=np.asarray(hb, float),
                    host_messages=np.asarray(hm, float), rank_bytes=np.asarray(rb, float),
                    rank_messages=np.asarray(rm, float), rank_hosts=list(prof.hosts),
@@ -182,12 +184,30 @@ def _top_links(a: Analysis, k: int = 15) -> str:
     return _table(["link", "kind", "bytes", "messages", "ms at link bandwidth", "SimGrid name"], rows, left=2)
 
 
-def _parts(t: Traffic) -> str:
+PART_PAIRS_MAX = 50_000   # host pairs with traffic up to which a part's links are computed
+
+
+def _parts(t: Traffic, topo) -> str:
     if not t.parts:
         return "<p class='note'>No breakdown by region and kind in this input.</p>"
-    rows = [[p["region"], p["kind"], p["visibility"], fmt_bytes(p["bytes"]), fmt_count(p["messages"])]
-            for p in t.parts]
-    return _table(["region", "collective kind", "visibility", "bytes", "messages"], rows, left=3)
+    from .resolve import map_hosts
+    rows = []
+    for p in t.parts:
+        peak, hop = "-", "-"
+        hm = p.get("host_matrix")
+        if hm is not None and np.count_nonzero(hm[0]) + np.count_nonzero(hm[1]) <= PART_PAIRS_MAX:
+            B, M, hosts = hm
+            mapping = map_hosts(hosts, topo).mapping
+            keep = [i for i, h in enumerate(hosts) if h in mapping]
+            ld = link_loads(topo, np.asarray(B, float)[np.ix_(keep, keep)], np.asarray(M, float)[np.ix_(keep, keep)],
+                            hosts=[mapping[hosts[i]] for i in keep])
+            best = ld.most_loaded()
+            peak = f"{best[0].id}: {fmt_bytes(best[1])}" if best else "(nothing sent)"
+            hop = f"{ld.hop_bytes:.0f}"
+        rows.append([p["region"], p["kind"], p["visibility"], fmt_bytes(p["bytes"]), fmt_count(p["messages"]),
+                     hop, peak])
+    return _table(["region", "collective kind", "visibility", "bytes", "messages", "hop-bytes",
+                   "most loaded link"], rows, left=3)
 
 
 def _matrix_png(m: np.ndarray, scale: ColourScale) -> str:
@@ -249,7 +269,7 @@ def render(topo, traffics: list[Traffic], path: str | None = None, title: str | 
         f"<div class='panel'><h3>{html.escape(a.traffic.label)}</h3>{_top_links(a)}</div>" for a in analyses)
         + "</div>")
     parts.append("<h2>By region and collective kind</h2><div class='row'>" + "".join(
-        f"<div class='panel'><h3>{html.escape(a.traffic.label)}</h3>{_parts(a.traffic)}</div>"
+        f"<div class='panel'><h3>{html.escape(a.traffic.label)}</h3>{_parts(a.traffic, topo)}</div>"
         for a in analyses) + "</div>")
     mscale = ColourScale(np.concatenate([np.asarray(m, float).ravel() for t in traffics
                                          for m in (t.host_bytes, t.rank_bytes) if m is not None]))
