@@ -201,3 +201,31 @@ def test_two_profiles_share_one_scale(tmp_path):
     r0 = {r["link"]: r for r in right}
     assert l0["L1-switch1 -> node-20"]["stroke"] == r0["L1-switch1 -> node-20"]["stroke"] != NO_TRAFFIC
     assert l0["node-0 -> L1-switch0"]["stroke"] != r0["node-0 -> L1-switch0"]["stroke"]
+
+
+def test_infiniband_parallel_cables_apart(tmp_path):
+    """H4's InfiniBand fabric (ibsim data: 4 leaves, 2 spines, 2 cables per leaf-spine
+    pair): the route takes cable #0, whose halves are lit; the parallel #1 stays grey and
+    is drawn visibly apart."""
+    from colltune.profile.resolve import resolve_topology
+    data = os.path.join(os.path.dirname(__file__), "data", "profile", "ib", "ibnetdiscover.txt")
+    topo = resolve_topology(data)
+    t = traffic(topo.hosts, {("node01", "node09"): 1 << 20})
+    route = {l.id for l in topo.route("node01", "node09") if l.is_cable}
+    assert {"leaf1 -> spine1 #0", "spine1 -> leaf3 #0"} <= route
+    records, img = render_probe(render(topo, [t]), tmp_path, "ib.png")
+    check_exact_links(records, img, route)
+    at = {r["link"]: (r["x"], r["y"]) for r in records}
+    (x0, y0), (x1, y1) = at["leaf1 -> spine1 #0"], at["leaf1 -> spine1 #1"]
+    assert abs(x0 - x1) + abs(y0 - y1) >= 5
+
+
+def test_slurm_tree_says_routes_are_modelled():
+    from colltune.profile.resolve import resolve_topology
+    topo = resolve_topology(os.path.join(os.path.dirname(__file__), "data", "profile", "slurm", "topology.conf"))
+    a, b = topo.hosts[0], topo.hosts[-1]
+    html = render(topo, [traffic([a, b], {(a, b): 4096})])
+    box = re.search(r"<div class='missing'>(.*?)</div>", html, re.S).group(1)
+    assert "the routes are modelled" in box
+    lit = set(re.findall(r'data-link="([^"]+)" data-bytes="4096"', html))
+    assert lit == {l.id.replace(">", "&gt;") for l in topo.route(a, b) if l.is_cable}

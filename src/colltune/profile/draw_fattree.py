@@ -62,7 +62,7 @@ def draw_layered(topo, loads: dict, scale: ColourScale, used: set, title: str) -
     sums = node_bytes(topo, loads)
     cv = Canvas(width, height, scale, loads, idle_width=1.0, busy_width=3.0 if widest <= 128 else 2.0)
     for a, b, ab, ba, k, n in cables(topo):
-        bend = (k - (n - 1) / 2) * 10.0 if n > 1 else 0.0
+        bend = (k - (n - 1) / 2) * 18.0 if n > 1 else 0.0
         cv.cable(pos[a], pos[b], ab, ba, bend)
     size = min(12.0, spacing * 0.7)
     for nid, (x, y) in pos.items():

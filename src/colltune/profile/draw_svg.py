@@ -120,13 +120,10 @@ class Canvas:
     marks: list = field(default_factory=list)
     idle_width: float = 1.0
     busy_width: float = 3.0
-    drawn: set = field(default_factory=set)
 
     def _half(self, link, d: str, width: float | None) -> None:
         b, m = self.loads.get(link.id, (0.0, 0.0)) if link is not None else (0.0, 0.0)
         lid = link.id if link is not None else ""
-        if link is not None:
-            self.drawn.add(link.id)
         busy = b > 0 or m > 0
         w = width if width is not None else (self.busy_width if busy else self.idle_width)
         tip = f"{lid}: {fmt_bytes(b)}, {fmt_count(m)} messages" if link is not None else "(no link)"

@@ -134,9 +134,15 @@ def _table(header: list[str], rows: list[list], left: int = 1) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _routing(topo) -> str:
+    return str(topo.params.get("routing") or "SimGrid 3.32's routing of the platform")
+
+
 def _missing(a: Analysis, topo) -> list[str]:
     t = a.traffic
     out = []
+    if _routing(topo).startswith("modelled"):
+        out.append(f"the routes are modelled, not read from the fabric: {_routing(topo)}")
     if t.missing_ranks:
         rs = ", ".join(map(str, t.missing_ranks[:40])) + (" ..." if len(t.missing_ranks) > 40 else "")
         out.append(f"{len(t.missing_ranks)} rank(s) left no file (crashed or not profiled): {rs}. "
@@ -244,7 +250,7 @@ def render(topo, traffics: list[Traffic], path: str | None = None, title: str | 
              f"Region <b>{html.escape(sel.region)}</b>, collective kind "
              f"<b>{html.escape(sel.kind or 'all')}</b>. Generated "
              f"{_dt.datetime.now().isoformat(timespec='seconds')}. Bytes are charged to every link of "
-             "each message's route (SimGrid's routing).</p>"]
+             f"each message's route; routes: {html.escape(_routing(topo))}.</p>"]
     for a in analyses:
         miss = _missing(a, topo)
         label = html.escape(a.traffic.label)
