@@ -11,7 +11,6 @@ import shutil
 import subprocess
 
 import numpy as np
-import pytest
 
 from colltune.profile import load_topology
 from colltune.profile.draw_svg import NO_TRAFFIC, ColourScale
