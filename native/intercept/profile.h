@@ -81,7 +81,7 @@ void *ct_prof_alloc(size_t bytes);                         /* counted against me
 /* communicator -> world ranks (remote group of an intercommunicator; -1: not in
  * MPI_COMM_WORLD); *idx: the communicator's index in the rank file's comms, -1 until set */
 const int *ct_prof_world_map(MPI_Comm comm, int *n, int *inter, int **idx);
-void ct_prof_count_send(int dest, int count, MPI_Datatype dt, MPI_Comm comm);
+void ct_prof_count_send(int dest, long long count, MPI_Datatype dt, MPI_Comm comm);
 
 /* regions and counters, read by the writer */
 int ct_prof_nregions(void);

@@ -1,8 +1,9 @@
 /* The application's point-to-point sends, counted by destination world rank
  * (docs/profile-counting.md). Covered: MPI_Send, Bsend, Ssend, Rsend, Isend,
- * Ibsend, Issend, Irsend, Sendrecv, Sendrecv_replace, and persistent sends
+ * Ibsend, Issend, Irsend, Sendrecv, Sendrecv_replace, Isendrecv,
+ * Isendrecv_replace (where the library has them), and persistent sends
  * (Send_init, Bsend_init, Ssend_init, Rsend_init) counted at every MPI_Start /
- * MPI_Startall. colltune's own algorithms post their sends through the same
+ * MPI_Startall; with MPI 4 also each one's large-count _c form. colltune's own algorithms post their sends through the same
  * MPI_Isend / MPI_Issend, so they are counted here too, as source "colltune"
  * and the collective's kind (ct_prof_alg). A send counts once it was posted
  * successfully; MPI_PROC_NULL is skipped. */
@@ -93,7 +94,7 @@ static void count(int world, uint64_t bytes)
     ct_prof_add(kind, source, world, bytes, 1);
 }
 
-void ct_prof_count_send(int dest, int n, MPI_Datatype dt, MPI_Comm comm)
+void ct_prof_count_send(int dest, long long n, MPI_Datatype dt, MPI_Comm comm)
 {
     int tsize = 0;
     if (dest == MPI_PROC_NULL) return;
@@ -111,42 +112,63 @@ void ct_prof_count_send(int dest, int n, MPI_Datatype dt, MPI_Comm comm)
         return rc_;                                                                 \
     } while (0)
 
-#define SEND_WRAPPER(NAME)                                                          \
-    int MPI_##NAME(const void *buf, int n, MPI_Datatype dt, int dest, int tag,     \
+/* NAME: the call; CT: its count type (int, or MPI_Count for MPI-4's _c forms) */
+#define SEND_WRAPPER(NAME, CT)                                                      \
+    int MPI_##NAME(const void *buf, CT n, MPI_Datatype dt, int dest, int tag,      \
                    MPI_Comm comm)                                                   \
     {                                                                               \
         COUNTED(PMPI_##NAME(buf, n, dt, dest, tag, comm), dest, n, dt, comm);      \
     }
-SEND_WRAPPER(Send)
-SEND_WRAPPER(Bsend)
-SEND_WRAPPER(Ssend)
-SEND_WRAPPER(Rsend)
-
-#define ISEND_WRAPPER(NAME)                                                         \
-    int MPI_##NAME(const void *buf, int n, MPI_Datatype dt, int dest, int tag,     \
+#define ISEND_WRAPPER(NAME, CT)                                                     \
+    int MPI_##NAME(const void *buf, CT n, MPI_Datatype dt, int dest, int tag,      \
                    MPI_Comm comm, MPI_Request *req)                                 \
     {                                                                               \
         COUNTED(PMPI_##NAME(buf, n, dt, dest, tag, comm, req), dest, n, dt, comm); \
     }
-ISEND_WRAPPER(Isend)
-ISEND_WRAPPER(Ibsend)
-ISEND_WRAPPER(Issend)
-ISEND_WRAPPER(Irsend)
-
-int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
-                 int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
-                 MPI_Status *status)
-{
-    COUNTED(PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm,
-                          status), dest, scount, stype, comm);
-}
-
-int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int source,
-                         int rtag, MPI_Comm comm, MPI_Status *status)
-{
-    COUNTED(PMPI_Sendrecv_replace(buf, count, dt, dest, stag, source, rtag, comm, status), dest,
-            count, dt, comm);
-}
+#define SENDRECV_WRAPPER(NAME, CT, LAST_T, LAST)                                    \
+    int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, int dest,      \
+                   int stag, void *rbuf, CT rcount, MPI_Datatype rtype, int source, \
+                   int rtag, MPI_Comm comm, LAST_T LAST)                            \
+    {                                                                               \
+        COUNTED(PMPI_##NAME(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype,   \
+                            source, rtag, comm, LAST), dest, scount, stype, comm);  \
+    }
+#define REPLACE_WRAPPER(NAME, CT, LAST_T, LAST)                                     \
+    int MPI_##NAME(void *buf, CT n, MPI_Datatype dt, int dest, int stag, int source,\
+                   int rtag, MPI_Comm comm, LAST_T LAST)                            \
+    {                                                                               \
+        COUNTED(PMPI_##NAME(buf, n, dt, dest, stag, source, rtag, comm, LAST), dest,\
+                n, dt, comm);                                                       \
+    }
+SEND_WRAPPER(Send, int)
+SEND_WRAPPER(Bsend, int)
+SEND_WRAPPER(Ssend, int)
+SEND_WRAPPER(Rsend, int)
+ISEND_WRAPPER(Isend, int)
+ISEND_WRAPPER(Ibsend, int)
+ISEND_WRAPPER(Issend, int)
+ISEND_WRAPPER(Irsend, int)
+SENDRECV_WRAPPER(Sendrecv, int, MPI_Status *, status)
+REPLACE_WRAPPER(Sendrecv_replace, int, MPI_Status *, status)
+/* MPI-4's non-blocking sendrecv: MPICH 5, and Open MPI 5 (which reports MPI 3.1) */
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+SENDRECV_WRAPPER(Isendrecv, int, MPI_Request *, req)
+REPLACE_WRAPPER(Isendrecv_replace, int, MPI_Request *, req)
+#endif
+#if MPI_VERSION >= 4                    /* large counts (MPICH 5) */
+SEND_WRAPPER(Send_c, MPI_Count)
+SEND_WRAPPER(Bsend_c, MPI_Count)
+SEND_WRAPPER(Ssend_c, MPI_Count)
+SEND_WRAPPER(Rsend_c, MPI_Count)
+ISEND_WRAPPER(Isend_c, MPI_Count)
+ISEND_WRAPPER(Ibsend_c, MPI_Count)
+ISEND_WRAPPER(Issend_c, MPI_Count)
+ISEND_WRAPPER(Irsend_c, MPI_Count)
+SENDRECV_WRAPPER(Sendrecv_c, MPI_Count, MPI_Status *, status)
+REPLACE_WRAPPER(Sendrecv_replace_c, MPI_Count, MPI_Status *, status)
+SENDRECV_WRAPPER(Isendrecv_c, MPI_Count, MPI_Request *, req)
+REPLACE_WRAPPER(Isendrecv_replace_c, MPI_Count, MPI_Request *, req)
+#endif
 
 /* ---- persistent sends: a small open-addressing table of live requests ------- */
 typedef struct { MPI_Request req; int world; uint64_t bytes; int used; } persistent;
@@ -199,7 +221,8 @@ static void track(MPI_Request req, int world, uint64_t bytes)
     insert((persistent){req, world, bytes, 1});
 }
 
-static int persistent_send(int rc, int dest, int n, MPI_Datatype dt, MPI_Comm comm, MPI_Request *req)
+static int persistent_send(int rc, int dest, long long n, MPI_Datatype dt, MPI_Comm comm,
+                           MPI_Request *req)
 {
     int tsize = 0;
     if (!ct_prof_on || rc != MPI_SUCCESS || dest == MPI_PROC_NULL) return rc;
@@ -210,17 +233,23 @@ static int persistent_send(int rc, int dest, int n, MPI_Datatype dt, MPI_Comm co
     return rc;
 }
 
-#define INIT_WRAPPER(NAME)                                                          \
-    int MPI_##NAME(const void *buf, int n, MPI_Datatype dt, int dest, int tag,     \
+#define INIT_WRAPPER(NAME, CT)                                                      \
+    int MPI_##NAME(const void *buf, CT n, MPI_Datatype dt, int dest, int tag,      \
                    MPI_Comm comm, MPI_Request *req)                                 \
     {                                                                               \
         return persistent_send(PMPI_##NAME(buf, n, dt, dest, tag, comm, req), dest, \
                                n, dt, comm, req);                                   \
     }
-INIT_WRAPPER(Send_init)
-INIT_WRAPPER(Bsend_init)
-INIT_WRAPPER(Ssend_init)
-INIT_WRAPPER(Rsend_init)
+INIT_WRAPPER(Send_init, int)
+INIT_WRAPPER(Bsend_init, int)
+INIT_WRAPPER(Ssend_init, int)
+INIT_WRAPPER(Rsend_init, int)
+#if MPI_VERSION >= 4
+INIT_WRAPPER(Send_init_c, MPI_Count)
+INIT_WRAPPER(Bsend_init_c, MPI_Count)
+INIT_WRAPPER(Ssend_init_c, MPI_Count)
+INIT_WRAPPER(Rsend_init_c, MPI_Count)
+#endif
 
 static void started(MPI_Request req)
 {
