@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from colltune import mpi, platforms
-from colltune.profile import link_loads, load_topology, simtrace
+from colltune.profile import load_topology, simtrace
 from colltune.profile.counts import load_profile
 from colltune.providers.colltune import libcolltune, link_args
 from colltune.subcommands.run import compile_app
@@ -73,22 +73,16 @@ def run_case(plat, topo, program: str, hosts: list[str], coll: str, nbytes: int,
                "notes": prof.notes, "messages": prof.meta["trace"]["messages"]}
         if who == "colltune":
             mine, trace = prof.pairs("gt", coll, "colltune"), prof.pairs("gt", "p2p", "simulator")
-            pairs = lambda c: {(int(s), int(d)): (int(b), int(m))
-                               for s, d, b, m in zip(c.src, c.dst, c.bytes, c.messages)}
-            res["counts_equal"] = pairs(mine) == pairs(trace) and mine.total[1] > 0
+            res["counts_equal"] = mine.as_dict() == trace.as_dict() and mine.total[1] > 0
             res["colltune_bytes"] = mine.total[0]
         ref = simtrace.simgrid_link_loads(simtrace.trace_path(out), prof.hosts, plat.xml_path,
                                           cache_dir=CACHE)
-        B, M, hs = prof.host_matrix("run")
-        ld = link_loads(topo, B, M, hosts=hs)
-        mine_links = {topo.links[x["id"]].sg_name: (int(x["bytes"]), int(x["messages"])) for x in ld.rows()}
+        mine_links = simtrace.profile_link_loads(prof, topo)
         diff = {k for k in set(ref) | set(mine_links) if ref.get(k) != mine_links.get(k)}
         res.update({"links_loaded": len(ref), "links_differing": len(diff),
                     "link_bytes": sum(b for b, _ in ref.values()),
                     "max_abs_diff_bytes": max((abs(ref.get(k, (0, 0))[0] - mine_links.get(k, (0, 0))[0])
                                                for k in diff), default=0)})
-        top = ld.most_loaded()
-        res["most_loaded"] = None if top is None else [top[0].id, int(top[1])]
         return res
 
 

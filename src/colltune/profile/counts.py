@@ -55,6 +55,11 @@ class Cell:
         vals = np.array(list(acc.values()), dtype=np.int64).reshape(-1, 2)
         return cls(keys[:, 0], keys[:, 1], vals[:, 0], vals[:, 1])
 
+    def as_dict(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """{(sender, receiver): (bytes, messages)}."""
+        return {(int(s), int(d)): (int(b), int(m))
+                for s, d, b, m in zip(self.src, self.dst, self.bytes, self.messages)}
+
     @property
     def total(self) -> tuple[int, int]:
         return int(self.bytes.sum()), int(self.messages.sum())
@@ -387,7 +392,8 @@ def _library_coverage(files, job, backend, has_trace, acc, notes, model) -> dict
                 label = "monitoring" if monitoring else "not visible"
             else:
                 sends = model.model_sends(kind, members, int(call.get("root", -1)),
-                                          int(call.get("bytes", 0)), job, rank=rf.rank)
+                                          int(call.get("bytes", 0)), job, rank=rf.rank,
+                                          type_size=call.get("type_size"))
                 if sends is None:
                     label = "not visible"
                     unmodelled[kind] = unmodelled.get(kind, 0) + n

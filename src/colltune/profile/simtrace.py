@@ -257,3 +257,12 @@ def simgrid_link_loads(path: str | os.PathLike, hosts: list[str], platform_xml: 
             v[0] += nb
             v[1] += nm
     return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def profile_link_loads(prof, topo, region: str = "run") -> dict[str, tuple[int, int]]:
+    """What colltune reports, in the reference's terms: the profile's host matrix of
+    ``region`` routed by colltune.profile (link_loads), SimGrid link name -> (bytes, messages)."""
+    from .loads import link_loads
+    B, M, hosts = prof.host_matrix(region)
+    ld = link_loads(topo, B, M, hosts=hosts)
+    return {topo.links[r["id"]].sg_name: (int(r["bytes"]), int(r["messages"])) for r in ld.rows()}
