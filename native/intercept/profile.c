@@ -177,11 +177,25 @@ static void leave(const char *name)
     for (; depth >= d; depth--) push_interval(&intervals, &nintervals, stack[depth], stack_t0[depth], t);
 }
 
+/* Passed on to PMPI_Pcontrol (a tool below libcolltune sees the same calls); a
+ * name only where one was given. SMPI 3.32 aborts in PMPI_Pcontrol ("Not yet
+ * implemented"): nothing is passed on there. */
+#ifdef COLLTUNE_SMPI
+#define PASS_ON(...) MPI_SUCCESS
+#else
+#define PASS_ON(...) PMPI_Pcontrol(__VA_ARGS__)
+#endif
 int MPI_Pcontrol(const int level, ...)
 {
     char num[NAME_LEN];
-    const char *name = NULL;
-    if (!ct_prof.enabled) return MPI_SUCCESS;
+    const char *name = NULL, *given = NULL;
+    if (level == PCONTROL_REGION || level == -PCONTROL_REGION) {
+        va_list ap;
+        va_start(ap, level);
+        given = va_arg(ap, const char *);
+        va_end(ap);
+    }
+    if (!ct_prof.enabled) return given ? PASS_ON(level, given) : PASS_ON(level);
     ct_prof_lock();
     if (level == 0 && !ct_prof.paused) {
         ct_prof.paused = 1, ct_prof_on = 0, pause_t0 = PMPI_Wtime();
@@ -189,11 +203,7 @@ int MPI_Pcontrol(const int level, ...)
         ct_prof.paused = 0, ct_prof_on = 1;
         push_interval(&pauses, &npauses, -1, pause_t0, PMPI_Wtime());
     } else if (level == PCONTROL_REGION || level == -PCONTROL_REGION) {
-        va_list ap;
-        va_start(ap, level);
-        name = va_arg(ap, const char *);
-        va_end(ap);
-        if (!name || !*name) name = "(unnamed)";
+        name = given && *given ? given : "(unnamed)";
     } else if (level >= 5 || level <= -5) {
         snprintf(num, sizeof num, "pcontrol-%d", level < 0 ? -level : level);
         name = num;
@@ -203,7 +213,7 @@ int MPI_Pcontrol(const int level, ...)
         else leave(name);
     }
     ct_prof_unlock();
-    return MPI_SUCCESS;
+    return given ? PASS_ON(level, given) : PASS_ON(level);
 }
 
 /* ---- set-up ------------------------------------------------------------------- */
