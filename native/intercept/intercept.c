@@ -10,7 +10,8 @@
  * through ct_call, which itself falls back to the library when the algorithm
  * declines. Anything colltune cannot run identically on every rank (inter-
  * communicators, derived datatypes, nested calls) goes to the library.
- * A collective without any rule costs one load and one branch. */
+ * A collective without any rule costs one load and one branch (two with
+ * profile.h's hook for COLLTUNE_PROFILE, docs/profile-counting.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
