@@ -229,7 +229,8 @@ def test_mpich_modelled_and_not_visible(tmp_path):
     assert prof.visibility("step", "bcast") == "modelled"
     assert prof.visibility("step", "allgather") == "not visible"
     assert prof.visibility("step") == "not visible"
-    assert any("allgather x3" in x and "MPIR_CVAR_BCAST_INTRA_ALGORITHM=binomial" in x for x in prof.notes)
+    assert any("allgather x3" in x and "forced: MPIR_CVAR_BCAST_INTRA_ALGORITHM=binomial" in x
+               for x in prof.notes)
 
 
 def test_openmpi_monitoring_labels(tmp_path):

@@ -14,7 +14,11 @@ import pytest
 
 from colltune.profile import model
 
-from conftest import CACHE, have_mpi
+from pathlib import Path
+
+from colltune.profile.counts import load_profile
+
+from conftest import CACHE, REPO, have_mpi, run_cli
 
 pytestmark = pytest.mark.skipif(not have_mpi("mpich"), reason="the MPICH wheel is not installed")
 
@@ -70,3 +74,19 @@ def test_model_sends_by_world_rank():
     assert model.model_sends("allreduce", members, -1, 12, job, rank=3) is None     # type size unknown
     assert model.model_sends("bcast", members, 0, 8, job, rank=3) is None           # not forced
     assert model.model_sends("allreduce", members, -1, 12, job, rank=9, type_size=4) is None
+
+
+def test_mpich_run_is_labelled(tmp_path):
+    """A real MPICH run with a forced bcast: its library bcasts are modelled, the other
+    library collectives not visible (never zero without a label)."""
+    out = tmp_path / "prof"
+    run_cli("run", "--backend", "local", "--mpi", "mpich", "--profile", str(out), "-n", "3", "--",
+            str(Path(REPO, "native", "tests", "profcount.c")),
+            env={"MPIR_CVAR_BCAST_INTRA_ALGORITHM": "binomial"}, timeout=300)
+    prof = load_profile(out)
+    assert prof.visibility("coll", "bcast") == "modelled"
+    B, M = prof.matrix("coll", "bcast")
+    assert M[0, 1] == M[0, 2] == 2 and M.sum() == 4 and B.sum() == 4 * 1000   # 2 calls, root 0
+    assert prof.visibility("coll", "gather") == "not visible"
+    assert prof.matrix("coll", "gather")[0].sum() == 0
+    assert prof.visibility("p2p", "p2p") == "exact"

@@ -408,7 +408,7 @@ def _library_coverage(files, job, backend, has_trace, acc, notes, model) -> dict
                 cur["label"] = max(cur["label"], label, key=VISIBILITY.index)
     if unmodelled:
         why = model.why_not(job)
-        notes.append("not visible (no per-peer counters in this MPI, algorithm unknown"
+        notes.append("not visible (no per-peer counters in this MPI and no model of the algorithm"
                      f"{': ' + why if why else ''}): " +
                      ", ".join(f"{k} x{v}" for k, v in sorted(unmodelled.items())) + " rank-calls")
     if not has_trace and backend == "openmpi" and not monitoring and out:

@@ -355,4 +355,4 @@ def why_not(job: dict) -> str:
     forced = {k: v for k, v in cvar_settings(job).items() if k.endswith("_INTRA_ALGORITHM")}
     if not forced:
         return "no MPIR_CVAR_<COLL>_INTRA_ALGORITHM recorded in job.json"
-    return "modelled only: " + ", ".join(f"{k}={v}" for k, v in sorted(forced.items()))
+    return "only these are forced: " + ", ".join(f"{k}={v}" for k, v in sorted(forced.items()))
