@@ -191,7 +191,7 @@ def _need(doc: dict, key: str, typ, path: str):
 class _RankFile:
     """One rank-R.json: its region names, nesting and intervals (times rounded as the trace's)."""
 
-    def __init__(self, path: str, size: int):
+    def __init__(self, path: str):
         doc = _load_json(path, RANK_SCHEMA)
         self.path, self.doc = path, doc
         self.rank = _need(doc, "rank", int, path)
@@ -261,7 +261,7 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
     for p in rank_paths:
         if not re.fullmatch(r"rank-\d+\.json", os.path.basename(p)):
             continue
-        rf = _RankFile(p, job.get("size", 0))
+        rf = _RankFile(p)
         if os.path.basename(p) != f"rank-{rf.rank}.json":
             raise ProfileError(f"{p}: field 'rank' is {rf.rank}, the file name says otherwise")
         files[rf.rank] = rf
@@ -314,8 +314,7 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             **{k: v for k, v in job.items() if k not in ("schema", "notes")}}
     if has_trace:
         meta["trace"] = meta_trace
-    order = [n for n in names]
-    prof = TrafficProfile(size, hosts, missing, meta, notes, cells, library, shadowed, order)
+    prof = TrafficProfile(size, hosts, missing, meta, notes, cells, library, shadowed, names)
     if has_trace and files:
         _check_trace_p2p(prof)
     return prof
