@@ -18,7 +18,8 @@ APP = os.path.join(REPO, "native", "tests", "profcount.c")
 # profcount's sends to next = rank + 1 in region "p2p": Send 100, Bsend 200, Ssend 300,
 # Rsend 400, Isend 500, Ibsend 600, Issend 700, Irsend 800, Send_init 1100 started 3 times,
 # Ssend_init 1200 and Bsend_init 1300 started twice (Startall), Rsend_init 1400 once,
-# Sendrecv 900, Sendrecv_replace 1000; MPI_PROC_NULL not counted
+# Sendrecv 900, Sendrecv_replace 1000; MPI_PROC_NULL not counted. Then 1500 to prev on a
+# reversed communicator.
 P2P_NEXT = (100 + 200 + 300 + 400 + 500 + 600 + 700 + 800 + 3 * 1100 + 2 * 1200 + 2 * 1300
             + 1400 + 900 + 1000, 18)
 REGIONS = ["run", "p2p", "outer", "inner", "pcontrol-7", "coll"]
@@ -30,16 +31,20 @@ needs_mpich = pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not instal
 
 # MPI-4 forms profcount runs where the library has them (it prints "profcount extra: X"):
 # MPI_Isendrecv 1600 + Isendrecv_replace 1700 (Open MPI 5, MPICH 5), MPI_Sendrecv_c 1800 +
-# MPI_Isend_c 1900 (MPICH 5)
+# MPI_Isend_c 1900 (MPICH 5); "intercomm" (not SMPI): 2100 to the other half's rank 0
 EXTRAS = {"isendrecv": (1600 + 1700, 2), "large-count": (1800 + 1900, 2)}
 
 
 def expected(rank: int, n: int, stdout: str = "") -> dict:
     """(region, kind, source) -> {peer: (bytes, messages)} for the interposer's and colltune's counts."""
     nxt, prv = (rank + 1) % n, (rank - 1) % n
-    extras = [EXTRAS[x.split(": ")[1]] for x in stdout.splitlines() if x.startswith("profcount extra: ")]
+    ran = [x.split(": ")[1] for x in stdout.splitlines() if x.startswith("profcount extra: ")]
+    extras = [EXTRAS[x] for x in ran if x in EXTRAS]
     p2p = {nxt: tuple(sum(x) for x in zip(P2P_NEXT, *extras))}
-    p2p[prv] = tuple(a + b for a, b in zip(p2p.get(prv, (0, 0)), (1500, 1)))  # reversed comm
+    add = lambda peer, bm: p2p.__setitem__(peer, tuple(a + b for a, b in zip(p2p.get(peer, (0, 0)), bm)))
+    add(prv, (1500, 1))                                          # a communicator in reverse order
+    if "intercomm" in ran:                                       # the other group's rank 0
+        add(n // 2 if rank < n // 2 else 0, (2100, 1))
     return {("p2p", "p2p", "interposer"): p2p,
             ("outer", "p2p", "interposer"): {nxt: (10 + 30, 2)},
             ("inner", "p2p", "interposer"): {nxt: (20, 1)},
@@ -109,24 +114,38 @@ def test_sim_exact_counts_regions_and_trace(workdir, tmp_path):
 
 @needs_ompi
 def test_openmpi_monitoring_counts_the_library_bcast(workdir, tmp_path):
-    """Open MPI's tuned bcast forced linear: its pml monitoring deltas are root -> every rank."""
+    """Open MPI's tuned bcast forced linear: its pml monitoring deltas are root -> every rank.
+    (4 ranks: with monitoring, 5.0.11 crashes in MPI_Intercomm_create of groups of 1 and 2.)"""
     out = tmp_path / "prof"
-    proc = run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "3", "--force",
+    proc = run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "4", "--force",
                    "allreduce:ring", "--profile", str(out), "--", APP,
                    env={"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
                         "OMPI_MCA_coll_tuned_bcast_algorithm": "1"})
     assert "profcount ok" in proc.stdout and "--mca pml_monitoring_enable 1" in proc.stderr
-    assert "profcount extra: isendrecv" in proc.stdout
-    job, ranks = load(out, 3)
+    assert "profcount extra: isendrecv" in proc.stdout and "profcount extra: intercomm" in proc.stdout
+    job, ranks = load(out, 4)
     assert job["monitoring"] == "on" and job["backend_hint"] == "openmpi"
     assert job["library"].startswith("Open MPI v5.0")
     assert job["settings"]["OMPI_MCA_coll_tuned_bcast_algorithm"] == "1"
     for doc in ranks:
-        check_rank(doc, 3, proc.stdout)
+        check_rank(doc, 4, proc.stdout)
         mon = counts(doc, ("monitoring",))
         assert {kind for _, kind, _ in mon} <= LIBRARY      # never colltune's allreduce, never p2p
         bcast = mon.get(("coll", "bcast", "monitoring"))
-        assert bcast == ({1: (2000, 2), 2: (2000, 2)} if doc["rank"] == 0 else None)
+        assert bcast == ({p: (2000, 2) for p in (1, 2, 3)} if doc["rank"] == 0 else None)
+
+
+@needs_ompi
+def test_openmpi_without_monitoring(workdir, tmp_path):
+    out = tmp_path / "prof"
+    proc = run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "3", "--force",
+                   "allreduce:ring", "--profile", str(out), "--no-monitoring", "--", APP)
+    assert "pml_monitoring_enable" not in proc.stderr
+    job, ranks = load(out, 3)
+    assert job["monitoring"].startswith("off (pml_monitoring_enable=0")
+    for doc in ranks:
+        check_rank(doc, 3, proc.stdout)
+        assert not counts(doc, ("monitoring",))
 
 
 @needs_ompi
@@ -148,9 +167,9 @@ def test_openmpi_han_library_steps_by_monitoring(workdir, tmp_path):
 def test_openmpi_shared_memory_component_noted(workdir, tmp_path):
     """coll/sm moves the bcast through shared memory: job.json says so, and the pml sees nothing."""
     out = tmp_path / "prof"
-    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "3", "--profile", str(out),
+    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "4", "--profile", str(out),
             "--", APP, env={"OMPI_MCA_coll_sm_priority": "50"})
-    job, ranks = load(out, 3)
+    job, ranks = load(out, 4)
     assert any(note.startswith("coll/sm is enabled (priority 50)") for note in job["notes"]), job["notes"]
     assert ("coll", "bcast", "monitoring") not in counts(ranks[0], ("monitoring",))
     assert any(c["kind"] == "bcast" for c in ranks[0]["library_calls"])
@@ -164,7 +183,7 @@ def test_mpich_rules_and_library_calls(workdir, tmp_path):
     proc = run_cli("run", "--backend", "local", "--mpi", "mpich", "-n", "3", "--rules", str(rules),
                    "--profile", str(out), "--", APP, env={"MPIR_CVAR_BCAST_INTRA_ALGORITHM": "binomial"})
     assert "profcount ok" in proc.stdout
-    assert "profcount extra: isendrecv\nprofcount extra: large-count" in proc.stdout
+    assert all(f"profcount extra: {x}\n" in proc.stdout for x in ("intercomm", "isendrecv", "large-count"))
     job, ranks = load(out, 3)
     assert job["backend_hint"] == "mpich" and job["monitoring"].startswith("unavailable")
     assert job["settings"]["MPIR_CVAR_BCAST_INTRA_ALGORITHM"] == "binomial"

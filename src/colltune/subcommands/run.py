@@ -46,6 +46,9 @@ def add_parser(sub) -> None:
     p.add_argument("--profile", metavar="DIR",
                    help="count every rank's traffic per peer into DIR (docs/profile-counting.md) "
                         "-> COLLTUNE_PROFILE")
+    p.add_argument("--no-monitoring", action="store_true",
+                   help="with --profile on Open MPI: leave pml monitoring off (5.0.11 crashes in "
+                        "MPI_Intercomm_create with it when the two groups differ in size)")
     p.add_argument("-n", "-np", dest="np", type=int, help="number of ranks")
     p.add_argument("--layout", help="NODESxPPN (sim backend), e.g. 4x8")
     p.add_argument("--link-flags", action="store_true",
@@ -170,7 +173,7 @@ def _local(args, settings, env: dict, program: list[str], scratch: str) -> tuple
         app = str(compile_app(impl, app, settings.cache_dir, []))
     cmd = [impl.launcher, *preload_args(impl, lib), "-n", str(ranks),
            *oversubscribe_args(impl, ranks)]
-    if "COLLTUNE_PROFILE" in env and impl.name == "openmpi":
+    if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:
         cmd += OMPI_MONITORING
     return cmd + [app, *program[1:]], {**impl.run_env(), **env}, ranks
 
