@@ -140,34 +140,24 @@ void ct_prof_count_send(int dest, long long n, MPI_Datatype dt, MPI_Comm comm)
         COUNTED(PMPI_##NAME(buf, n, dt, dest, stag, source, rtag, comm, LAST), dest,\
                 n, dt, comm);                                                       \
     }
-SEND_WRAPPER(Send, int)
-SEND_WRAPPER(Bsend, int)
-SEND_WRAPPER(Ssend, int)
-SEND_WRAPPER(Rsend, int)
-ISEND_WRAPPER(Isend, int)
-ISEND_WRAPPER(Ibsend, int)
-ISEND_WRAPPER(Issend, int)
-ISEND_WRAPPER(Irsend, int)
-SENDRECV_WRAPPER(Sendrecv, int, MPI_Status *, status)
-REPLACE_WRAPPER(Sendrecv_replace, int, MPI_Status *, status)
+/* each family once with int counts, and (S = _c) with MPI-4's MPI_Count */
+#define SEND_FAMILY(S, CT)                                                          \
+    SEND_WRAPPER(Send##S, CT) SEND_WRAPPER(Bsend##S, CT) SEND_WRAPPER(Ssend##S, CT)  \
+    SEND_WRAPPER(Rsend##S, CT) ISEND_WRAPPER(Isend##S, CT) ISEND_WRAPPER(Ibsend##S, CT) \
+    ISEND_WRAPPER(Issend##S, CT) ISEND_WRAPPER(Irsend##S, CT)                       \
+    SENDRECV_WRAPPER(Sendrecv##S, CT, MPI_Status *, status)                         \
+    REPLACE_WRAPPER(Sendrecv_replace##S, CT, MPI_Status *, status)
+#define ISENDRECV_FAMILY(S, CT)                                                     \
+    SENDRECV_WRAPPER(Isendrecv##S, CT, MPI_Request *, req)                          \
+    REPLACE_WRAPPER(Isendrecv_replace##S, CT, MPI_Request *, req)
+SEND_FAMILY(, int)
 /* MPI-4's non-blocking sendrecv: MPICH 5, and Open MPI 5 (which reports MPI 3.1) */
 #if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
-SENDRECV_WRAPPER(Isendrecv, int, MPI_Request *, req)
-REPLACE_WRAPPER(Isendrecv_replace, int, MPI_Request *, req)
+ISENDRECV_FAMILY(, int)
 #endif
 #if MPI_VERSION >= 4                    /* large counts (MPICH 5) */
-SEND_WRAPPER(Send_c, MPI_Count)
-SEND_WRAPPER(Bsend_c, MPI_Count)
-SEND_WRAPPER(Ssend_c, MPI_Count)
-SEND_WRAPPER(Rsend_c, MPI_Count)
-ISEND_WRAPPER(Isend_c, MPI_Count)
-ISEND_WRAPPER(Ibsend_c, MPI_Count)
-ISEND_WRAPPER(Issend_c, MPI_Count)
-ISEND_WRAPPER(Irsend_c, MPI_Count)
-SENDRECV_WRAPPER(Sendrecv_c, MPI_Count, MPI_Status *, status)
-REPLACE_WRAPPER(Sendrecv_replace_c, MPI_Count, MPI_Status *, status)
-SENDRECV_WRAPPER(Isendrecv_c, MPI_Count, MPI_Request *, req)
-REPLACE_WRAPPER(Isendrecv_replace_c, MPI_Count, MPI_Request *, req)
+SEND_FAMILY(_c, MPI_Count)
+ISENDRECV_FAMILY(_c, MPI_Count)
 #endif
 
 /* ---- persistent sends: a small open-addressing table of live requests ------- */
@@ -240,15 +230,12 @@ static int persistent_send(int rc, int dest, long long n, MPI_Datatype dt, MPI_C
         return persistent_send(PMPI_##NAME(buf, n, dt, dest, tag, comm, req), dest, \
                                n, dt, comm, req);                                   \
     }
-INIT_WRAPPER(Send_init, int)
-INIT_WRAPPER(Bsend_init, int)
-INIT_WRAPPER(Ssend_init, int)
-INIT_WRAPPER(Rsend_init, int)
+#define INIT_FAMILY(S, CT)                                                          \
+    INIT_WRAPPER(Send_init##S, CT) INIT_WRAPPER(Bsend_init##S, CT)                  \
+    INIT_WRAPPER(Ssend_init##S, CT) INIT_WRAPPER(Rsend_init##S, CT)
+INIT_FAMILY(, int)
 #if MPI_VERSION >= 4
-INIT_WRAPPER(Send_init_c, MPI_Count)
-INIT_WRAPPER(Bsend_init_c, MPI_Count)
-INIT_WRAPPER(Ssend_init_c, MPI_Count)
-INIT_WRAPPER(Rsend_init_c, MPI_Count)
+INIT_FAMILY(_c, MPI_Count)
 #endif
 
 static void started(MPI_Request req)
