@@ -41,7 +41,9 @@ def expected(rank: int, n: int, stdout: str = "") -> dict:
     ran = [x.split(": ")[1] for x in stdout.splitlines() if x.startswith("profcount extra: ")]
     extras = [EXTRAS[x] for x in ran if x in EXTRAS]
     p2p = {nxt: tuple(sum(x) for x in zip(P2P_NEXT, *extras))}
-    add = lambda peer, bm: p2p.__setitem__(peer, tuple(a + b for a, b in zip(p2p.get(peer, (0, 0)), bm)))
+
+    def add(peer, bytes_msgs):
+        p2p[peer] = tuple(a + b for a, b in zip(p2p.get(peer, (0, 0)), bytes_msgs))
     add(prv, (1500, 1))                                          # a communicator in reverse order
     if "intercomm" in ran:                                       # the other group's rank 0
         add(n // 2 if rank < n // 2 else 0, (2100, 1))
