@@ -88,13 +88,13 @@ def check_rank(doc: dict, n: int, stdout: str) -> None:
     assert iv["pcontrol-7"][1] <= pause[0] <= pause[1] <= iv["coll"][0]
     # the library's collectives: this rank's view, aggregated
     comms = doc["comms"]
-    calls = {(doc["regions"][c["region"]], c["kind"], tuple(comms[c["comm"]]), c["root"], c["bytes"]): c["calls"]
-             for c in doc["library_calls"]}
+    calls = {(doc["regions"][c["region"]], c["kind"], tuple(comms[c["comm"]]), c["root"], c["bytes"],
+              c["type_size"]): c["calls"] for c in doc["library_calls"]}
     world, rev = tuple(range(n)), tuple(reversed(range(n)))
-    assert calls == {("p2p", "barrier", world, -1, 0): 1, ("p2p", "barrier", rev, -1, 0): 1,
-                     ("coll", "bcast", world, 0, 1000): 2, ("coll", "alltoall", world, -1, 8): 1,
-                     ("coll", "gather", world, n - 1, 12): 1, ("coll", "scan", world, -1, 20): 1,
-                     ("run", "reduce", world, 0, 4): 1}
+    assert calls == {("p2p", "barrier", world, -1, 0, 0): 1, ("p2p", "barrier", rev, -1, 0, 0): 1,
+                     ("coll", "bcast", world, 0, 1000, 1): 2, ("coll", "alltoall", world, -1, 8, 4): 1,
+                     ("coll", "gather", world, n - 1, 12, 4): 1, ("coll", "scan", world, -1, 20, 4): 1,
+                     ("run", "reduce", world, 0, 4, 4): 1}
     assert 0 < doc["memory_bytes"] < 1 << 20
 
 

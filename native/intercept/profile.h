@@ -92,7 +92,7 @@ const ct_interval *ct_prof_intervals(int *n, int *dropped);
 const ct_interval *ct_prof_pauses(int *n);
 
 /* library_calls (profile_coll.c) */
-typedef struct { int region, kind, comm, root; long long bytes; uint64_t calls; } ct_libcall;
+typedef struct { int region, kind, comm, root, type_size; long long bytes; uint64_t calls; } ct_libcall;
 const ct_libcall *ct_prof_libcalls(int *n, uint64_t *dropped);
 const int *ct_prof_comm_members(int i, int *n);
 int ct_prof_ncomms(void);

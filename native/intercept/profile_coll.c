@@ -6,7 +6,8 @@
  * is the library collectives it called (HAN's steps) and its set-up traffic.
  * bcast / reduce / allreduce / allgather re-enter intercept.c's wrappers
  * (which decide between colltune and the library); the others go to PMPI.
- * "bytes" per kind: count x type size (bcast, reduce, allreduce, scan, exscan);
+ * Entries also keep the datatype size (a model of an algorithm that splits by
+ * elements needs it). "bytes" per kind: count x type size (bcast, reduce, allreduce, scan, exscan);
  * one rank's block (allgather, alltoall, gather, scatter, reduce_scatter_block);
  * the whole vector (reduce_scatter, allgatherv: sum of counts); this rank's total
  * (alltoallv: sent; gatherv / scatterv: the root's whole vector, else own block). */
@@ -19,6 +20,7 @@ enum { MAX_LIBCALLS = 4096, MAX_COMMS = 1024 };
 static ct_libcall *calls;
 static int ncalls, capcalls, *buckets, nbuckets;   /* buckets: open hash of call indices + 1 */
 static uint64_t calls_dropped;
+static CT_TLS int call_tsize;     /* the type size behind the call's bytes (0: barrier) */
 static int *comm_members[MAX_COMMS], comm_size[MAX_COMMS], ncomms;
 
 const ct_libcall *ct_prof_libcalls(int *n, uint64_t *dropped)
@@ -56,6 +58,7 @@ static unsigned hash_call(const ct_libcall *c)
     h = h * 1000003u + (uint64_t)c->comm;
     h = h * 1000003u + (uint64_t)(c->root + 1);
     h = h * 1000003u + (uint64_t)c->bytes;
+    h = h * 1000003u + (uint64_t)c->type_size;
     return (unsigned)((h * 0x9e3779b97f4a7c15ull) >> 33);
 }
 
@@ -82,7 +85,7 @@ static int grow(void)
 
 static void record_call(int kind, MPI_Comm comm, int root, long long bytes)
 {
-    ct_libcall key = {ct_prof_region(), kind, comm_index(comm), root, bytes, 1};
+    ct_libcall key = {ct_prof_region(), kind, comm_index(comm), root, call_tsize, bytes, 1};
     if (key.comm < 0) {
         calls_dropped++;                            /* intercommunicator, or past the caps */
         return;
@@ -92,7 +95,7 @@ static void record_call(int kind, MPI_Comm comm, int root, long long bytes)
         for (b = hash_call(&key) & (unsigned)(nbuckets - 1); buckets[b]; b = (b + 1) & (unsigned)(nbuckets - 1)) {
             ct_libcall *c = &calls[buckets[b] - 1];
             if (c->region == key.region && c->kind == kind && c->comm == key.comm &&
-                c->root == root && c->bytes == bytes) {
+                c->root == root && c->bytes == bytes && c->type_size == key.type_size) {
                 c->calls++;
                 return;
             }
@@ -112,6 +115,7 @@ static long long type_bytes(long long count, MPI_Datatype dt)
 {
     int size = 0;
     if (dt != MPI_DATATYPE_NULL) PMPI_Type_size(dt, &size);
+    call_tsize = size;
     return count * size;
 }
 
@@ -135,6 +139,7 @@ static void begin(int kind)
 {
     ct_prof_depth = kind;
     ct_prof_ran = 0;
+    call_tsize = 0;
     ct_prof_mon_snap();
 }
 

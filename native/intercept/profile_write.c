@@ -114,8 +114,8 @@ static int rank_body(FILE *f)
     const ct_libcall *lc = ct_prof_libcalls(&ncalls, &calls_dropped);
     for (int i = 0; i < ncalls; i++)
         fprintf(f, "%s\n  {\"region\": %d, \"kind\": \"%s\", \"comm\": %d, \"root\": %d, "
-                "\"bytes\": %lld, \"calls\": %llu}", i ? "," : "", lc[i].region,
-                ct_prof_kind_name(lc[i].kind), lc[i].comm, lc[i].root, lc[i].bytes,
+                "\"bytes\": %lld, \"type_size\": %d, \"calls\": %llu}", i ? "," : "", lc[i].region,
+                ct_prof_kind_name(lc[i].kind), lc[i].comm, lc[i].root, lc[i].bytes, lc[i].type_size,
                 (unsigned long long)lc[i].calls);
     fprintf(f, "],\n \"library_calls_dropped\": %llu", (unsigned long long)calls_dropped);
     fprintf(f, ",\n \"dropped\": {\"bytes\": %llu, \"messages\": %llu, \"unknown_peer_messages\": %llu, "
