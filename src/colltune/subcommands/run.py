@@ -51,6 +51,9 @@ def add_parser(sub) -> None:
                         "MPI_Intercomm_create with it when the two groups differ in size)")
     p.add_argument("-n", "-np", dest="np", type=int, help="number of ranks")
     p.add_argument("--layout", help="NODESxPPN (sim backend), e.g. 4x8")
+    p.add_argument("--hosts", help="sim backend: which hosts of the platform the nodes are: "
+                                   "'spread' (evenly over the platform), H1,H2,... or @FILE "
+                                   "(one per line); default: the first NODES hosts")
     p.add_argument("--link-flags", action="store_true",
                    help="print how to build an application with libcolltune for this backend, and exit")
     t = p.add_argument_group("tune first (per-job tune-then-run, active learning)")
@@ -82,6 +85,24 @@ def _layout(args, cores: int, max_nodes: int) -> tuple[int, int, int]:
     if nodes > max_nodes:
         raise ConfigError(f"-n {args.np} needs {nodes} nodes of {cores} cores; the platform has {max_nodes}")
     return nodes, ppn, args.np
+
+
+def _placed_hosts(spec: str | None, plat, nodes: int) -> list[str] | None:
+    """--hosts: None (the first NODES hosts), 'spread' (every k-th host, k = hosts // NODES,
+    so a job crosses leaves / dragonfly groups), a comma list or @FILE (one host per line)."""
+    from ..errors import ConfigError
+    if not spec:
+        return None
+    if spec == "spread":
+        step = max(1, len(plat.hosts) // nodes)
+        return list(plat.hosts[::step][:nodes])
+    if spec.startswith("@"):
+        try:
+            with open(spec[1:]) as fh:
+                return [ln.split("#")[0].strip() for ln in fh if ln.split("#")[0].strip()]
+        except OSError as exc:
+            raise ConfigError(f"--hosts {spec}: cannot read it: {exc.strerror}") from None
+    return [h.strip() for h in spec.split(",") if h.strip()]
 
 
 def compile_app(impl, source: str, cache_dir: str, extra: list[str]) -> Path:
@@ -139,7 +160,11 @@ def _sim(args, settings, env: dict, program: list[str], scratch: str) -> tuple[l
     except platforms.PlatformError as exc:
         raise BackendError(str(exc)) from None
     nodes, ppn, ranks = _layout(args, plat.cores_per_node, plat.nodes)
-    hostfile = plat.write_hostfile(nodes, ppn, os.path.join(scratch, "hostfile"))
+    try:
+        hostfile = plat.write_hostfile(nodes, ppn, os.path.join(scratch, "hostfile"),
+                                       _placed_hosts(args.hosts, plat, nodes))
+    except platforms.PlatformError as exc:
+        raise ConfigError(f"--hosts {args.hosts}: {exc}") from None
     trace = []
     if "COLLTUNE_PROFILE" in env:          # every message, collectives' internals included
         from ..profile.simtrace import smpirun_args
