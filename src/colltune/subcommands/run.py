@@ -18,6 +18,11 @@ to a temporary folder, removed afterwards. docs/interposer.md.
 COLLTUNE_PROFILE=DIR (each rank writes DIR/rank-R.json at MPI_Finalize), adds the
 simulator's message trace on sim and pml monitoring on Open MPI, and lists the
 ranks whose file is missing afterwards.
+
+`--online STATE_DIR` tunes online (docs/online.md): it sets COLLTUNE_ONLINE=STATE_DIR
+(and COLLTUNE_PLATFORM on sim, part of the state's fingerprint); before the job the
+state gets predicted priors for the job's layout, after it `colltune online update`
+re-derives the state and loads the run's samples into the results store.
 """
 from __future__ import annotations
 
@@ -49,6 +54,9 @@ def add_parser(sub) -> None:
     p.add_argument("--no-monitoring", action="store_true",
                    help="with --profile on Open MPI: leave pml monitoring off (5.0.11 crashes in "
                         "MPI_Intercomm_create with it when the two groups differ in size)")
+    p.add_argument("--online", metavar="STATE_DIR",
+                   help="tune online: each call draws an algorithm, the state learns between runs "
+                        "(docs/online.md) -> COLLTUNE_ONLINE")
     p.add_argument("-n", "-np", dest="np", type=int, help="number of ranks")
     p.add_argument("--layout", help="NODESxPPN (sim backend), e.g. 4x8")
     p.add_argument("--hosts", help="sim backend: which hosts of the platform the nodes are: "
@@ -224,16 +232,20 @@ def _report_profile(out_dir: str, ranks: int) -> None:
         print(f"colltune run: profile {out_dir}: all {ranks} rank files written", file=sys.stderr)
 
 
+def _world_layout(args, settings) -> tuple[int, int]:
+    """(nodes, ppn) of the job's world communicator."""
+    if settings.backend == "local":
+        return 1, _layout(args, 10**6, 1)[2]
+    from .. import platforms
+    plat = platforms.load(settings.platform)
+    return _layout(args, plat.cores_per_node, plat.nodes)[:2]
+
+
 def _tune_first(args, cli, settings) -> str:
     from ..session import new_campaign_name
     from ..sizes import parse_list
     from ..tunefirst import parse_budget, tune_rules
-    if settings.backend == "local":
-        layout = (1, _layout(args, 10**6, 1)[2])
-    else:
-        from .. import platforms
-        plat = platforms.load(settings.platform)
-        layout = _layout(args, plat.cores_per_node, plat.nodes)[:2]
+    layout = _world_layout(args, settings)
     colls = [c.strip() for c in args.collectives.split(",") if c.strip()]
     path, _ = tune_rules(cli, args.config, colls, layout, parse_list(args.sizes, "message size", 0),
                          parse_budget(args.budget), args.campaign or new_campaign_name("run"),
@@ -269,6 +281,9 @@ def run(args, cli) -> int:
             os.makedirs(env["COLLTUNE_PROFILE"], exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"--profile {args.profile}: cannot create it: {exc.strerror}") from None
+    if args.online and not args.link_flags:
+        from ..online.job import prepare
+        env.update(prepare(args, settings, _world_layout(args, settings)))
     if args.tune_first:
         if args.rules or args.force:
             raise ConfigError("--tune-first writes the rules itself: drop --rules / --force")
@@ -284,6 +299,9 @@ def run(args, cli) -> int:
             rc = run_group(cmd, timeout, forward_signals=True, env=full_env).returncode
             if args.profile and ranks:
                 _report_profile(env["COLLTUNE_PROFILE"], ranks[0])
+            if args.online and not args.link_flags:
+                from ..online.job import finish
+                finish(args, settings)
             return rc
         except subprocess.TimeoutExpired:
             print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)

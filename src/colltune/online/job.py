@@ -1,0 +1,44 @@
+"""`colltune run --online STATE_DIR`: the environment of online mode, priors for the
+job's layout before it runs, `online update` after (docs/online.md)."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
+    """COLLTUNE_ONLINE (+ COLLTUNE_PLATFORM on sim); predicted priors for the layout
+    when earlier runs left samples."""
+    from ..errors import ConfigError
+    from ..online.statedir import update_dir
+    if args.rules or args.force or args.tune_first:
+        raise ConfigError("--online chooses the algorithms itself: drop --rules / --force / "
+                          "--tune-first")
+    state_dir = os.path.abspath(args.online)
+    try:
+        os.makedirs(os.path.join(state_dir, "samples"), exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--online {args.online}: cannot create it: {exc.strerror}") from None
+    env = {"COLLTUNE_ONLINE": state_dir}
+    if settings.backend == "sim":
+        env["COLLTUNE_PLATFORM"] = os.path.splitext(os.path.basename(settings.platform))[0]
+    if os.listdir(os.path.join(state_dir, "samples")):
+        update_dir(state_dir, [layout])
+    return env
+
+
+def finish(args, settings) -> None:
+    """Re-derive the state from every run and store the samples as records; a failure
+    here never fails the job (the state C wrote stays)."""
+    from ..errors import ColltuneError
+    from ..online.statedir import update_dir
+    from ..store import Store
+    try:
+        with Store(settings.store) as store:
+            st = update_dir(os.path.abspath(args.online), store=store)
+        if not args.quiet:
+            print(f"colltune run: online state {args.online}: {st.run_count} runs, "
+                  f"{len(st.blocks)} blocks", file=sys.stderr)
+    except (ColltuneError, OSError) as exc:
+        print(f"colltune run: warning: online update of {args.online} failed: {exc}",
+              file=sys.stderr)

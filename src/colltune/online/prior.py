@@ -1,0 +1,107 @@
+"""Priors for blocks never sampled: the active learner's forest (tuners/active_model.py)
+on (nodes, ppn, size) with the arm as a feature, trained per collective on the
+measured blocks' per-arm mean costs, predicts each arm's log2 slowdown at an unseen
+block; the update rule's weights turn the predicted slowdowns into probabilities."""
+from __future__ import annotations
+
+import math
+
+from .state import EDGES, Arm, Block, State, class_range
+from .update import FLOOR, MIN_N, TAU
+
+
+def class_size(cls: int) -> int:
+    """The size a class stands for: the geometric middle of its range (the last class:
+    4x its lower edge)."""
+    lo, hi = class_range(cls)
+    if hi is None:
+        return 4 * lo
+    return max(1, int(math.sqrt(max(lo, 1) * hi)))
+
+
+def training_points(state: State, collective: str) -> dict:
+    """(nodes, ppn, size) -> {arm: mean cost} of the measured arms of measured blocks."""
+    out = {}
+    for b in state.blocks.values():
+        if b.collective != collective:
+            continue
+        means = {a.arm: a.mean for a in b.arms if a.n >= MIN_N and a.mean > 0}
+        if len(means) >= 2:
+            out[(b.nodes, b.ppn, class_size(b.cls))] = means
+    return out
+
+
+def slowdown_probabilities(slowdowns: list[float], tau: float = TAU) -> list[float]:
+    """The update rule's weights on predicted slowdowns r >= 1, with the floor."""
+    k = len(slowdowns)
+    w = [math.exp(-(r - 1.0) / tau) for r in slowdowns]
+    total = sum(w)
+    p = [max(x / total, FLOOR / k) for x in w]
+    total = sum(p)
+    return [x / total for x in p]
+
+
+def fit(state: State, collective: str, trees: int = 50, seed: int = 0):
+    """The collective's model, or None with fewer than 2 measured blocks."""
+    from ..tuners.active_model import CollectiveModel
+    pts = training_points(state, collective)
+    if len(pts) < 2:
+        return None
+    arms = sorted({a for m in pts.values() for a in m})
+    model = CollectiveModel(arms, trees, seed, features="ranks")
+    model.fit(pts)
+    return model
+
+
+def predict_block(model, block: Block) -> None:
+    """Set the block's arm probabilities from the model (arms the model never saw keep
+    the uniform share: they are explored)."""
+    import numpy as np
+    pred = model.predict(np.array([[block.nodes, block.ppn, class_size(block.cls)]]))[0]
+    k = len(block.arms)
+    known = [a for a in block.arms if a.arm in model.algorithms]
+    if not known:
+        return
+    slow = {a.arm: 2.0 ** float(pred[model.algorithms.index(a.arm)]) for a in known}
+    best = min(slow.values())
+    probs = dict(zip(slow, slowdown_probabilities([s / best for s in slow.values()])))
+    share = len(known) / k                  # the known arms split their share of uniform
+    for a in block.arms:
+        a.p = probs[a.arm] * share if a.arm in probs else 1.0 / k
+    total = sum(a.p for a in block.arms)
+    for a in block.arms:
+        a.p /= total
+
+
+def add_priors(state: State, layouts: list[tuple[int, int]], arms_of: dict[str, list[str]],
+               trees: int = 50, seed: int = 0) -> list[Block]:
+    """Blocks of these (nodes, ppn) layouts for every collective with arms and every size
+    class that the state lacks, or has only as priors: probabilities from the prediction
+    (uniform without a model). Returns the blocks written."""
+    written = []
+    models: dict = {}
+    for coll, arm_ids in arms_of.items():
+        for nodes, ppn in layouts:
+            for cls in range(len(EDGES) + 1):
+                key = (coll, nodes, ppn, cls)
+                old = state.blocks.get(key)
+                if old is not None and old.source != "prior":
+                    continue
+                if coll not in models:
+                    models[coll] = fit(state, coll, trees, seed)
+                block = Block(coll, nodes, ppn, cls, 0, "prior",
+                              [Arm(a, 1.0 / len(arm_ids)) for a in arm_ids])
+                if models[coll] is not None:
+                    predict_block(models[coll], block)
+                state.add(block)
+                written.append(block)
+    return written
+
+
+def arms_by_collective(state: State) -> dict[str, list[str]]:
+    """The arms each collective's blocks use (first block's order, others appended)."""
+    out: dict[str, list[str]] = {}
+    for b in state.blocks.values():
+        lst = out.setdefault(b.collective, [])
+        lst.extend(a.arm for a in b.arms if a.arm not in lst)
+    return out

@@ -1,0 +1,77 @@
+"""A state dir: which state file, foreign and bad states, and `online update`
+(re-derive from every samples file, add priors, load the samples into the store)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..errors import InputError
+from . import prior
+from .state import State, StateError, load, save
+from .update import rederive, samples_files
+
+STATE = "state.txt"
+
+
+def warn(msg: str) -> None:
+    print(f"colltune online: warning: {msg}", file=sys.stderr)
+
+
+def read_state(state_dir: str, fingerprint: str | None = None) -> State | None:
+    """state.txt, or None when absent, unreadable or foreign (one warning; a bad or
+    foreign file is renamed state.txt.bad-<time>, never overwritten)."""
+    path = os.path.join(state_dir, STATE)
+    if not os.path.exists(path):
+        return None
+    try:
+        st = load(path)
+        if not fingerprint or not st.fingerprint or st.fingerprint == fingerprint:
+            return st
+        why = (f"{path}: fingerprint {st.fingerprint}, this job's is {fingerprint} (another "
+               f"platform, MPI library or catalogue)")
+    except StateError as exc:
+        why = str(exc)
+    bad = f"{path}.bad-{time.strftime('%Y%m%dT%H%M%S')}"
+    os.replace(path, bad)
+    warn(f"{why}: ignored, kept as {bad}")
+    return None
+
+
+def update_dir(state_dir: str, layouts: list[tuple[int, int]] = (), fingerprint: str | None = None,
+               arms_of: dict | None = None, store=None, campaign: str | None = None) -> State:
+    """Re-derive state.txt from every samples file of the current fingerprint (the newest
+    samples file's unless given), add priors for `layouts` and for the prior blocks the
+    old state had, write it atomically; with a store, load new samples as records."""
+    if not os.path.isdir(state_dir):
+        raise InputError(f"{state_dir}: no such state dir")
+    runs = samples_files(state_dir)
+    fp = fingerprint or (runs[-1].fingerprint if runs else None)
+    old = read_state(state_dir, fp)
+    fp = fp or (old.fingerprint if old else "")
+    foreign = [s for s in runs if s.fingerprint != fp]
+    if foreign:
+        warn(f"{len(foreign)} samples file(s) of another fingerprint ignored "
+             f"(e.g. {foreign[0].path}: {foreign[0].fingerprint}, the state's is {fp})")
+    mine = [s for s in runs if s.fingerprint == fp]
+    if old is not None and old.run_count > len(mine):
+        warn(f"{state_dir}/{STATE} counts {old.run_count} runs but only {len(mine)} samples "
+             f"files are left: kept as it is (priors only)")
+        new = old
+    else:
+        new = rederive(mine, fp)
+    prior_layouts = {(b.nodes, b.ppn) for b in (old.blocks.values() if old else ())
+                     if b.source == "prior"} | set(layouts)
+    arms = prior.arms_by_collective(new)
+    for coll, ids in (arms_of or {}).items():
+        arms.setdefault(coll, ids)
+    if old is not None:
+        for coll, ids in prior.arms_by_collective(old).items():
+            arms.setdefault(coll, ids)
+    prior.add_priors(new, sorted(prior_layouts), arms)
+    save(new, os.path.join(state_dir, STATE))
+    if store is not None:
+        from .records import store_samples
+        for s in mine:
+            store_samples(store, s, campaign or f"online-{fp}", os.path.abspath(state_dir))
+    return new

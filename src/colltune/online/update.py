@@ -1,0 +1,137 @@
+"""The update rule (identical to native/intercept/online*.c; docs/online.md) and the
+re-derivation of a state from every samples file of a state dir.
+
+Per block, after merging a run's statistics (Welford, in run order):
+arms with n >= MIN_N: r_a = mean_a / min_b mean_b, w_a = exp(-(r_a - 1) / TAU);
+arms with n < MIN_N: w_a = max(p_a, 1 / K) (never measured: explored, not faded);
+p = w / sum(w); p = max(p, FLOOR / K); p = p / sum(p).
+Only blocks the run touched are updated: applying the rule again to an unchanged block
+would keep moving its unmeasured arms.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+
+from ..errors import InputError
+from .state import Arm, Block, State, class_from_range
+
+TAU, FLOOR, MIN_N = 0.1, 0.02, 3
+SAMPLES_SCHEMA = "colltune-online-samples/1"
+
+
+def merge(arm: Arm, n: int, mean: float, m2: float) -> None:
+    """Chan et al.'s parallel Welford merge of (n, mean, m2) into arm."""
+    if n <= 0:
+        return
+    if arm.n == 0:
+        arm.n, arm.mean, arm.m2 = n, mean, m2
+        return
+    total = arm.n + n
+    delta = mean - arm.mean
+    arm.mean = arm.mean + delta * n / total
+    arm.m2 = arm.m2 + m2 + delta * delta * arm.n * n / total
+    arm.n = total
+
+
+def probabilities(arms: list[Arm], tau: float = TAU) -> list[float]:
+    """The rule's new probabilities of one block's arms (in order)."""
+    k = len(arms)
+    measured = [a.mean for a in arms if a.n >= MIN_N]
+    best = min(measured) if measured else 0.0
+    w = []
+    for a in arms:
+        if a.n >= MIN_N and best > 0:
+            w.append(math.exp(-(a.mean / best - 1.0) / tau))
+        elif a.n >= MIN_N:                      # a zero mean: it is the best (or ties it)
+            w.append(1.0 if a.mean == 0 else 0.0)
+        else:
+            w.append(max(a.p, 1.0 / k))
+    total = sum(w)
+    p = [max(x / total, FLOOR / k) for x in w]
+    total = sum(p)
+    return [x / total for x in p]
+
+
+def apply_rule(block: Block) -> None:
+    for a, p in zip(block.arms, probabilities(block.arms)):
+        a.p = p
+
+
+@dataclass
+class Samples:
+    path: str
+    data: dict
+
+    @property
+    def fingerprint(self) -> str:
+        return self.data.get("fingerprint", "")
+
+    @property
+    def order(self) -> tuple:
+        return (self.data.get("job", {}).get("started", ""), self.data.get("run_id", ""))
+
+
+def read_samples(path: str) -> Samples:
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except OSError as exc:
+        raise InputError(f"{path}:0: cannot read: {exc.strerror}") from None
+    if not isinstance(data, dict) or data.get("schema") != SAMPLES_SCHEMA:
+        raise InputError(f"{path}:1: schema {data.get('schema') if isinstance(data, dict) else None!r},"
+                         f" expected {SAMPLES_SCHEMA!r}")
+    for i, b in enumerate(data.get("blocks", [])):
+        if class_from_range(b.get("bytes_lo", -1), b.get("bytes_hi")) is None:
+            raise InputError(f"{path}: blocks/{i}: bytes {b.get('bytes_lo')}..{b.get('bytes_hi')} "
+                             f"is not a size class")
+    return Samples(path, data)
+
+
+def samples_files(state_dir: str) -> list[Samples]:
+    """Every readable samples file, in run order; unreadable ones skipped with a warning."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(state_dir, "samples", "*.json"))):
+        try:
+            out.append(read_samples(path))
+        except InputError as exc:
+            print(f"colltune online: warning: {exc}; file skipped", file=sys.stderr)
+    return sorted(out, key=lambda s: s.order)
+
+
+def merge_run(state: State, samples: dict) -> None:
+    """One run's samples into the state: statistics merged, rule applied to the blocks
+    it touched, run-count + 1. A block new to the state starts from the probabilities
+    the run drew with (its prior, or uniform)."""
+    for b in samples.get("blocks", []):
+        cls = class_from_range(b["bytes_lo"], b.get("bytes_hi"))
+        key = (b["collective"], b["nodes"], b["ppn"], cls)
+        block = state.blocks.get(key)
+        if block is None:
+            block = state.add(Block(*key, arms=[Arm(a["arm"], a.get("p", 0.0)) for a in b["arms"]]))
+        block.calls += b.get("calls", 0)
+        for a in b["arms"]:
+            arm = block.arm(a["arm"])
+            if arm is None:                  # the run knew an arm the state did not
+                arm = Arm(a["arm"], a.get("p", 0.0))
+                block.arms.append(arm)
+            merge(arm, a.get("n", 0), a.get("mean", 0.0), a.get("m2", 0.0))
+        if any(a.n for a in block.arms):
+            block.source = "measured"
+        apply_rule(block)
+    state.run_count += 1
+
+
+def rederive(runs: list[Samples], fingerprint: str) -> State:
+    """The state every run of this fingerprint leads to, from nothing."""
+    state = State(fingerprint=fingerprint)
+    for s in runs:
+        if s.fingerprint == fingerprint:
+            merge_run(state, s.data)
+    return state

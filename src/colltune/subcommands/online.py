@@ -1,0 +1,99 @@
+"""`colltune online show|update|export STATE_DIR` (docs/online.md)."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def add_parser(sub) -> None:
+    from ..cli import add_globals
+    from ..exporters import EXPORTERS
+    p = sub.add_parser("online", help="online tuning state: show, update (re-derive, priors, "
+                                      "records), export (docs/online.md)")
+    osub = p.add_subparsers(dest="online_command", required=True)
+    s = osub.add_parser("show", help="per block: arms, probabilities, n, mean; runs so far")
+    s.add_argument("state_dir")
+    u = osub.add_parser("update", help="re-derive the state from every samples file, add priors "
+                                       "for blocks never sampled, load samples into the store")
+    u.add_argument("state_dir")
+    u.add_argument("--layout", action="append", default=[],
+                   help="NODESxPPN to add predicted priors for (repeatable)")
+    u.add_argument("--fingerprint", help="the state's fingerprint (default: the newest run's)")
+    u.add_argument("--campaign", help="results campaign of the samples (default: online-<fingerprint>)")
+    add_globals(u)
+    e = osub.add_parser("export", help="the current choices as a library's file")
+    e.add_argument("state_dir")
+    e.add_argument("--format", required=True, help=f"one of: {', '.join(EXPORTERS.names())}")
+    e.add_argument("-o", "--output", required=True)
+    e.add_argument("--table", help="also write the decision table (JSON) here")
+    e.add_argument("--target", help="library version the file is for")
+    e.add_argument("--allow-substitute", action="store_true",
+                   help="an arm with no equivalent in the library gets its general-purpose "
+                        "algorithm (colltune's algorithms exist only under the interposer)")
+    p.set_defaults(handler=run)
+
+
+def parse_layout(text: str) -> tuple[int, int]:
+    from ..errors import ConfigError
+    try:
+        n, p = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise ConfigError(f"bad layout {text!r}: expected NODESxPPN, e.g. 24x12") from None
+    return n, p
+
+
+def show(state_dir: str, out=sys.stdout) -> int:
+    from ..errors import InputError
+    from ..online.statedir import STATE
+    from ..online.state import load
+    path = os.path.join(state_dir, STATE)
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no state yet (run a job with `colltune run --online {state_dir}`)")
+    st = load(path)
+    n_samples = len(os.listdir(os.path.join(state_dir, "samples"))) \
+        if os.path.isdir(os.path.join(state_dir, "samples")) else 0
+    print(f"{path}: fingerprint {st.fingerprint or '-'}, {st.run_count} runs, {len(st.blocks)} "
+          f"blocks, {n_samples} samples files", file=out)
+    for b in st.blocks.values():
+        print(f"\n{b.label()}  calls={b.calls} source={b.source}  -> {b.best().arm}", file=out)
+        for a in sorted(b.arms, key=lambda a: -a.p):
+            mean = f"{a.mean * 1e6:10.2f} us" if a.n else "         -   "
+            print(f"  {a.arm:32s} p={a.p:6.3f} n={a.n:6d} mean={mean}", file=out)
+    return 0
+
+
+def run(args, cli) -> int:
+    if args.online_command == "show":
+        return show(args.state_dir)
+    if args.online_command == "update":
+        from ..online.statedir import update_dir
+        from ..session import Session
+        with Session(cli, args.config).store as store:
+            st = update_dir(args.state_dir, [parse_layout(x) for x in args.layout],
+                            args.fingerprint, store=store, campaign=args.campaign)
+        print(f"{os.path.join(args.state_dir, 'state.txt')}: {st.run_count} runs, "
+              f"{len(st.blocks)} blocks ({sum(b.source == 'prior' for b in st.blocks.values())} priors)")
+        return 0
+    return export(args)
+
+
+def export(args) -> int:
+    from ..online.export import decision_table
+    from ..online.state import load
+    from ..online.statedir import STATE
+    from .export import make_exporter
+    st = load(os.path.join(args.state_dir, STATE))
+    table = decision_table(st, {"state_dir": os.path.abspath(args.state_dir)})
+    if args.table:
+        table.save(args.table)
+    exported = make_exporter(args.format, args.allow_substitute).export(table, args.target)
+    with open(args.output, "w") as fh:
+        fh.write(exported.text)
+    path = os.path.abspath(args.output)
+    print(f"wrote {path} ({args.format}, {len(table.entries)} layouts from {st.run_count} runs)")
+    env = exported.env_for(path)
+    if env:
+        print("run the application with: " + " ".join(f"{k}={v}" for k, v in env.items()))
+    for note in exported.notes:
+        print(f"note: {note}")
+    return 0
