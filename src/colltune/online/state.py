@@ -194,7 +194,8 @@ def load(path: str) -> State:
     except OSError as exc:
         raise StateError(f"{path}:0: cannot read: {exc.strerror}") from None
     if b"\0" in data:
-        raise StateError(f"{path}:{data[:data.index(b'\0')].count(b'\n') + 1}: not a text line (byte 0x00)")
+        line = data[:data.index(b"\0")].count(b"\n") + 1
+        raise StateError(f"{path}:{line}: not a text line (byte 0x00)")
     return parse(data.decode("latin-1"), path)
 
 
