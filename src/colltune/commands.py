@@ -215,10 +215,13 @@ def cmd_report(args, cli) -> int:
         if name is None:
             raise ColltuneError(f"no campaign in {session.settings.store}")
         results = Results.from_store(store, name)
+        from .report.online import online_sections
+        online = online_sections(store, results)        # campaigns with online records
     if not len(results):
         raise ColltuneError(f"campaign {name!r} not found in {session.settings.store}")
     out = render(results, _split(args.baselines), args.output or session.output_path(f"{name}.html"),
-                 title=name, extra=_tuner_sections(session.output_path(f"{name}.table.json")))
+                 title=name,
+                 extra=_tuner_sections(session.output_path(f"{name}.table.json")) + online)
     print(out)
     return 0
 

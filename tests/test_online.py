@@ -1,0 +1,370 @@
+"""Online tuning, the Python half (docs/online.md): state file, update rule, priors from
+the active learner's forest, samples -> store records, export through the exporters,
+`colltune online show|update|export`, and end to end on SMPI with libcolltune's online
+mode (C state == Python's re-derived state)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+
+import pytest
+
+from colltune.errors import InputError
+from colltune.online import prior, state, update
+from colltune.online.state import Arm, Block, State, StateError
+
+from conftest import REPO, run_cli
+
+GOOD = """colltune-online-state 1
+fingerprint 3f2a9c0d1e5b7788          # hash
+run-count 7
+block allreduce nodes=16 ppn=4 bytes=0..16 calls=1234 source=measured
+arm library p=0.050 n=40 mean=1.25e-05 m2=3.1e-12
+arm recursive_doubling p=0.850 n=120 mean=8.1e-06 m2=1.0e-12
+arm han:imod=2 p=0.100 n=40 mean=2.0e-05 m2=4.0e-12
+block bcast nodes=24 ppn=12 bytes=1048577.. calls=0 source=prior
+arm library p=0.3 n=0
+arm binomial p=0.7 n=0
+"""
+
+
+# ---- state file -----------------------------------------------------------------
+def test_state_round_trip():
+    st = state.parse(GOOD, "s.txt")
+    assert st.fingerprint == "3f2a9c0d1e5b7788" and st.run_count == 7
+    b = st.blocks[("allreduce", 16, 4, 0)]
+    assert [a.arm for a in b.arms] == ["library", "recursive_doubling", "han:imod=2"]
+    assert b.arm("recursive_doubling").n == 120 and b.best().arm == "recursive_doubling"
+    assert st.blocks[("bcast", 24, 12, 5)].source == "prior"
+    again = state.parse(state.format_state(st), "t.txt")
+    assert again == st
+    assert state.format_state(again) == state.format_state(st)
+
+
+def test_size_classes():
+    assert [state.class_of(b) for b in (0, 16, 17, 256, 257, 4096, 65536, 1048576, 1048577)] == \
+        [0, 0, 1, 1, 2, 2, 3, 4, 5]
+    assert [state.class_text(c) for c in (0, 1, 5)] == ["0..16", "17..256", "1048577.."]
+
+
+@pytest.mark.parametrize("text,where,what", [
+    ("", "s.txt:1", "empty state file"),
+    ("colltune-online-state 2\n", "s.txt:1", "expected 'colltune-online-state 1'"),
+    (GOOD.replace("run-count 7", "run-count seven"), "s.txt:3", "run-count: bad value 'seven'"),
+    (GOOD.replace("bytes=0..16", "bytes=0..17"), "s.txt:4", "bytes: bad value '0..17'"),
+    (GOOD.replace("source=prior", "source=guess"), "s.txt:8", "source: bad value 'guess'"),
+    (GOOD.replace("p=0.850", "p=-0.85"), "s.txt:6", "p: bad value '-0.85'"),
+    (GOOD.replace("p=0.850", "p=1.5"), "s.txt:6", "p: bad value 1.5"),
+    (GOOD.replace("n=120", "n=1.5"), "s.txt:6", "n: bad value '1.5'"),
+    (GOOD.replace("m2=1.0e-12", "m2=nan"), "s.txt:6", "m2: bad value 'nan'"),
+    (GOOD.replace(" calls=1234", ""), "s.txt:4", "missing calls"),
+    (GOOD.replace("n=120", "n=120 colour=red"), "s.txt:6", "unknown field 'colour=red'"),
+    (GOOD.replace("run-count 7", "runs 7"), "s.txt:3", "unknown line 'runs 7'"),
+    ("colltune-online-state 1\narm library p=1 n=0\n", "s.txt:2", "before any block"),
+    (GOOD + "arm library p=0.1 n=0\n", "s.txt:11", "arm 'library' given twice"),
+    (GOOD + GOOD.splitlines()[3] + "\n", "s.txt:11", "given twice"),
+])
+def test_state_errors_name_file_and_line(text, where, what):
+    with pytest.raises(StateError) as err:
+        state.parse(text, "s.txt")
+    assert str(err.value).startswith(where + ":") and what in str(err.value), str(err.value)
+
+
+def test_state_file_truncated_or_binary(tmp_path):
+    path = tmp_path / "state.txt"
+    path.write_bytes(GOOD.encode()[:GOOD.index("arm han") + 12])     # cut in the middle of a line
+    with pytest.raises(StateError, match=r"state.txt:7: missing"):
+        state.load(str(path))
+    path.write_bytes(GOOD.encode().replace(b"run-count", b"run\0count"))
+    with pytest.raises(StateError, match=r"state.txt:3: not a text line"):
+        state.load(str(path))
+    with pytest.raises(StateError, match=r"nope.txt:0: cannot read"):
+        state.load(str(tmp_path / "nope.txt"))
+
+
+# ---- update rule ----------------------------------------------------------------
+def test_rule_hand_checked():
+    # means 1, 1.1, 2 (n >= 3): r = 1, 1.1, 2; w = 1, e^-1, e^-10 -> p = .7310, .2689, 3.3e-5;
+    # floor .02/3 = .00667 lifts the last; renormalised by 1.006634
+    arms = [Arm("a", 0.3, 10, 1.0), Arm("b", 0.3, 10, 1.1), Arm("c", 0.4, 10, 2.0)]
+    assert update.probabilities(arms) == pytest.approx([0.726217, 0.267160, 0.006623], abs=1e-6)
+    # an arm measured fewer than 3 times keeps max(p, 1/K): w = 1 (a) and .5 (b) -> 2/3, 1/3
+    arms = [Arm("a", 0.9, 10, 1.0), Arm("b", 0.1, 2, 0.5)]
+    assert update.probabilities(arms) == pytest.approx([2 / 3, 1 / 3])
+    # nothing measured: a prior's favourite keeps its lead, the others get 1/K:
+    # w = .9, 1/3, 1/3 -> / 1.5667
+    assert update.probabilities([Arm("a", 0.9), Arm("b", 0.1), Arm("c", 0.0)]) == \
+        pytest.approx([0.574468, 0.212766, 0.212766], abs=1e-6)
+
+
+def test_welford_merge_equals_one_pass():
+    xs = [1.0, 2.0, 4.0, 8.0, 3.0]
+    a = Arm("x", 0.5)
+    for chunk in (xs[:2], xs[2:3], xs[3:]):
+        m = sum(chunk) / len(chunk)
+        update.merge(a, len(chunk), m, sum((x - m) ** 2 for x in chunk))
+    mean = sum(xs) / len(xs)
+    assert (a.n, a.mean, a.m2) == (5, pytest.approx(mean), pytest.approx(sum((x - mean) ** 2 for x in xs)))
+
+
+def _samples(run: int, blocks: list[dict], fingerprint: str = "fp1", records=()) -> dict:
+    return {"schema": update.SAMPLES_SCHEMA, "fingerprint": fingerprint, "run_id": f"r{run:03d}",
+            "job": {"size": 16, "library": "SMPI test", "platform": "small",
+                    "started": f"2026-01-01T00:00:{run:02d}", "argv0": "app", "budget": 200,
+                    "max_samplers": 16, "seed": 0},
+            "blocks": blocks, "records": list(records)}
+
+
+def _draw_run(st: State, costs: dict, calls: int, rng: random.Random) -> list[dict]:
+    """One simulated run: per block `calls` calls drawn from the state's probabilities
+    (uniform for a new block), cost fixed per arm with 1 % noise."""
+    blocks = []
+    for key, arm_costs in costs.items():
+        b = st.blocks.get(key)
+        names = list(arm_costs)
+        p = [b.arm(a).p for a in names] if b else [1 / len(names)] * len(names)
+        stats = {a: [] for a in names}
+        for _ in range(calls):
+            a = rng.choices(names, p)[0]
+            stats[a].append(arm_costs[a] * (1 + 0.01 * rng.random()))
+        arms = []
+        for a, pa in zip(names, p):
+            xs = stats[a]
+            m = sum(xs) / len(xs) if xs else 0.0
+            arms.append({"arm": a, "p": pa, "n": len(xs), "mean": m,
+                         "m2": sum((x - m) ** 2 for x in xs), "min": min(xs, default=0.0)})
+        lo, hi = state.class_range(key[3])
+        blocks.append({"collective": key[0], "nodes": key[1], "ppn": key[2], "bytes_lo": lo,
+                       "bytes_hi": hi, "calls": calls, "sampled": calls, "arms": arms})
+    return blocks
+
+
+def test_rule_slow_arms_fade_floor_kept_converges():
+    costs = {("allreduce", 4, 4, 1): {"library": 12e-6, "ring": 30e-6, "recursive_doubling": 8e-6,
+                                      "han:imod=2": 9e-6}}
+    st, rng, best_p = State("fp1"), random.Random(1), []
+    for run in range(8):
+        update.merge_run(st, _samples(run, _draw_run(st, costs, 40, rng)))
+        best_p.append(st.blocks[("allreduce", 4, 4, 1)].arm("recursive_doubling").p)
+    b = st.blocks[("allreduce", 4, 4, 1)]
+    assert st.run_count == 8 and b.calls == 320
+    assert b.best().arm == "recursive_doubling"
+    assert best_p[-1] > 0.7 and best_p[-1] >= best_p[0]
+    assert b.arm("ring").p == pytest.approx(update.FLOOR / 4, rel=0.05)      # faded to the floor
+    assert all(a.p >= update.FLOOR / 4 * 0.9 for a in b.arms)
+    assert sum(a.p for a in b.arms) == pytest.approx(1)
+
+
+# ---- priors -----------------------------------------------------------------------
+def _true_cost(arm: str, nodes: int, ppn: int, cls: int) -> float:
+    size = prior.class_size(cls)
+    ranks = nodes * ppn
+    if arm == "binomial":                   # latency-bound: wins small messages
+        return math.log2(ranks) * (5e-6 + size / 1e9)
+    if arm == "scatter_allgather":          # bandwidth-bound: wins large ones
+        return 2 * math.log2(ranks) * 5e-6 + 2 * size / 1e9
+    return 1.5 * math.log2(ranks) * (5e-6 + size / 1e9)      # "library": never best
+
+
+def test_prior_gives_unseen_layout_a_better_than_uniform_arm():
+    arms = ["library", "binomial", "scatter_allgather"]
+    st = State("fp1")
+    for nodes in (2, 4, 8, 16):
+        for cls in range(6):
+            st.add(Block("bcast", nodes, 12, cls, 100, "measured",
+                         [Arm(a, 1 / 3, 30, _true_cost(a, nodes, 12, cls)) for a in arms]))
+    written = prior.add_priors(st, [(12, 12)], {"bcast": arms})
+    assert len(written) == 6 and all(b.source == "prior" for b in written)
+    gain = []
+    for b in written:
+        truth = {a: _true_cost(a, 12, 12, b.cls) for a in arms}
+        best = min(truth, key=truth.get)
+        expected_prior = sum(a.p * truth[a.arm] for a in b.arms)
+        expected_uniform = sum(truth.values()) / 3
+        assert b.arm(best).p > 1 / 3, (b.label(), b.arms)
+        assert sum(a.p for a in b.arms) == pytest.approx(1)
+        gain.append(expected_uniform / expected_prior)
+    assert min(gain) > 1.0
+    # measured blocks are never replaced by priors; a layout without a model stays uniform
+    assert prior.add_priors(st, [(4, 12)], {"bcast": arms}) == []
+    lone = prior.add_priors(st, [(3, 3)], {"reduce": ["library", "binomial"]})
+    assert all(a.p == 0.5 for b in lone for a in b.arms)
+
+
+# ---- state dir: re-derivation, foreign state, store, export, CLI -----------------------
+def _write(d, doc):
+    os.makedirs(d / "samples", exist_ok=True)
+    (d / "samples" / f"{doc['run_id']}.json").write_text(json.dumps(doc))
+
+
+def _state_dir(tmp_path, runs=4, fingerprint="fp1"):
+    d = tmp_path / "online"
+    costs = {("allreduce", 2, 4, 0): {"library": 12e-6, "recursive_doubling": 8e-6, "ring": 20e-6},
+             ("bcast", 2, 4, 3): {"library": 50e-6, "binomial": 60e-6, "pipeline:segsize=16384": 40e-6}}
+    st, rng = State(fingerprint), random.Random(2)
+    for run in range(runs):
+        blocks = _draw_run(st, costs, 30, rng)
+        recs = [[b["collective"], 2, 4, 8, b["bytes_lo"] + 8, a["arm"], a["mean"]]
+                for b in blocks for a in b["arms"] if a["n"]]
+        doc = _samples(run, blocks, fingerprint, recs)
+        update.merge_run(st, doc)
+        _write(d, doc)
+    return d, st
+
+
+def test_update_rederives_state_stores_records_and_reports(tmp_path, workdir):
+    d, expected = _state_dir(tmp_path)
+    proc = run_cli("online", "update", str(d), "--layout", "3x4", "--campaign", "onl")
+    assert "4 runs" in proc.stdout
+    st = state.load(str(d / "state.txt"))
+    measured = {k: b for k, b in st.blocks.items() if b.source == "measured"}
+    assert measured.keys() == expected.blocks.keys()
+    for k, b in measured.items():
+        for a, e in zip(b.arms, expected.blocks[k].arms):
+            assert (a.arm, a.n) == (e.arm, e.n)
+            assert (a.p, a.mean, a.m2) == pytest.approx((e.p, e.mean, e.m2), rel=1e-12)
+    priors = [b for b in st.blocks.values() if b.source == "prior"]
+    assert {(b.nodes, b.ppn) for b in priors} == {(3, 4)} and len(priors) == 12
+    # records: source online, the job's provenance; loading again adds nothing
+    from colltune.results import Results
+    from colltune.store import Store
+    run_cli("online", "update", str(d), "--campaign", "onl")
+    with Store(str(workdir / "store.sqlite")) as store:
+        res = Results.from_store(store, "onl")
+    assert len(res) == sum(len(json.loads(p.read_text())["records"])
+                           for p in (d / "samples").iterdir())
+    assert set(res.points["scenario"]) == {"online"}
+    rec = res.records()[0]
+    assert rec["labels"]["source"] == "online" and rec["labels"]["run_id"].startswith("r0")
+    assert json.loads(res.runs.iloc[0]["settings_json"])["job"]["platform"] == "small"
+    n_points = len(res)
+    run_cli("online", "update", str(d), "--campaign", "onl")
+    with Store(str(workdir / "store.sqlite")) as store:
+        assert len(Results.from_store(store, "onl")) == n_points
+    # show
+    out = run_cli("online", "show", str(d)).stdout
+    assert "fingerprint fp1, 4 runs" in out and "allreduce nodes=2 ppn=4 bytes=0..16" in out
+    assert "-> recursive_doubling" in out
+    # report: the online section with the probabilities figure
+    html = open(run_cli("report", "--campaign", "onl").stdout.strip()).read()
+    assert "Online tuning" in html and "progress of selection probabilities" in html
+
+
+def test_foreign_samples_and_state_ignored_with_one_warning(tmp_path, workdir):
+    d, _ = _state_dir(tmp_path, runs=2, fingerprint="old")
+    run_cli("online", "update", str(d))
+    assert state.load(str(d / "state.txt")).fingerprint == "old"
+    _write(d, _samples(9, [], "new"))                    # a run on another platform
+    proc = run_cli("online", "update", str(d))
+    warnings = [l for l in proc.stderr.splitlines() if "warning" in l]
+    assert len(warnings) == 2, proc.stderr       # the state (renamed) and the samples of 'old'
+    assert "fingerprint old, this job's is new" in proc.stderr and "2 samples file(s)" in proc.stderr
+    st = state.load(str(d / "state.txt"))
+    assert st.fingerprint == "new" and st.run_count == 1
+    assert [p for p in os.listdir(d) if p.startswith("state.txt.bad-")]
+    # a corrupt state is kept aside, the state re-derived
+    (d / "state.txt").write_text("garbage\n")
+    proc = run_cli("online", "update", str(d))
+    assert "state.txt:1: expected 'colltune-online-state 1'" in proc.stderr
+    assert state.load(str(d / "state.txt")).run_count == 1
+
+
+def test_export_through_the_exporters(tmp_path, workdir):
+    from colltune.exporters.colltune_rules import match, read_rules
+    d, expected = _state_dir(tmp_path)
+    run_cli("online", "update", str(d))
+    out, table = tmp_path / "online.rules", tmp_path / "online.table.json"
+    run_cli("online", "export", str(d), "--format", "colltune", "-o", str(out), "--table", str(table))
+    rules = read_rules(str(out))
+    assert match(rules, "allreduce", 8, 2, 4, 8).algorithm == "recursive_doubling"
+    bcast = match(rules, "bcast", 8, 2, 4, 30000)
+    assert (bcast.algorithm, bcast.params) == ("pipeline", {"segsize": 16384})
+    from colltune.decision import DecisionTable
+    t = DecisionTable.load(str(table))
+    assert t.tuner == "online" and t.provenance["run_count"] == 4
+    # a library's file: colltune's algorithms exist only under the interposer
+    with pytest.raises(AssertionError, match="allow-substitute"):
+        run_cli("online", "export", str(d), "--format", "openmpi-tuned", "-o", str(tmp_path / "x"))
+    run_cli("online", "export", str(d), "--format", "openmpi-tuned", "-o", str(tmp_path / "x"),
+            "--allow-substitute")
+    assert "substituted" in (tmp_path / "x").read_text()
+
+
+def test_bad_samples_file_skipped_with_file_and_line(tmp_path, workdir):
+    d, _ = _state_dir(tmp_path, runs=1)
+    (d / "samples" / "zz.json").write_text('{"schema": "colltune-online-samples/1",\n  "blocks": [}')
+    proc = run_cli("online", "update", str(d))
+    assert "zz.json:2: not valid JSON" in proc.stderr
+    with pytest.raises(InputError, match="bytes 3..9 is not a size class"):
+        (d / "samples" / "zz.json").write_text(json.dumps(_samples(5, [
+            {"collective": "bcast", "nodes": 1, "ppn": 2, "bytes_lo": 3, "bytes_hi": 9, "arms": []}])))
+        update.read_samples(str(d / "samples" / "zz.json"))
+
+
+# ---- end to end with libcolltune's online mode (SMPI) -------------------------------------
+ONLINE_C = os.path.join(REPO, "native", "intercept", "online.c")
+
+
+def native_online() -> bool:
+    """libcolltune's online mode is committed (not a C file still being written)."""
+    import subprocess
+    return os.path.exists(ONLINE_C) and bool(subprocess.run(
+        ["git", "-C", REPO, "ls-files", ONLINE_C], capture_output=True, text=True).stdout.strip())
+APP = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size; MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size);
+    static double buf[1 << 15], out[1 << 15];
+    double sum = 0;
+    for (int it = 0; it < 60; it++) {
+        for (int i = 0; i < 1 << 15; i++) buf[i] = rank + i % 7;
+        MPI_Allreduce(buf, out, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        sum += out[1];
+        MPI_Bcast(buf, 4096, MPI_DOUBLE, it % size, MPI_COMM_WORLD);
+        sum += buf[5];
+    }
+    if (rank == 0) printf("checksum %.1f\n", sum);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not native_online(), reason="libcolltune's online mode not built yet")
+def test_run_online_twice_on_smpi_c_state_equals_python(tmp_path, workdir):
+    src = tmp_path / "app.c"
+    src.write_text(APP)
+    d = tmp_path / "state"
+    outs = []
+    # run 1 through colltune run --online (which re-derives the state afterwards); run 2
+    # self-launched with the documented variables, so state.txt is what C wrote
+    for env in ({}, {"COLLTUNE_ONLINE": str(d), "COLLTUNE_PLATFORM": "small"}):
+        proc = run_cli("run", "--backend", "sim", "--platform", "small", "--layout", "2x4",
+                       *([] if env else ["--online", str(d)]), "--", str(src), env=env, timeout=300)
+        outs.append([l for l in proc.stdout.splitlines() if l.startswith("checksum")])
+    assert outs[0] == outs[1] and outs[0]           # the same result whatever the arms
+    samples = sorted(os.listdir(d / "samples"))
+    assert len(samples) == 2
+    c_state = state.load(str(d / "state.txt"))      # after run 2, the update colltune run did
+    assert c_state.run_count == 2
+    blocks = [b for b in c_state.blocks.values() if b.source == "measured"]
+    assert {b.collective for b in blocks} == {"allreduce", "bcast"}
+    runs = update.samples_files(str(d))
+    assert {r.fingerprint for r in runs} == {c_state.fingerprint}
+    # what C wrote at run 2's MPI_Finalize == Python's re-derivation from both samples files
+    again = update.rederive(runs, c_state.fingerprint)
+    for b in blocks:
+        mine = again.blocks[b.key]
+        assert mine.calls == b.calls == sum(
+            x["calls"] for r in runs for x in r.data["blocks"]
+            if (x["collective"], x["nodes"], x["ppn"]) == b.key[:3]
+            and state.class_from_range(x["bytes_lo"], x.get("bytes_hi")) == b.cls)
+        for a in b.arms:
+            m = mine.arm(a.arm)
+            assert m.n == a.n
+            assert (m.p, m.mean, m.m2) == pytest.approx((a.p, a.mean, a.m2), rel=1e-9, abs=1e-18)
