@@ -56,7 +56,7 @@ def test_size_classes():
     (GOOD.replace("bytes=0..16", "bytes=0..17"), "s.txt:4", "bytes: bad value '0..17'"),
     (GOOD.replace("source=prior", "source=guess"), "s.txt:8", "source: bad value 'guess'"),
     (GOOD.replace("p=0.850", "p=-0.85"), "s.txt:6", "p: bad value '-0.85'"),
-    (GOOD.replace("p=0.850", "p=1.5"), "s.txt:6", "p: bad value 1.5"),
+    (GOOD.replace("p=0.3 n=0", "p=0 n=0").replace("p=0.7", "p=0"), "s.txt:10", "no arm with p > 0"),
     (GOOD.replace("n=120", "n=1.5"), "s.txt:6", "n: bad value '1.5'"),
     (GOOD.replace("m2=1.0e-12", "m2=nan"), "s.txt:6", "m2: bad value 'nan'"),
     (GOOD.replace(" calls=1234", ""), "s.txt:4", "missing calls"),
@@ -263,7 +263,7 @@ def test_foreign_samples_and_state_ignored_with_one_warning(tmp_path, workdir):
     assert "fingerprint old, this job's is new" in proc.stderr and "2 samples file(s)" in proc.stderr
     st = state.load(str(d / "state.txt"))
     assert st.fingerprint == "new" and st.run_count == 1
-    assert [p for p in os.listdir(d) if p.startswith("state.txt.bad-")]
+    assert [p for p in os.listdir(d) if p.startswith("state.txt.foreign-")]
     # a corrupt state is kept aside, the state re-derived
     (d / "state.txt").write_text("garbage\n")
     proc = run_cli("online", "update", str(d))

@@ -1,7 +1,7 @@
 """Arm ids (``library``, ``ring``, ``han:imod=2,fs=65536``; docs/online.md) and the
 preset arms of each collective. The preset list lives in ONE place, the C table
 native/intercept/online_arms.c; it is read here through ``colltune-rules
---online-arms`` (JSON), never copied."""
+online-arms`` (JSON, with the fingerprint a job of this build computes), never copied."""
 from __future__ import annotations
 
 import json
@@ -41,20 +41,21 @@ def arm_label(arm: str) -> str:
     return name + ("[" + ",".join(f"{k}={v}" for k, v in params.items()) + "]" if params else "")
 
 
-def preset_arms(impl, cache_dir: str) -> dict[str, list[str]]:
-    """{collective: [arm id, ...]} compiled into libcolltune for impl."""
+def preset_arms(impl, cache_dir: str, platform: str = "") -> tuple[dict[str, list[str]], str]:
+    """({collective: [arm id, ...]}, fingerprint) compiled into libcolltune for impl;
+    platform: COLLTUNE_PLATFORM of the job (part of an SMPI fingerprint)."""
     from ..providers.colltune import rules_tool_command
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = rules_tool_command(impl, cache_dir, tmp) + ["--online-arms"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp,
-                              env=impl.run_env())
+        cmd = rules_tool_command(impl, cache_dir, tmp) + ["online-arms"]
+        env = {**impl.run_env(), "COLLTUNE_PLATFORM": platform}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp, env=env)
     text = proc.stdout
     try:
         data = json.loads(text[text.index("{"):text.rindex("}") + 1])
     except ValueError:
         raise BackendError(f"`colltune-rules --online-arms` printed no arm list (exit "
                            f"{proc.returncode}): {(proc.stdout + proc.stderr)[-400:]}") from None
-    return parse_preset(data)
+    return parse_preset(data), data.get("fingerprint", "")
 
 
 def parse_preset(data: dict) -> dict[str, list[str]]:

@@ -23,8 +23,23 @@ def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
     if settings.backend == "sim":
         env["COLLTUNE_PLATFORM"] = os.path.splitext(os.path.basename(settings.platform))[0]
     if os.listdir(os.path.join(state_dir, "samples")):
-        update_dir(state_dir, [layout])
+        presets, fingerprint = _presets(settings, env.get("COLLTUNE_PLATFORM", ""))
+        update_dir(state_dir, [layout], fingerprint or None, presets)
     return env
+
+
+def _presets(settings, platform: str) -> tuple[dict, str]:
+    """The compiled preset arms and this job's fingerprint ({}, "" when the tool fails:
+    the newest run's fingerprint and the state's arms then serve)."""
+    from .. import mpi
+    from ..errors import ColltuneError
+    from .arms import preset_arms
+    try:
+        impl = mpi.find("smpi" if settings.backend == "sim" else settings.mpi)
+        return preset_arms(impl, settings.cache_dir, platform)
+    except (ColltuneError, mpi.MPINotFound, OSError) as exc:
+        print(f"colltune run: warning: online preset arms unknown ({exc})", file=sys.stderr)
+        return {}, ""
 
 
 def finish(args, settings) -> None:

@@ -174,16 +174,14 @@ def parse(text: str, path: str = "<state>") -> State:
             f = _kv(where, rest[1:], {"p": _real, "n": _count, "mean": _real, "m2": _real})
             if block.arm(rest[0]):
                 raise StateError(f"{where}: arm {rest[0]!r} given twice in {block.label()}")
-            if f["p"] > 1:
-                raise StateError(f"{where}: p: bad value {f['p']!r} (a probability)")
             block.arms.append(Arm(rest[0], f["p"], f["n"], f.get("mean", 0.0), f.get("m2", 0.0)))
         else:
             raise StateError(f"{where}: unknown line {raw.strip()!r}")
     if not header:
         raise StateError(f"{path}:1: empty state file (expected '{HEADER} {VERSION}')")
     for b in state.blocks.values():
-        if not b.arms:
-            raise StateError(f"{path}: block {b.label()} has no arm")
+        if not sum(a.p for a in b.arms) > 0:
+            raise StateError(f"{path}:{no}: block {b.label()} has no arm with p > 0")
     return state
 
 
@@ -200,7 +198,7 @@ def load(path: str) -> State:
 
 
 def _num(x: float) -> str:
-    return repr(float(x))        # shortest text that reads back to the same double
+    return f"{x:.9g}"            # as C writes it (update.py rounds to this between runs)
 
 
 def format_state(state: State) -> str:
@@ -210,7 +208,8 @@ def format_state(state: State) -> str:
         out.append(f"block {b.collective} nodes={b.nodes} ppn={b.ppn} bytes={class_text(b.cls)} "
                    f"calls={b.calls} source={b.source}")
         for a in b.arms:
-            out.append(f"arm {a.arm} p={_num(a.p)} n={a.n} mean={_num(a.mean)} m2={_num(a.m2)}")
+            stats = f" mean={_num(a.mean)} m2={_num(a.m2)}" if a.n else ""
+            out.append(f"arm {a.arm} p={_num(a.p)} n={a.n}{stats}")
     return "\n".join(out) + "\n"
 
 

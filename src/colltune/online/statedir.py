@@ -19,8 +19,8 @@ def warn(msg: str) -> None:
 
 
 def read_state(state_dir: str, fingerprint: str | None = None) -> State | None:
-    """state.txt, or None when absent, unreadable or foreign (one warning; a bad or
-    foreign file is renamed state.txt.bad-<time>, never overwritten)."""
+    """state.txt, or None when absent, unreadable or foreign (one warning; the file is
+    renamed state.txt.bad-<time> or state.txt.foreign-<time> as C does, never overwritten)."""
     path = os.path.join(state_dir, STATE)
     if not os.path.exists(path):
         return None
@@ -28,11 +28,11 @@ def read_state(state_dir: str, fingerprint: str | None = None) -> State | None:
         st = load(path)
         if not fingerprint or not st.fingerprint or st.fingerprint == fingerprint:
             return st
-        why = (f"{path}: fingerprint {st.fingerprint}, this job's is {fingerprint} (another "
+        kind, why = "foreign", (f"{path}: fingerprint {st.fingerprint}, this job's is {fingerprint} (another "
                f"platform, MPI library or catalogue)")
     except StateError as exc:
-        why = str(exc)
-    bad = f"{path}.bad-{time.strftime('%Y%m%dT%H%M%S')}"
+        kind, why = "bad", str(exc)
+    bad = f"{path}.{kind}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     os.replace(path, bad)
     warn(f"{why}: ignored, kept as {bad}")
     return None

@@ -24,6 +24,11 @@ TAU, FLOOR, MIN_N = 0.1, 0.02, 3
 SAMPLES_SCHEMA = "colltune-online-samples/1"
 
 
+def g9(x: float) -> float:
+    """x through C's printf("%.9g") and back."""
+    return float(f"{x:.9g}")
+
+
 def merge(arm: Arm, n: int, mean: float, m2: float) -> None:
     """Chan et al.'s parallel Welford merge of (n, mean, m2) into arm."""
     if n <= 0:
@@ -47,8 +52,6 @@ def probabilities(arms: list[Arm], tau: float = TAU) -> list[float]:
     for a in arms:
         if a.n >= MIN_N and best > 0:
             w.append(math.exp(-(a.mean / best - 1.0) / tau))
-        elif a.n >= MIN_N:                      # a zero mean: it is the best (or ties it)
-            w.append(1.0 if a.mean == 0 else 0.0)
         else:
             w.append(max(a.p, 1.0 / k))
     total = sum(w)
@@ -72,8 +75,10 @@ class Samples:
         return self.data.get("fingerprint", "")
 
     @property
-    def order(self) -> tuple:
-        return (self.data.get("job", {}).get("started", ""), self.data.get("run_id", ""))
+    def order(self) -> str:
+        """The run id starts with its MPI_Finalize time (UTC): the order in which runs
+        took the state lock, so the order in which C merged them."""
+        return str(self.data.get("run_id", ""))
 
 
 def read_samples(path: str) -> Samples:
@@ -122,9 +127,10 @@ def merge_run(state: State, samples: dict) -> None:
                 arm = Arm(a["arm"], a.get("p", 0.0))
                 block.arms.append(arm)
             merge(arm, a.get("n", 0), a.get("mean", 0.0), a.get("m2", 0.0))
-        if any(a.n for a in block.arms):
-            block.source = "measured"
+        block.source = "measured"
         apply_rule(block)
+        for a in block.arms:               # what C's state.txt keeps between runs (%.9g)
+            a.p, a.mean, a.m2 = g9(a.p), g9(a.mean), g9(a.m2)
     state.run_count += 1
 
 
