@@ -1,0 +1,125 @@
+"""Shared by benchmarks/online_miniamr.py and online_synthetic.py: launching an SMPI
+program under `colltune run` (online or not), and the in-application exhaustive
+search the online choices are measured against.
+
+Exhaustive best, in the application: for every preset index k, one run whose state
+lists one arm per block (the k-th preset of the block's collective, `library` when the
+collective has fewer) — every call of every block runs that arm and is timed with the
+same cost definition as online mode. A block's offline best is the arm with the lowest
+mean over those runs; one more run with each block fixed to its best gives the best
+collective time. The exhaustive campaign's cost is the sum of the K runs' collective
+times. SimGrid is deterministic: the same blocks are called in every run.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+from colltune.online import history, state  # noqa: E402
+from colltune.online.state import Arm, Block, State  # noqa: E402
+from colltune.online.update import samples_files  # noqa: E402
+
+CACHE = os.path.join(ROOT, ".colltune-cache")
+COLLTUNE = os.path.join(ROOT, ".venv", "bin", "colltune")
+
+
+def colltune_run(platform: str, layout: str, program: list[str], online: str | None = None,
+                 env: dict | None = None, quiet: bool = True) -> str:
+    """stdout of `colltune run` (sim backend); raises with the tail of stderr on failure."""
+    cmd = [COLLTUNE, "run", "--backend", "sim", "--platform", platform, "--layout", layout,
+           "--cache-dir", CACHE, *(["--online", online] if online else []), "-q", "--", *program]
+    full = {**os.environ, **(env or {})}
+    full.setdefault("COLLTUNE_STORE", os.path.join(CACHE, "online-bench.sqlite"))   # not the user's
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    if not quiet:
+        sys.stderr.write(proc.stderr)
+    return proc.stdout
+
+
+def fixed_state(template: State, choose) -> State:
+    """A state with the template's blocks, each listing the one arm choose(block) with p 1."""
+    out = State(template.fingerprint)
+    for b in template.blocks.values():
+        out.add(Block(b.collective, b.nodes, b.ppn, b.cls, 0, "measured", [Arm(choose(b), 1.0)]))
+    return out
+
+
+def run_fixed(st: State, run_dir: str, platform: str, layout: str, program: list[str],
+              env: dict | None = None) -> tuple[dict, float, str]:
+    """Self-launched online run on a fixed state (COLLTUNE_ONLINE set by hand, so the state
+    dir is left as C wrote it): ({block key: (arm, mean cost)}, collective time, stdout)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(run_dir)
+    state.save(st, os.path.join(run_dir, "state.txt"))
+    out = colltune_run(platform, layout, program,
+                       env={**(env or {}), "COLLTUNE_ONLINE": os.path.abspath(run_dir),
+                            "COLLTUNE_PLATFORM": platform})
+    runs = samples_files(run_dir)
+    if len(runs) != 1:
+        raise RuntimeError(f"{run_dir}: expected one samples file, found {len(runs)}")
+    means = {}
+    for b in runs[0].data["blocks"]:
+        measured = [a for a in b["arms"] if a.get("n")]
+        if measured:
+            means[history.block_key(b)] = (measured[0]["arm"], measured[0]["mean"])
+    return means, history.run_time(runs[0]), out
+
+
+def exhaustive(template: State, presets: dict, work: str, platform: str, layout: str,
+               program: list[str], env: dict | None = None) -> dict:
+    """{"per_arm": {block: {arm: mean}}, "best": {block: arm}, "cost_s": sum of the runs'
+    collective times, "runs": [...]} from one run per preset index."""
+    k_max = max(len(v) for v in presets.values())
+    per_arm: dict = {}
+    cost, runs = 0.0, []
+    for k in range(k_max):
+        def choose(b, k=k):
+            arms = presets.get(b.collective) or ["library"]
+            return arms[k] if k < len(arms) else "library"
+        means, t, _ = run_fixed(fixed_state(template, choose), os.path.join(work, f"arm{k}"),
+                                platform, layout, program, env)
+        cost += t
+        runs.append({"k": k, "coll_time_s": t})
+        for key, (arm, mean) in means.items():
+            per_arm.setdefault(key, {})[arm] = mean
+        print(f"  exhaustive run {k + 1}/{k_max}: collective time {t * 1e3:.3f} ms", flush=True)
+    best = {key: min(m, key=m.get) for key, m in per_arm.items()}
+    return {"per_arm": per_arm, "best": best, "cost_s": cost, "runs": runs}
+
+
+def library_index(presets: dict) -> int:
+    """The preset index of `library` (the same in every collective's list)."""
+    ks = {arms.index("library") for arms in presets.values()}
+    if len(ks) != 1:
+        raise RuntimeError(f"`library` is not at one index of every preset list: {presets}")
+    return ks.pop()
+
+
+def measured_only(st: State) -> State:
+    """The state's measured blocks (priors left out)."""
+    out = State(st.fingerprint)
+    for b in st.blocks.values():
+        if b.source == "measured":
+            out.add(b)
+    return out
+
+
+def last_samples(state_dir: str):
+    return samples_files(state_dir)[-1]
+
+
+def block_name(key: tuple) -> str:
+    return f"{key[0]} {key[1]}x{key[2]} b{state.class_text(key[3])}"
+
+
+def checksum_lines(stdout: str, pattern: str) -> list[str]:
+    return re.findall(pattern, stdout, re.M)
