@@ -35,6 +35,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 #define UNLOCK() ((void)0)
 #endif
 #include "profile.h"                        /* COLLTUNE_PROFILE: traffic counting hooks */
+#include "online.h"                         /* COLLTUNE_ONLINE: online tuning hooks */
 
 enum { FROM_RULES, FROM_FORCE };
 static ct_rules sources[2];                 /* rules file, COLLTUNE_FORCE */
@@ -53,6 +54,7 @@ typedef struct {
     long long memo_bytes[CT_NCOLLS];
     const ct_rule *memo_rule[CT_NCOLLS];
     int memo_from[CT_NCOLLS];
+    void *online;                           /* online.c's per-communicator state */
 } comm_info;
 
 /* One-entry caches in front of the attribute lookup and the datatype query
@@ -103,6 +105,7 @@ static comm_info *info_of(MPI_Comm comm)
         PMPI_Allreduce(in, out, 1, MPI_INT, MPI_SUM, comm);
         PMPI_Allreduce(in + 1, out + 1, 1, MPI_INT, MPI_MAX, comm);
         ci->nodes = out[0], ci->ppn = out[1];
+        CT_ONLINE_COMM(comm, ci->online, lrank, ci);
     }
     inside--;
     CT_PROF_RESNAP();                       /* not the collective's traffic */
@@ -134,6 +137,7 @@ static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_ru
     else if (bytes < 0) snprintf(origin, sizeof origin, "intercommunicator or derived datatype");
     else if (!r) snprintf(origin, sizeof origin, "no rule");
     else if (from == FROM_FORCE) snprintf(origin, sizeof origin, "COLLTUNE_FORCE");
+    else if (from == CT_ONLINE_FROM) snprintf(origin, sizeof origin, "online"), snprintf(choice, sizeof choice, "drawn");
     else snprintf(origin, sizeof origin, "rules line %d", r->line);
     if (verbose)
         fprintf(stderr, "colltune: %s size=%d nodes=%d ppn=%d bytes=%lld: %s -> %s (ran %s)\n",
@@ -180,6 +184,7 @@ static const ct_rule *choose_bytes(ct_coll coll, MPI_Comm comm, long long nbytes
     *bytes = -1;
     if (!ci || ci->inter) return NULL;
     *bytes = nbytes;
+    CT_ONLINE_CHOOSE(coll, ci->online, from);
     if (ci->memo_bytes[coll] == *bytes) {
         *from = ci->memo_from[coll];
         return ci->memo_rule[coll];
@@ -218,7 +223,7 @@ static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info
     int rc;
     inside++;
     CT_PROF_ALG_ENTER(coll);
-    rc = ct_call(coll, r->alg->name, r->params, a, &ran);
+    rc = CT_ONLINE_CALL(coll, r, a, ci->online, bytes, from, &ran);
     CT_PROF_ALG_LEAVE(ran);
     inside--;
     if (LOGGING) note(coll, ci, bytes, r, from, ran ? ran : "error", NULL);
@@ -505,6 +510,8 @@ static void setup(void)
         return;                                     /* stays inactive: pure pass-through */
     for (int c = 0; c < CT_NCOLLS; c++)
         active[c] = sources[FROM_RULES].count[c] > 0 || sources[FROM_FORCE].count[c] > 0;
+    if (ct_online_init(world_rank, !cache_on, sources[FROM_RULES].n + sources[FROM_FORCE].n))
+        for (int c = 0; c < CT_NCOLLS; c++) active[c] = 1;    /* online mode decides them all */
     ct_validity_init();                             /* before any thread can call */
     if (verbose)
         fprintf(stderr, "colltune: interposer active: rules %s (%d rules), COLLTUNE_FORCE %s\n",
@@ -529,6 +536,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 int MPI_Finalize(void)
 {
     ct_prof_finalize();                             /* writes COLLTUNE_PROFILE's files */
+    ct_online_finalize();                           /* COLLTUNE_ONLINE: samples and state */
     for (int c = 0; c < CT_NCOLLS; c++) active[c] = 0;
     cache_on = 0;
     if (report) fclose(report), report = NULL;

@@ -3,12 +3,15 @@
  *   colltune-rules check FILE                parse; print the rules as JSON lines
  *   colltune-rules force SPEC                parse a COLLTUNE_FORCE value the same way
  *   colltune-rules match FILE COLL SIZE NODES PPN BYTES   the choice for one call
+ *   colltune-rules online-arms               online mode's compiled preset arms, size
+ *                                            classes and fingerprint as JSON (online_arms.c)
  * Problems go to stderr as "FILE:LINE: problem", exit status 1. Under SMPI run
  * it with smpirun -np 1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "rules.h"
+#include "online.h"
 
 static void list(void)
 {
@@ -55,6 +58,10 @@ int main(int argc, char **argv)
     ct_rules r;
     if (argc == 2 && !strcmp(argv[1], "list")) {
         list();
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "online-arms")) {
+        ct_online_print_arms(stdout);
         return 0;
     }
     if (argc == 3 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "force"))) {

@@ -1,0 +1,379 @@
+/* Online mode: per call, the arm of the call's block drawn from the block's
+ * probabilities by colltune's own counter-based generator, timed on one rank
+ * per node for the first BUDGET calls of each (communicator, block), then the
+ * best arm (docs/online-native.md: why every rank of a communicator draws the
+ * same arm without any per-call message).
+ *
+ * Memory per rank: per tracked communicator (at most MAX_COMMS) ~250 bytes,
+ * per used (communicator, block) 64 + budget bytes, and on sampling ranks
+ * another 24 x budget bytes (4.8 KiB at budget 200): at most 64 x 24 cells,
+ * ~7.5 MiB at the default budget. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "online.h"
+#ifdef COLLTUNE_SMPI
+#include <simgrid/engine.h>
+#endif
+
+#define MAX_COMMS 64                  /* communicators tracked per rank; later ones: library */
+#define PINGS 10
+
+int ct_online_on;
+ct_online_job ct_online;
+static ct_online_comm *comms[MAX_COMMS];
+static int ncomms, key_counter;
+static ct_online_block defaults[CT_NCOLLS][CT_ONLINE_NCLASS];   /* compiled presets */
+static ct_rule marker[CT_NCOLLS];          /* what choose_bytes returns: "online decides" */
+#ifndef COLLTUNE_SMPI
+static double clock_offset;                /* this rank's clock minus world rank 0's */
+#endif
+
+int ct_online_ncomms(void) { return ncomms; }
+ct_online_comm *ct_online_get_comm(int i) { return comms[i]; }
+
+static double now(void)
+{
+#ifdef COLLTUNE_SMPI
+    return simgrid_get_clock();            /* global, and free (MPI_Wtime charges 10 ns) */
+#else
+    return PMPI_Wtime() - clock_offset;
+#endif
+}
+
+/* splitmix64's finaliser: a counter-based generator needs only a good mix */
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, 1) from (seed, communicator key, collective, class, call index) only */
+static double uniform(uint64_t key, int coll, int cls, uint32_t idx)
+{
+    uint64_t h = mix(ct_online.seed ^ mix(key ^ mix(((uint64_t)coll << 40 | (uint64_t)cls << 32 | idx))));
+    return (double)(h >> 11) * 0x1.0p-53;
+}
+
+const ct_online_block *ct_online_block_of(int coll, int nodes, int ppn, int cls)
+{
+    const ct_online_block *b = ct_online_state_find(&ct_online.state, coll, nodes, ppn, cls);
+    if (b) return b;
+    ct_online_block *d = &defaults[coll][cls];
+    d->nodes = nodes, d->ppn = ppn;        /* only read for this communicator's block */
+    return d;
+}
+
+/* ---- communicators --------------------------------------------------------------- */
+/* Collective on comm (info_of): the key is (world rank, counter) of comm's rank
+ * 0, sent to all members; "tracked" needs room on every member. */
+void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn)
+{
+    int rank, in[3], out[3], leader = lrank == 0, before = 0;
+    PMPI_Comm_rank(comm, &rank);
+    in[0] = rank == 0 ? ct_online.rank : -1;
+    in[1] = rank == 0 ? key_counter : -1;
+    in[2] = ncomms == MAX_COMMS;
+    key_counter++;
+    PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MAX, comm);
+    PMPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, comm);
+    if (rank == 0) before = 0;             /* Exscan leaves rank 0's output undefined */
+    if (out[2]) return NULL;               /* someone is full: the library, on every rank */
+    ct_online_comm *c = calloc(1, sizeof *c);
+    if (!c) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);   /* a silent skip would split the ranks */
+    c->key = (uint64_t)out[0] << 32 | (uint32_t)out[1];
+    c->size = size, c->nodes = nodes, c->ppn = ppn;
+    c->sampler = leader && before < ct_online.max_samplers ? before : -1;
+    comms[ncomms++] = c;
+    return c;
+}
+
+const ct_rule *ct_online_rule(ct_coll coll, void *slot)
+{
+    return slot ? &marker[coll] : NULL;
+}
+
+static ct_online_cell *cell_new(ct_online_comm *c, int coll, int cls)
+{
+    ct_online_cell *x = calloc(1, sizeof *x);
+    size_t b = (size_t)ct_online.budget;
+    if (!x || !(x->arm_of = calloc(b + 1, 1)) ||
+        (c->sampler >= 0 && (!(x->t = calloc(2 * b + 1, sizeof *x->t)) ||
+                             !(x->bytes = calloc(b + 1, sizeof *x->bytes)))))
+        PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    x->coll = coll, x->cls = cls, x->best = -1;
+    x->blk = ct_online_block_of(coll, c->nodes, c->ppn, cls);
+    if (!ct_online.budget) {               /* nothing to sample: the state's best, or draws */
+        int best = ct_online_best(x->blk);
+        x->best = best >= 0 ? best : -2;
+    }
+    return c->cell[coll][cls] = x;
+}
+
+/* ---- the draw ---------------------------------------------------------------------- */
+static int arm_ok(const ct_online_arm *arm, const ct_args *a)
+{
+    return !arm->alg || (arm->alg->supports(a) == NULL && (arm->alg->run || arm->alg->schedule));
+}
+
+/* Inverse CDF at u over the arms with p > 0; an arm that declines these
+ * arguments is dropped and the same u is used over the others: supports()
+ * reads only agreed values, so every rank drops the same arms. */
+static int draw(const ct_online_block *b, double u, const ct_args *a)
+{
+    double sum = 0, acc = 0;
+    int pick = -1;
+    for (int i = 0; i < b->narms; i++) sum += b->arm[i].p;
+    for (int i = 0; i < b->narms && pick < 0; i++)
+        if ((acc += b->arm[i].p) > u * sum) pick = i;
+    if (pick < 0) pick = b->narms - 1;
+    if (arm_ok(&b->arm[pick], a)) return pick;
+    sum = acc = 0;
+    for (int i = 0; i < b->narms; i++) sum += arm_ok(&b->arm[i], a) ? b->arm[i].p : 0;
+    if (!(sum > 0)) return -1;             /* nothing runs these arguments: library */
+    pick = -1;
+    for (int i = 0; i < b->narms; i++)
+        if (arm_ok(&b->arm[i], a) && b->arm[i].p > 0) {
+            pick = i;
+            if ((acc += b->arm[i].p) > u * sum) break;
+        }
+    return pick;
+}
+
+/* The budget is spent: one allreduce over the communicator gives every rank
+ * each sampled call's latest start and end; with the agreed state they all
+ * compute the same means, hence the same best arm. */
+static void decide(ct_online_cell *x, MPI_Comm comm)
+{
+    int n = (int)x->sampled;
+    double *t = malloc(2 * (size_t)n * sizeof *t);
+    ct_online_block merged = *x->blk;
+    if (!t) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    for (int i = 0; i < 2 * n; i++) t[i] = x->t ? x->t[i] : -1e300;
+    PMPI_Allreduce(MPI_IN_PLACE, t, 2 * n, MPI_DOUBLE, MPI_MAX, comm);
+    for (int i = 0; i < n; i++) {
+        ct_online_arm *a = &merged.arm[x->arm_of[i]];
+        ct_online_welford(&a->n, &a->mean, &a->m2, 1, t[2 * i + 1] - t[2 * i], 0);
+    }
+    free(t);
+    int best = ct_online_best(&merged);
+    x->best = best >= 0 ? best : -2;
+}
+
+static int run_arm(ct_coll coll, const ct_online_arm *arm, const ct_args *a, const char **ran)
+{
+    if (!arm || !arm->alg) {
+        *ran = "library";
+        return ct_library_call(coll, a);
+    }
+    return ct_call(coll, arm->alg->name, arm->params, a, ran);
+}
+
+int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, const char **ran)
+{
+    ct_online_comm *c = slot;
+    int rc, pick;
+    int cls = ct_online_class(bytes);
+    ct_online_cell *x = c->cell[coll][cls];
+    if (__builtin_expect(!x, 0)) x = cell_new(c, coll, cls);
+    uint32_t idx = x->calls++;
+    if (x->best >= 0) {                    /* after the budget: two loads and a branch more */
+        pick = x->best;
+        rc = run_arm(coll, &x->blk->arm[pick], a, ran);
+    } else {
+        pick = draw(x->blk, uniform(c->key, coll, cls, idx), a);
+        const ct_online_arm *arm = pick >= 0 ? &x->blk->arm[pick] : NULL;
+        if (x->best == -1 && pick >= 0) {
+            uint32_t s = x->sampled;
+            if (x->t) x->t[2 * s] = now();
+            rc = run_arm(coll, arm, a, ran);
+            if (x->t) x->t[2 * s + 1] = now(), x->bytes[s] = bytes;
+            x->arm_of[s] = (uint8_t)pick;
+            if (++x->sampled == (uint32_t)ct_online.budget) decide(x, a->comm);
+        } else {
+            rc = run_arm(coll, arm, a, ran);
+        }
+    }
+    if (ct_online.log)
+        fprintf(ct_online.log, "%016llx %s %d %u %s\n", (unsigned long long)c->key,
+                ct_coll_name(coll), cls, idx,
+                *ran && strcmp(*ran, "library") ? x->blk->arm[pick].id : "library");
+    return rc;
+}
+
+/* ---- set-up ------------------------------------------------------------------------ */
+static uint64_t fnv_text(const char *s)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static long env_long(const char *var, long def, long lo, long hi)
+{
+    const char *s = getenv(var);
+    char *end;
+    if (!s || !*s) return def;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) {
+        if (ct_online.rank == 0)
+            fprintf(stderr, "colltune: warning: %s=%s is not an integer in %ld..%ld; using %ld\n",
+                    var, s, lo, hi, def);
+        return def;
+    }
+    return v;
+}
+
+/* Offsets to world rank 0's clock: node leaders ping-pong with rank 0 (best
+ * of PINGS round trips), ranks on a node share their leader's clock. */
+static void clock_sync(void)
+{
+#ifndef COLLTUNE_SMPI
+    MPI_Comm node, leaders;
+    int lrank = 0, lr = 0, nl = 1;
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Comm_rank(node, &lrank);
+    PMPI_Comm_split(MPI_COMM_WORLD, lrank == 0 ? 0 : MPI_UNDEFINED, 0, &leaders);
+    if (leaders != MPI_COMM_NULL) {
+        PMPI_Comm_rank(leaders, &lr);
+        PMPI_Comm_size(leaders, &nl);
+        for (int r = 1; r < nl; r++) {
+            if (lr == 0) {
+                double best = 1e300, off = 0, tr;
+                for (int k = 0; k < PINGS; k++) {
+                    double t0 = PMPI_Wtime();
+                    PMPI_Sendrecv(&t0, 1, MPI_DOUBLE, r, 71, &tr, 1, MPI_DOUBLE, r, 72, leaders, MPI_STATUS_IGNORE);
+                    double t1 = PMPI_Wtime();
+                    if (t1 - t0 < best) best = t1 - t0, off = tr - (t0 + t1) / 2;
+                }
+                PMPI_Send(&off, 1, MPI_DOUBLE, r, 73, leaders);
+            } else if (lr == r) {
+                for (int k = 0; k < PINGS; k++) {
+                    double t0;
+                    PMPI_Recv(&t0, 1, MPI_DOUBLE, 0, 71, leaders, MPI_STATUS_IGNORE);
+                    double tr = PMPI_Wtime();
+                    PMPI_Send(&tr, 1, MPI_DOUBLE, 0, 72, leaders);
+                }
+                PMPI_Recv(&clock_offset, 1, MPI_DOUBLE, 0, 73, leaders, MPI_STATUS_IGNORE);
+            }
+        }
+        PMPI_Comm_free(&leaders);
+    }
+    PMPI_Bcast(&clock_offset, 1, MPI_DOUBLE, 0, node);
+    PMPI_Comm_free(&node);
+#endif
+}
+
+/* World rank 0 reads state.txt and checks it; every rank parses the text rank
+ * 0 sends (empty when unusable), so all hold the same state. */
+static void load_state(void)
+{
+    char path[4200], err[8192] = "";
+    char *text = NULL;
+    int len = 0;
+    snprintf(path, sizeof path, "%s/state.txt", ct_online.dir);
+    if (ct_online.rank == 0) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            fseek(f, 0, SEEK_END);
+            long n = ftell(f);
+            fseek(f, 0, SEEK_SET);
+            text = calloc((size_t)(n > 0 ? n : 0) + 1, 1);
+            if (text && fread(text, 1, (size_t)n, f) == (size_t)n && strlen(text) == (size_t)n) {
+                ct_online_state st;
+                if (ct_online_state_parse(text, path, &st, err, sizeof err) != 0) {
+                    ct_online.state_problem = 1;
+                } else if (strcmp(st.fingerprint, ct_online.fingerprint)) {
+                    ct_online.state_problem = 2;
+                    snprintf(err, sizeof err, "%s:2: fingerprint %s is another library, platform or "
+                             "catalogue's (this job: %s)", path, st.fingerprint, ct_online.fingerprint);
+                }
+                if (!ct_online.state_problem) ct_online_state_free(&st);
+            } else {
+                ct_online.state_problem = 1;
+                snprintf(err, sizeof err, "%s:0: cannot read it as text", path);
+            }
+            fclose(f);
+            if (ct_online.state_problem) {
+                fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: %s; state ignored, this run "
+                        "draws from the default arms, and at MPI_Finalize the file is kept as "
+                        "%s.%s-<time> and a new state started\n", err, path,
+                        ct_online.state_problem == 1 ? "bad" : "foreign");
+                text[0] = '\0';
+            }
+            len = text ? (int)strlen(text) : 0;
+        }
+    }
+    PMPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (ct_online.rank != 0 && !(text = calloc((size_t)len + 1, 1))) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    if (len) PMPI_Bcast(text, len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (len) ct_online_state_parse(text, path, &ct_online.state, err, sizeof err);
+    free(text);
+}
+
+int ct_online_init(int world_rank, int thread_multiple, int other_sources)
+{
+    const char *dir = getenv("COLLTUNE_ONLINE"), *logdir = getenv("COLLTUNE_ONLINE_LOG");
+    char agreed[4400];
+    int in[2], out[2];
+    ct_online.rank = world_rank;
+    /* one switch for the whole job: a variable set on some ranks only turns it off */
+    snprintf(agreed, sizeof agreed, "%s|%s|%s|%s|%s", dir ? dir : "", getenv("COLLTUNE_ONLINE_BUDGET"),
+             getenv("COLLTUNE_ONLINE_SAMPLERS"), getenv("COLLTUNE_ONLINE_SEED"), logdir ? "log" : "");
+    in[0] = (int)(mix(fnv_text(agreed)) & 0x7fffffff), in[1] = -in[0];
+    PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (out[0] != -out[1]) {
+        if (world_rank == 0)
+            fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE* differ between ranks; online mode off\n");
+        return 0;
+    }
+    if (!dir || !*dir) return 0;
+    if (thread_multiple) {
+        if (world_rank == 0)
+            fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: not under MPI_THREAD_MULTIPLE "
+                    "(one generator state per communicator is not thread-safe); online mode off\n");
+        return 0;
+    }
+    if (other_sources && world_rank == 0)
+        fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE is set: COLLTUNE_RULES and "
+                "COLLTUNE_FORCE are ignored\n");
+    PMPI_Comm_size(MPI_COMM_WORLD, &ct_online.size);
+    snprintf(ct_online.dir, sizeof ct_online.dir, "%s", dir);
+    ct_online.budget = (int)env_long("COLLTUNE_ONLINE_BUDGET", 200, 0, 100000);
+    ct_online.max_samplers = (int)env_long("COLLTUNE_ONLINE_SAMPLERS", 16, 1, 1 << 20);
+    ct_online.seed = (uint64_t)env_long("COLLTUNE_ONLINE_SEED", 0, 0, 0x7fffffffL);
+    struct timespec ts;
+    struct tm tm;
+    syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);   /* the wall clock, also under SMPI */
+    strftime(ct_online.started, sizeof ct_online.started, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&ts.tv_sec, &tm));
+    int len = 0;
+    MPI_Get_library_version(ct_online.library, &len);
+    ct_online.library[strcspn(ct_online.library, "\n")] = '\0';
+#ifdef COLLTUNE_SMPI
+    const char *plat = getenv("COLLTUNE_PLATFORM");
+    snprintf(ct_online.platform, sizeof ct_online.platform, "%s", plat ? plat : "");
+#endif
+    ct_online_fingerprint(ct_online.fingerprint);
+    for (int c = 0; c < CT_NCOLLS; c++) {
+        marker[c].coll = (ct_coll)c;
+        marker[c].alg = ct_find((ct_coll)c, ct_online_preset(c, 1));
+        for (int k = 0; k < CT_ONLINE_NCLASS; k++) ct_online_default_block(c, 0, 0, k, &defaults[c][k]);
+    }
+    load_state();
+    clock_sync();
+    if (logdir && *logdir) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/choices-%d.txt", logdir, world_rank);
+        mkdir(logdir, 0777);
+        if (!(ct_online.log = fopen(path, "a")))
+            fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE_LOG: %s: %s\n", path, strerror(errno));
+    }
+    return ct_online_on = 1;
+}

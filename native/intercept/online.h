@@ -1,0 +1,114 @@
+/* Online tuning inside libcolltune (COLLTUNE_ONLINE=<state dir>, docs/online-native.md).
+ *   online.c        set-up, per-communicator keys, the per-call draw, sampling, the budget
+ *   online_arms.c   the compiled preset arms per collective, size classes, the fingerprint
+ *   online_state.c  state.txt: parse, format, the update rule (shared with Python)
+ *   online_final.c  MPI_Finalize: gather the samplers, samples/<run>.json, state.txt under flock
+ * intercept.c only calls the hooks below; with online mode off each costs one
+ * load and one predictable branch. */
+#ifndef CT_ONLINE_H
+#define CT_ONLINE_H
+#include <stdint.h>
+#include <stdio.h>
+#include "rules.h"
+
+#define CT_ONLINE_FROM 2             /* intercept.c's `from` of an online decision */
+#define CT_ONLINE_NCLASS 6           /* size classes: <=16, <=256, <=4096, <=65536, <=1 MiB, more */
+#define CT_ONLINE_MAX_ARMS 16
+#define CT_ONLINE_ARM_LEN 96
+
+extern int ct_online_on;
+
+/* ---- hooks used by intercept.c ---- */
+/* info_of, once per communicator (collective there): its agreed key and sampler index */
+#define CT_ONLINE_COMM(comm, slot, lrank, ci) \
+    do { if (__builtin_expect(ct_online_on, 0)) (slot) = ct_online_comm_init(comm, lrank, (ci)->size, \
+                                                                      (ci)->nodes, (ci)->ppn); } while (0)
+/* choose_bytes: every decided call of a tracked communicator is online's */
+#define CT_ONLINE_CHOOSE(coll, slot, from) \
+    do { if (__builtin_expect(ct_online_on, 0)) return *(from) = CT_ONLINE_FROM, ct_online_rule(coll, slot); } while (0)
+/* run: the drawn arm instead of the rule's algorithm */
+#define CT_ONLINE_CALL(coll, r, a, slot, bytes, from, ran) ((from) == CT_ONLINE_FROM \
+    ? ct_online_call(coll, a, slot, bytes, ran) : ct_call(coll, (r)->alg->name, (r)->params, a, ran))
+
+void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn);
+const ct_rule *ct_online_rule(ct_coll coll, void *slot);   /* NULL: the library (comm not tracked) */
+int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, const char **ran);
+/* after colltune's set-up: reads the state (collective on MPI_COMM_WORLD); 1 when on */
+int ct_online_init(int world_rank, int thread_multiple, int other_sources);
+void ct_online_finalize(void);       /* before PMPI_Finalize: samples file and state update */
+
+/* ---- shared between the online files ---- */
+typedef struct {
+    char id[CT_ONLINE_ARM_LEN];      /* "library", "ring", "han:imod=2,fs=65536" */
+    const ct_algorithm *alg;         /* NULL: library */
+    int params[CT_MAX_PARAMS];
+    double p, n, mean, m2, min;      /* min: this run only (samples file) */
+} ct_online_arm;
+
+typedef struct {
+    int coll, nodes, ppn, cls, measured;
+    long long calls;
+    int narms;
+    ct_online_arm arm[CT_ONLINE_MAX_ARMS];
+} ct_online_block;
+
+typedef struct {
+    char fingerprint[17];
+    long long runs;
+    int n, cap;
+    ct_online_block *b;
+} ct_online_state;
+
+/* online_arms.c */
+extern const long long ct_online_edges[CT_ONLINE_NCLASS - 1];
+int ct_online_class(long long bytes);
+void ct_online_class_range(int cls, long long *lo, long long *hi);   /* hi -1: no bound */
+int ct_online_parse_arm(int coll, const char *id, ct_online_arm *arm, char *err, size_t errlen);
+/* a block of coll with the compiled presets, uniform p */
+void ct_online_default_block(int coll, int nodes, int ppn, int cls, ct_online_block *b);
+int ct_online_npresets(int coll);
+const char *ct_online_preset(int coll, int i);
+void ct_online_fingerprint(char out[17]);
+void ct_online_print_arms(FILE *f);                                 /* colltune-rules online-arms */
+
+/* online_state.c */
+int ct_online_state_parse(const char *text, const char *name, ct_online_state *st, char *err,
+                          size_t errlen);
+int ct_online_state_write(const ct_online_state *st, const char *path, char *err, size_t errlen);
+ct_online_block *ct_online_state_find(ct_online_state *st, int coll, int nodes, int ppn, int cls);
+ct_online_block *ct_online_state_add(ct_online_state *st, const ct_online_block *b);
+void ct_online_state_free(ct_online_state *st);
+void ct_online_welford(double *n, double *mean, double *m2, double n2, double mean2, double m22);
+void ct_online_update_rule(ct_online_block *b);
+int ct_online_best(const ct_online_block *b);                       /* lowest mean with n >= 3, or -1 */
+
+/* online.c -> online_final.c: what the set-up learnt */
+typedef struct {
+    int rank, size, budget, max_samplers, state_problem;   /* state_problem: 1 corrupt, 2 foreign */
+    uint64_t seed;
+    char dir[4096], started[32], argv0[512], library[256], platform[128], fingerprint[17];
+    ct_online_state state;           /* agreed on every rank */
+    FILE *log;
+} ct_online_job;
+extern ct_online_job ct_online;
+
+/* per-(communicator, block) sampling, read by online_final.c */
+typedef struct {
+    int coll, cls;
+    uint32_t calls, sampled;
+    int best;                        /* arm after the budget; -1 drawing and sampling; -2 drawing */
+    const ct_online_block *blk;      /* arms and p (state block or compiled presets) */
+    uint8_t *arm_of;                 /* [budget] arm of each sampled call */
+    double *t;                       /* samplers: [2 budget] start, end */
+    long long *bytes;                /* samplers: [budget] */
+} ct_online_cell;
+
+typedef struct {
+    uint64_t key;
+    int size, nodes, ppn, sampler;   /* sampler: index among the node leaders, -1 none */
+    ct_online_cell *cell[CT_NCOLLS][CT_ONLINE_NCLASS];
+} ct_online_comm;
+int ct_online_ncomms(void);
+ct_online_comm *ct_online_get_comm(int i);
+const ct_online_block *ct_online_block_of(int coll, int nodes, int ppn, int cls);
+#endif

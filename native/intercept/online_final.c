@@ -1,0 +1,329 @@
+/* Online mode at MPI_Finalize: the samplers' raw timings go to world rank 0 in
+ * one gather; rank 0 turns them into per-call costs (latest end - latest start
+ * over a call's samplers), writes samples/<run id>.json atomically, then merges
+ * the run into state.txt under flock(<dir>/.lock) with the update rule. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "online.h"
+
+typedef struct {
+    uint64_t key;
+    int32_t coll, cls, nodes, ppn, size, arm;
+    int64_t idx;                      /* sampled call number; -1: the block's summary */
+    int64_t bytes;                    /* summary: calls */
+    double t0, t1;                    /* summary: t0 = sampled calls */
+} rec_t;
+
+static int by_call(const void *pa, const void *pb)
+{
+    const rec_t *a = pa, *b = pb;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    if (a->coll != b->coll) return a->coll - b->coll;
+    if (a->cls != b->cls) return a->cls - b->cls;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* this rank's records: samples if it timed, summaries if it is a communicator's rank 0 */
+static rec_t *collect(int *n)
+{
+    size_t cap = 0, k = 0;
+    rec_t *out = NULL;
+    for (int i = 0; i < ct_online_ncomms(); i++) {
+        ct_online_comm *c = ct_online_get_comm(i);
+        for (int coll = 0; coll < CT_NCOLLS; coll++)
+            for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++) {
+                ct_online_cell *x = c->cell[coll][cls];
+                if (!x || c->sampler < 0) continue;
+                size_t need = k + 1 + (x->t ? x->sampled : 0);
+                if (need > cap) {
+                    rec_t *p = realloc(out, (cap = 2 * need) * sizeof *p);
+                    if (!p) { *n = (int)k; return out; }
+                    out = p;
+                }
+                rec_t base = {c->key, coll, cls, c->nodes, c->ppn, c->size, 0, -1, 0, 0, 0};
+                if (c->sampler == 0) {
+                    out[k] = base, out[k].bytes = x->calls, out[k].t0 = x->sampled;
+                    k++;
+                }
+                for (uint32_t s = 0; x->t && s < x->sampled; s++) {
+                    out[k] = base;
+                    out[k].idx = s, out[k].arm = x->arm_of[s], out[k].bytes = x->bytes[s];
+                    out[k].t0 = x->t[2 * s], out[k].t1 = x->t[2 * s + 1];
+                    k++;
+                }
+            }
+    }
+    *n = (int)k;
+    return out;
+}
+
+/* ---- rank 0: per (block, arm) statistics of this run ---------------------------- */
+typedef struct { ct_online_block b; long long sampled; } agg_t;
+
+static agg_t *agg_of(agg_t **aggs, int *n, const rec_t *r)
+{
+    for (int i = 0; i < *n; i++) {
+        ct_online_block *b = &(*aggs)[i].b;
+        if (b->coll == r->coll && b->nodes == r->nodes && b->ppn == r->ppn && b->cls == r->cls)
+            return &(*aggs)[i];
+    }
+    agg_t *p = realloc(*aggs, (size_t)(*n + 1) * sizeof *p);
+    if (!p) return NULL;
+    *aggs = p;
+    agg_t *a = &p[(*n)++];
+    memset(a, 0, sizeof *a);
+    a->b = *ct_online_block_of(r->coll, r->nodes, r->ppn, r->cls);
+    a->b.nodes = r->nodes, a->b.ppn = r->ppn, a->b.calls = 0;
+    for (int i = 0; i < a->b.narms; i++)
+        a->b.arm[i].n = a->b.arm[i].mean = a->b.arm[i].m2 = 0, a->b.arm[i].min = INFINITY;
+    return a;
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++)
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
+        else fputc(*s, f);
+    fputc('"', f);
+}
+
+static void argv0(char *out, size_t len)
+{
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    size_t n = f ? fread(out, 1, len - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+}
+
+static int write_samples(const char *path, const char *run_id, agg_t *aggs, int nagg,
+                         const rec_t *r, int nrec, char *err, size_t errlen)
+{
+    char tmp[4500], a0[512];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+        return -1;
+    }
+    argv0(a0, sizeof a0);
+    fprintf(f, "{\"schema\": \"colltune-online-samples/1\", \"fingerprint\": \"%s\", \"run_id\": \"%s\",\n"
+            " \"job\": {\"size\": %d, \"library\": ", ct_online.fingerprint, run_id, ct_online.size);
+    json_str(f, ct_online.library);
+    fprintf(f, ", \"platform\": ");
+    json_str(f, ct_online.platform);
+    fprintf(f, ", \"started\": \"%s\", \"argv0\": ", ct_online.started);
+    json_str(f, a0);
+    fprintf(f, ", \"budget\": %d, \"max_samplers\": %d, \"seed\": %llu},\n \"blocks\": [",
+            ct_online.budget, ct_online.max_samplers, (unsigned long long)ct_online.seed);
+    for (int i = 0; i < nagg; i++) {
+        const ct_online_block *b = &aggs[i].b;
+        long long lo, hi;
+        ct_online_class_range(b->cls, &lo, &hi);
+        fprintf(f, "%s\n  {\"collective\": \"%s\", \"nodes\": %d, \"ppn\": %d, \"bytes_lo\": %lld, "
+                "\"bytes_hi\": ", i ? "," : "", ct_coll_name((ct_coll)b->coll), b->nodes, b->ppn, lo);
+        if (hi >= 0) fprintf(f, "%lld", hi); else fprintf(f, "null");
+        fprintf(f, ", \"calls\": %lld, \"sampled\": %lld, \"arms\": [", b->calls, aggs[i].sampled);
+        for (int j = 0; j < b->narms; j++) {
+            const ct_online_arm *a = &b->arm[j];
+            fprintf(f, "%s{\"arm\": \"%s\", \"p\": %.9g, \"n\": %.0f, \"mean\": %.9g, \"m2\": %.9g, "
+                    "\"min\": ", j ? ", " : "", a->id, a->p, a->n, a->mean, a->m2);
+            if (a->n > 0) fprintf(f, "%.9g}", a->min); else fprintf(f, "null}");
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "],\n \"records\": [");
+    int first = 1;
+    for (int i = 0; i < nrec;) {          /* one record per sampled call */
+        int j = i;
+        double t0 = -1e300, t1 = -1e300;
+        for (; j < nrec && !by_call(&r[i], &r[j]); j++) t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1);
+        if (r[i].idx >= 0) {
+            const ct_online_block *b = ct_online_block_of(r[i].coll, r[i].nodes, r[i].ppn, r[i].cls);
+            fprintf(f, "%s\n  [\"%s\", %d, %d, %d, %lld, \"%s\", %.9g]", first ? "" : ",",
+                    ct_coll_name((ct_coll)r[i].coll), r[i].nodes, r[i].ppn, r[i].size,
+                    (long long)r[i].bytes, b->arm[r[i].arm].id, t1 - t0);
+            first = 0;
+        }
+        i = j;
+    }
+    fprintf(f, "\n]}\n");
+    int bad = ferror(f) | (fflush(f) != 0) | (fsync(fileno(f)) != 0);
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* per-call costs into the per-(block, arm) statistics */
+static agg_t *aggregate(const rec_t *r, int nrec, int *nagg)
+{
+    agg_t *aggs = NULL;
+    *nagg = 0;
+    for (int i = 0; i < nrec;) {
+        int j = i;
+        double t0 = -1e300, t1 = -1e300;
+        for (; j < nrec && !by_call(&r[i], &r[j]); j++) t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1);
+        agg_t *a = agg_of(&aggs, nagg, &r[i]);
+        if (!a) break;
+        if (r[i].idx < 0) {
+            a->b.calls += r[i].bytes, a->sampled += (long long)r[i].t0;
+        } else if (r[i].arm < a->b.narms) {
+            ct_online_arm *x = &a->b.arm[r[i].arm];
+            ct_online_welford(&x->n, &x->mean, &x->m2, 1, t1 - t0, 0);
+            x->min = fmin(x->min, t1 - t0);
+        }
+        i = j;
+    }
+    return aggs;
+}
+
+/* ---- state.txt under the lock ------------------------------------------------------- */
+static void merge_block(ct_online_state *st, const ct_online_block *run)
+{
+    ct_online_block *b = ct_online_state_find(st, run->coll, run->nodes, run->ppn, run->cls);
+    if (!b) {
+        ct_online_block fresh = *run;
+        for (int i = 0; i < fresh.narms; i++) fresh.arm[i].n = fresh.arm[i].mean = fresh.arm[i].m2 = 0;
+        fresh.calls = 0;
+        if (!(b = ct_online_state_add(st, &fresh))) return;
+    }
+    for (int i = 0; i < run->narms; i++) {
+        const ct_online_arm *ra = &run->arm[i];
+        int k = 0;
+        while (k < b->narms && strcmp(b->arm[k].id, ra->id)) k++;
+        if (k == b->narms) {              /* the list changed since this run read it */
+            if (k == CT_ONLINE_MAX_ARMS) continue;
+            b->arm[b->narms++] = *ra, b->arm[k].n = b->arm[k].mean = b->arm[k].m2 = 0;
+        }
+        ct_online_welford(&b->arm[k].n, &b->arm[k].mean, &b->arm[k].m2, ra->n, ra->mean, ra->m2);
+    }
+    b->calls += run->calls;
+    b->measured = 1;
+    ct_online_update_rule(b);
+}
+
+static int update_state(agg_t *aggs, int nagg, const char *stamp, char *err, size_t errlen)
+{
+    char path[4200], lock[4200], aside[4400];
+    snprintf(path, sizeof path, "%s/state.txt", ct_online.dir);
+    snprintf(lock, sizeof lock, "%s/.lock", ct_online.dir);
+    int fd = open(lock, O_RDWR | O_CREAT, 0666);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+        snprintf(err, errlen, "%s: cannot lock: %s", lock, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    ct_online_state st;
+    char perr[8192];
+    FILE *f = fopen(path, "rb");
+    int rc = 0, problem = 0;
+    if (f) {                              /* re-read: another job may have merged since MPI_Init */
+        char *text = NULL;
+        size_t cap = 0, n = 0, got;
+        do {
+            if (n + 4097 > cap) {
+                char *p = realloc(text, cap = 2 * cap + 8192);
+                if (!p) break;
+                text = p;
+            }
+            n += got = fread(text + n, 1, cap - n - 1, f);
+        } while (got > 0);
+        fclose(f);
+        if (text) text[n] = '\0';
+        if (!text || strlen(text) != n || ct_online_state_parse(text, path, &st, perr, sizeof perr))
+            problem = 1;
+        else if (strcmp(st.fingerprint, ct_online.fingerprint))
+            problem = 2, ct_online_state_free(&st);
+        free(text);
+    }
+    if (problem) {                        /* kept under another name, never overwritten */
+        snprintf(aside, sizeof aside, "%s.%s-%s", path, problem == 1 ? "bad" : "foreign", stamp);
+        if (rename(path, aside) != 0) {
+            snprintf(err, errlen, "%s: cannot set it aside: %s", path, strerror(errno));
+            rc = -1;
+        }
+    }
+    if (!f || problem) {
+        memset(&st, 0, sizeof st);
+        strcpy(st.fingerprint, ct_online.fingerprint);
+    }
+    if (rc == 0) {
+        for (int i = 0; i < nagg; i++) merge_block(&st, &aggs[i].b);
+        st.runs++;
+        rc = ct_online_state_write(&st, path, err, errlen);
+    }
+    ct_online_state_free(&st);
+    flock(fd, LOCK_UN);
+    close(fd);
+    return rc;
+}
+
+void ct_online_finalize(void)
+{
+    if (!ct_online_on) return;
+    ct_online_on = 0;
+    if (ct_online.log) fclose(ct_online.log), ct_online.log = NULL;
+    int n = 0, bytes, *counts = NULL, *displs = NULL, total = 0;
+    rec_t *mine = collect(&n), *all = NULL;
+    bytes = n * (int)sizeof(rec_t);
+    if (ct_online.rank == 0 && !(counts = calloc(2 * (size_t)ct_online.size, sizeof *counts)))
+        PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    PMPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (ct_online.rank == 0) {
+        displs = counts + ct_online.size;
+        for (int i = 0; i < ct_online.size; i++) displs[i] = total, total += counts[i];
+        if (!(all = malloc((size_t)total + 1))) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    }
+    PMPI_Gatherv(mine, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    free(mine);
+    if (ct_online.rank == 0) {
+        int nrec = total / (int)sizeof(rec_t), nagg;
+        char dir[4200], path[4400], run_id[96], stamp[64], err[8192] = "";
+        /* unique per run without libc's generator: wall time, pid and 4 bytes of
+         * /dev/urandom, through raw system calls (SMPI simulates time and pid) */
+        struct timespec ts;
+        struct tm tm;
+        unsigned rnd = 0;
+        long pid = syscall(SYS_getpid);
+        syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+        FILE *ur = fopen("/dev/urandom", "rb");
+        if (!ur || fread(&rnd, sizeof rnd, 1, ur) != 1) rnd = (unsigned)(ts.tv_nsec ^ pid << 16);
+        if (ur) fclose(ur);
+        snprintf(run_id, sizeof run_id, "%s-%ld-%08x", stamp, pid, rnd);
+        qsort(all, (size_t)nrec, sizeof *all, by_call);
+        agg_t *aggs = aggregate(all, nrec, &nagg);
+        snprintf(dir, sizeof dir, "%s/samples", ct_online.dir);
+        snprintf(path, sizeof path, "%s/%s.json", dir, run_id);
+        int rc = mkdir(ct_online.dir, 0777) != 0 && errno != EEXIST ? -1 : 0;
+        if (rc || (mkdir(dir, 0777) != 0 && errno != EEXIST)) {
+            snprintf(err, sizeof err, "%s: cannot create it: %s", rc ? ct_online.dir : dir, strerror(errno));
+            rc = -1;
+        }
+        if (!rc) rc = write_samples(path, run_id, aggs, nagg, all, nrec, err, sizeof err);
+        if (rc)
+            fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: %s; this run's samples are not "
+                    "saved, the earlier state is unchanged\n", err);
+        else if (update_state(aggs, nagg, run_id, err, sizeof err))
+            fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: %s; the state is unchanged, this "
+                    "run's samples are in %s (colltune online update merges them)\n", err, path);
+        free(aggs);
+        free(all);
+        free(counts);
+    }
+    ct_online_state_free(&ct_online.state);
+}

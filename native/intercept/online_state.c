@@ -1,0 +1,219 @@
+/* state.txt of online mode (format in docs/online-native.md): parse, write
+ * atomically, and the update rule both colltune's C and Python apply. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "online.h"
+
+#define TAU 0.1
+#define MIN_N 3
+
+void ct_online_state_free(ct_online_state *st)
+{
+    free(st->b);
+    memset(st, 0, sizeof *st);
+}
+
+ct_online_block *ct_online_state_find(ct_online_state *st, int coll, int nodes, int ppn, int cls)
+{
+    for (int i = 0; i < st->n; i++) {
+        ct_online_block *b = &st->b[i];
+        if (b->coll == coll && b->nodes == nodes && b->ppn == ppn && b->cls == cls) return b;
+    }
+    return NULL;
+}
+
+ct_online_block *ct_online_state_add(ct_online_state *st, const ct_online_block *b)
+{
+    if (st->n == st->cap) {
+        int cap = st->cap ? 2 * st->cap : 16;
+        ct_online_block *p = realloc(st->b, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        st->b = p, st->cap = cap;
+    }
+    st->b[st->n] = *b;
+    return &st->b[st->n++];
+}
+
+/* Chan et al.'s pairwise combination of two Welford summaries */
+void ct_online_welford(double *n, double *mean, double *m2, double n2, double mean2, double m22)
+{
+    if (n2 <= 0) return;
+    double tot = *n + n2, d = mean2 - *mean;
+    *m2 += m22 + d * d * *n * n2 / tot;
+    *mean += d * n2 / tot;
+    *n = tot;
+}
+
+int ct_online_best(const ct_online_block *b)
+{
+    int best = -1;
+    for (int i = 0; i < b->narms; i++)
+        if (b->arm[i].n >= MIN_N && (best < 0 || b->arm[i].mean < b->arm[best].mean)) best = i;
+    return best;
+}
+
+/* p ∝ exp(-(mean/best - 1)/tau) for measured arms, max(p, 1/K) for the others,
+ * then a floor of 0.02/K: slow arms fade out, none ever reaches 0 */
+void ct_online_update_rule(ct_online_block *b)
+{
+    int k = b->narms, best = ct_online_best(b);
+    double sum = 0, floor_p = 0.02 / k;
+    if (k == 0) return;
+    for (int i = 0; i < k; i++) {
+        ct_online_arm *a = &b->arm[i];
+        if (a->n >= MIN_N && best >= 0 && b->arm[best].mean > 0)
+            a->p = exp(-(a->mean / b->arm[best].mean - 1) / TAU);
+        else
+            a->p = fmax(a->p, 1.0 / k);
+        sum += a->p;
+    }
+    double sum2 = 0;
+    for (int i = 0; i < k; i++) sum2 += b->arm[i].p = fmax(b->arm[i].p / sum, floor_p);
+    for (int i = 0; i < k; i++) b->arm[i].p /= sum2;
+}
+
+/* ---- parsing ---------------------------------------------------------------- */
+#define FAIL(...) do { snprintf(err, errlen, "%s:%d: ", name, line); \
+    size_t l_ = strlen(err); snprintf(err + l_, errlen - l_, __VA_ARGS__); goto bad; } while (0)
+
+static int num(const char *tok, const char *key, double *out)
+{
+    size_t k = strlen(key);
+    char *end;
+    if (strncmp(tok, key, k) || tok[k] != '=') return 0;
+    errno = 0;
+    *out = strtod(tok + k + 1, &end);
+    return !errno && end != tok + k + 1 && !*end && isfinite(*out) && *out >= 0;
+}
+
+static int range_class(const char *tok)
+{
+    long long lo, hi = -1;
+    char tail[8];
+    if (sscanf(tok, "bytes=%lld..%lld%7s", &lo, &hi, tail) == 2 ||
+        (sscanf(tok, "bytes=%lld..%7s", &lo, tail) == 1 && tok[strlen(tok) - 1] == '.')) {
+        for (int c = 0; c < CT_ONLINE_NCLASS; c++) {
+            long long l, h;
+            ct_online_class_range(c, &l, &h);
+            if (l == lo && h == hi) return c;
+        }
+    }
+    return -1;
+}
+
+int ct_online_state_parse(const char *text, const char *name, ct_online_state *st, char *err,
+                          size_t errlen)
+{
+    char *copy = strdup(text ? text : ""), *ln;
+    int line = 0, header = 0;
+    ct_online_block *cur = NULL;
+    memset(st, 0, sizeof *st);
+    if (!copy) { snprintf(err, errlen, "%s:0: out of memory", name); return -1; }
+    for (char *p = copy; p; p = ln) {
+        char *tok[16], *ts = NULL;
+        int nt = 0;
+        line++;
+        ln = strchr(p, '\n');
+        if (ln) *ln++ = '\0';
+        char *hash = strchr(p, '#');
+        if (hash) *hash = '\0';
+        for (char *t = strtok_r(p, " \t\r", &ts); t && nt < 16; t = strtok_r(NULL, " \t\r", &ts)) tok[nt++] = t;
+        if (!nt) continue;
+        if (!header) {
+            if (nt != 2 || strcmp(tok[0], "colltune-online-state") || strcmp(tok[1], "1"))
+                FAIL("not a colltune online state (want 'colltune-online-state 1')");
+            header = 1;
+        } else if (!strcmp(tok[0], "fingerprint") && nt == 2 && strlen(tok[1]) == 16) {
+            strcpy(st->fingerprint, tok[1]);
+        } else if (!strcmp(tok[0], "run-count") && nt == 2) {
+            st->runs = atoll(tok[1]);
+        } else if (!strcmp(tok[0], "block")) {
+            ct_online_block b = {0};
+            double v[3];
+            if (nt != 7 || (b.coll = ct_coll_from_name(tok[1])) < 0 || !num(tok[2], "nodes", &v[0]) ||
+                !num(tok[3], "ppn", &v[1]) || (b.cls = range_class(tok[4])) < 0 ||
+                !num(tok[5], "calls", &v[2]) ||
+                (strcmp(tok[6], "source=measured") && strcmp(tok[6], "source=prior")))
+                FAIL("block: want 'block COLL nodes=N ppn=P bytes=LO..HI calls=C source=measured|prior'");
+            b.nodes = (int)v[0], b.ppn = (int)v[1], b.calls = (long long)v[2];
+            b.measured = !strcmp(tok[6], "source=measured");
+            if (ct_online_state_find(st, b.coll, b.nodes, b.ppn, b.cls)) FAIL("block listed twice");
+            if (!(cur = ct_online_state_add(st, &b))) FAIL("out of memory");
+        } else if (!strcmp(tok[0], "arm") && nt >= 3) {
+            char why[512];
+            if (!cur) FAIL("arm before any block");
+            if (cur->narms == CT_ONLINE_MAX_ARMS) FAIL("more than %d arms in a block", CT_ONLINE_MAX_ARMS);
+            ct_online_arm *a = &cur->arm[cur->narms];
+            if (ct_online_parse_arm(cur->coll, tok[1], a, why, sizeof why)) FAIL("%s", why);
+            for (int i = 0; i < cur->narms; i++)
+                if (!strcmp(cur->arm[i].id, a->id)) FAIL("arm %s listed twice", a->id);
+            int have_p = 0;
+            for (int i = 2; i < nt; i++) {
+                int ok = num(tok[i], "p", &a->p) ? (have_p = 1) : num(tok[i], "n", &a->n) ||
+                         num(tok[i], "mean", &a->mean) || num(tok[i], "m2", &a->m2);
+                if (!ok) FAIL("arm %s: '%s' is not p=, n=, mean= or m2= with a number >= 0", a->id, tok[i]);
+            }
+            if (!have_p) FAIL("arm %s has no p=", a->id);
+            cur->narms++;
+        } else {
+            FAIL("unknown line '%s'", tok[0]);
+        }
+    }
+    if (!header) { line = 1; FAIL("empty state"); }
+    if (!st->fingerprint[0]) { line = 2; FAIL("no fingerprint line"); }
+    for (int i = 0; i < st->n; i++) {
+        double sum = 0;
+        for (int j = 0; j < st->b[i].narms; j++) sum += st->b[i].arm[j].p;
+        if (!(sum > 0)) {
+            snprintf(err, errlen, "%s:%d: block %d (%s) has no arm with p > 0", name, line, i + 1,
+                     ct_coll_name((ct_coll)st->b[i].coll));
+            goto bad;
+        }
+    }
+    free(copy);
+    return 0;
+bad:
+    free(copy);
+    ct_online_state_free(st);
+    return -1;
+}
+
+/* tmp file + rename: a reader sees the old or the new state, never half */
+int ct_online_state_write(const ct_online_state *st, const char *path, char *err, size_t errlen)
+{
+    char tmp[4500];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "colltune-online-state 1\nfingerprint %s\nrun-count %lld\n", st->fingerprint, st->runs);
+    for (int i = 0; i < st->n; i++) {
+        const ct_online_block *b = &st->b[i];
+        long long lo, hi;
+        ct_online_class_range(b->cls, &lo, &hi);
+        fprintf(f, "block %s nodes=%d ppn=%d bytes=%lld..", ct_coll_name((ct_coll)b->coll), b->nodes,
+                b->ppn, lo);
+        if (hi >= 0) fprintf(f, "%lld", hi);
+        fprintf(f, " calls=%lld source=%s\n", b->calls, b->measured ? "measured" : "prior");
+        for (int j = 0; j < b->narms; j++) {
+            const ct_online_arm *a = &b->arm[j];
+            fprintf(f, "arm %s p=%.9g n=%.0f", a->id, a->p, a->n);
+            if (a->n > 0) fprintf(f, " mean=%.9g m2=%.9g", a->mean, a->m2);
+            fputc('\n', f);
+        }
+    }
+    int bad = ferror(f);
+    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}

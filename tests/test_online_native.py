@@ -1,0 +1,261 @@
+"""libcolltune's online mode (COLLTUNE_ONLINE, docs/online-native.md) on real runs of
+native/tests/onlinecheck.c: split communicators used by some groups only, data-dependent
+counts and numbers of calls, a non-commutative op and the program's own srand()/rand().
+With the compiled presets' uniform probabilities every call draws a random arm; every
+rank's logged choices must be identical per communicator and every result correct, on
+SMPI (2x3 and 3x3 hosts of `small`), Open MPI and MPICH. Then the state directory: what
+a run writes, and bad states, two jobs at once, an unwritable folder, a killed job."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import CACHE, REPO, have_mpi
+
+from colltune import mpi, platforms
+from colltune.providers.colltune import libcolltune, link_args, preload_args
+from colltune.subcommands.run import compile_app
+
+APP = os.path.join(REPO, "native", "tests", "onlinecheck.c")
+BUDGET = 20
+ARM_LINE = re.compile(r"arm (\S+) p=(\S+) n=(\d+)(?: mean=(\S+) m2=(\S+))?$")
+
+
+class Job:
+    """onlinecheck launched with one MPI under online mode."""
+
+    def __init__(self, name: str, tmp):
+        self.impl, self.tmp = mpi.find(name), tmp
+        lib = libcolltune(self.impl, CACHE)
+        if name == "smpi":
+            self.app = compile_app(self.impl, APP, CACHE, link_args(lib))
+            self.plat = platforms.load("small")
+        else:
+            self.app = compile_app(self.impl, APP, CACHE, [])
+            self.pre = preload_args(self.impl, lib)
+
+    def argv(self, layout, *args):
+        if self.impl.name == "smpi":
+            nodes, ppn = layout
+            hosts = self.plat.write_hostfile(nodes, ppn, self.tmp / f"hosts-{nodes}x{ppn}")
+            return [self.impl.launcher, "-np", str(nodes * ppn), "-platform", self.plat.xml_path,
+                    "-hostfile", hosts, *self.plat.smpirun_cfg_args(), "--log=root.thres:critical",
+                    str(self.app), *args]
+        extra = ["--oversubscribe"] if self.impl.name == "openmpi" else []
+        return [self.impl.launcher, *extra, *self.pre, "-n", str(layout), str(self.app), *args]
+
+    def env(self, state, log=None):
+        env = {**self.impl.run_env(), "COLLTUNE_ONLINE": str(state), "COLLTUNE_ONLINE_BUDGET": str(BUDGET)}
+        if log:
+            env["COLLTUNE_ONLINE_LOG"] = str(log)
+        return env
+
+    def start(self, layout, state, *args, log=None):
+        return subprocess.Popen(self.argv(layout, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=self.env(state, log), cwd=self.tmp)
+
+    def __call__(self, layout, state, *args, log=None):
+        proc = self.start(layout, state, *args, log=log)
+        out, err = proc.communicate(timeout=120)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def ok(proc):
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"onlinecheck ok: [1-9]\d* calls, 0 failures", proc.stdout), proc.stdout + proc.stderr
+    return True
+
+
+def warnings(proc):
+    return [x for x in proc.stderr.splitlines() if x.startswith("colltune: warning")]
+
+
+def parse_state(path) -> dict:
+    """state.txt -> {"fingerprint", "runs", "blocks": {(coll, nodes, ppn, bytes): {arm: (p, n, mean)}}}"""
+    lines = [x.split("#")[0].strip() for x in path.read_text().splitlines()]
+    lines = [x for x in lines if x]
+    assert lines[0] == "colltune-online-state 1"
+    st = {"blocks": {}}
+    cur = None
+    for x in lines[1:]:
+        if x.startswith("fingerprint "):
+            st["fingerprint"] = x.split()[1]
+        elif x.startswith("run-count "):
+            st["runs"] = int(x.split()[1])
+        elif x.startswith("block "):
+            _, coll, nodes, ppn, rng, calls, _src = x.split()
+            cur = st["blocks"][(coll, int(nodes[6:]), int(ppn[4:]), rng[6:])] = {}
+        else:
+            m = ARM_LINE.match(x)
+            assert m and cur is not None, x
+            cur[m[1]] = (float(m[2]), int(m[3]), float(m[4] or 0))
+    return st
+
+
+def check_logs(log, nranks):
+    """Every communicator's choice sequence is the same on all its ranks; returns them."""
+    seqs = collections.defaultdict(dict)              # key -> rank -> [(coll, cls, idx, arm)]
+    for r in range(nranks):
+        for line in (log / f"choices-{r}.txt").read_text().splitlines():
+            key, coll, cls, idx, arm = line.split()
+            seqs[key].setdefault(r, []).append((coll, int(cls), int(idx), arm))
+    for key, by_rank in seqs.items():
+        first = next(iter(by_rank.values()))
+        for r, seq in by_rank.items():
+            assert seq == first, f"communicator {key}: rank {r} differs from rank {min(by_rank)}"
+        nxt = collections.Counter()
+        for coll, cls, idx, _ in first:                # call indices count up per block
+            assert idx == nxt[coll, cls], (key, coll, cls, idx)
+            nxt[coll, cls] += 1
+    members = sorted(len(v) for v in seqs.values())
+    # world, two halves and two thirds (onlinecheck's splits)
+    assert len(seqs) == 5 and members[-1] == nranks and sum(members[:-1]) == 2 * nranks, members
+    return seqs
+
+
+def check_budget(seqs):
+    """After BUDGET sampled calls of a block, the block runs one arm (or keeps drawing)."""
+    exploited = 0
+    for seq in (next(iter(v.values())) for v in seqs.values()):
+        by_block = collections.defaultdict(list)
+        for coll, cls, idx, arm in seq:
+            by_block[coll, cls].append(arm)
+        for arms in by_block.values():
+            if len(arms) > BUDGET + 3 and len(set(arms[BUDGET:])) == 1:
+                exploited += 1
+    assert exploited > 0
+
+
+def check_state_dir(state, runs=1):
+    (sample,) = list((state / "samples").iterdir()) if runs == 1 else [None]
+    st = parse_state(state / "state.txt")
+    assert st["runs"] == runs and st["blocks"]
+    for arms in st["blocks"].values():
+        assert abs(sum(p for p, _, _ in arms.values()) - 1) < 1e-6
+        assert all(mean > 0 for _, n, mean in arms.values() if n)
+    if sample:
+        doc = json.loads(sample.read_text())
+        assert doc["schema"] == "colltune-online-samples/1" and doc["fingerprint"] == st["fingerprint"]
+        assert doc["job"]["budget"] == BUDGET
+        for b in doc["blocks"]:
+            assert sum(a["n"] for a in b["arms"]) == b["sampled"] <= b["calls"]
+            assert all(a["mean"] > 0 and a["min"] <= a["mean"] for a in b["arms"] if a["n"])
+        assert len(doc["records"]) == sum(b["sampled"] for b in doc["blocks"])
+        assert all(r[6] > 0 for r in doc["records"])
+    return st
+
+
+@pytest.fixture(scope="module")
+def smpi(tmp_path_factory):
+    return Job("smpi", tmp_path_factory.mktemp("smpi"))
+
+
+@pytest.mark.parametrize("layout", [(2, 3), (3, 3)])
+def test_sim_same_choices_on_every_rank_and_correct_results(smpi, tmp_path, layout):
+    state, log = tmp_path / "state", tmp_path / "log"
+    proc = smpi(layout, state, "12", log=log)
+    assert ok(proc) and not warnings(proc)
+    seqs = check_logs(log, layout[0] * layout[1])
+    check_budget(seqs)
+    arms = collections.defaultdict(set)
+    for v in seqs.values():
+        for coll, _, _, arm in next(iter(v.values())):
+            arms[coll].add(arm)
+    assert all(len(a) >= 4 for a in arms.values()), arms     # random choices, not one arm
+    st = check_state_dir(state)
+    world = layout if layout == (2, 3) else (3, 3)
+    assert any(k[1:3] == world for k in st["blocks"])
+
+
+@pytest.mark.parametrize("name", ["openmpi", "mpich"])
+def test_real_mpi_same_choices_and_correct_results(tmp_path, name):
+    if not have_mpi(name):
+        pytest.skip(f"{name} not installed (make setup)")
+    job = Job(name, tmp_path)
+    state, log = tmp_path / "state", tmp_path / "log"
+    proc = job(4, state, "30", log=log)
+    assert ok(proc) and not warnings(proc)
+    check_budget(check_logs(log, 4))
+    check_state_dir(state)
+
+
+def good_state(smpi, tmp_path):
+    state = tmp_path / "state"
+    assert ok(smpi((2, 3), state, "4"))
+    return state, (state / "state.txt").read_text()
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncated", "foreign"])
+def test_sim_bad_state_one_warning_file_kept(smpi, tmp_path, damage):
+    state, text = good_state(smpi, tmp_path)
+    if damage == "corrupt":
+        bad = text.replace("run-count 1", "run-count 1\nblock allreduce nodes=x")
+    elif damage == "truncated":
+        second = text.index("\nblock ", text.index("\nblock ") + 1)
+        bad = text[:second + len("\nblock allreduce nodes=")]
+    else:
+        bad = re.sub(r"fingerprint \S+", "fingerprint 0123456789abcdef", text)
+    (state / "state.txt").write_text(bad)
+    proc = smpi((2, 3), state, "4")
+    assert ok(proc)
+    (w,) = warnings(proc)
+    assert str(state / "state.txt") in w and ("fingerprint 0123456789abcdef" in w) == (damage == "foreign")
+    kept = [p for p in state.iterdir() if p.name.startswith("state.txt.")]
+    assert len(kept) == 1 and kept[0].read_text() == bad
+    assert kept[0].name.startswith("state.txt." + ("foreign" if damage == "foreign" else "bad"))
+    st = parse_state(state / "state.txt")                      # a new state from this run
+    assert st["runs"] == 1 and len(list((state / "samples").iterdir())) == 2
+
+
+def test_sim_two_jobs_finishing_together_merge(smpi, tmp_path):
+    state = tmp_path / "state"
+    jobs = [smpi.start((2, 3), state, "6") for _ in range(2)]
+    for j in jobs:
+        out, err = j.communicate(timeout=120)
+        assert j.returncode == 0 and "0 failures" in out, err
+    samples = [json.loads(p.read_text()) for p in (state / "samples").iterdir()]
+    assert len(samples) == 2 and samples[0]["run_id"] != samples[1]["run_id"]
+    st = check_state_dir(state, runs=2)
+    n = collections.Counter()
+    for doc in samples:
+        for b in doc["blocks"]:
+            lo, hi = b["bytes_lo"], b["bytes_hi"]
+            for a in b["arms"]:
+                n[b["collective"], b["nodes"], b["ppn"], f"{lo}..{'' if hi is None else hi}", a["arm"]] += a["n"]
+    for (coll, nodes, ppn, rng), arms in st["blocks"].items():
+        for arm, (_, count, _) in arms.items():
+            assert count == n[coll, nodes, ppn, rng, arm], (coll, nodes, ppn, rng, arm)
+
+
+def test_sim_unwritable_state_dir_one_warning(smpi, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = smpi((2, 3), blocker / "state", "4")
+    assert ok(proc)
+    (w,) = warnings(proc)
+    assert f"{blocker / 'state'}: cannot create it: Not a directory" in w
+
+
+def test_sim_killed_job_leaves_state_intact(smpi, tmp_path):
+    state, text = good_state(smpi, tmp_path)
+    proc = smpi((2, 3), state, "8", "crash")
+    assert proc.returncode != 0
+    assert (state / "state.txt").read_text() == text
+    assert len(list((state / "samples").iterdir())) == 1
+    assert not [p for p in state.iterdir() if ".tmp" in p.name]
+
+
+def test_rules_tool_lists_the_presets(smpi, tmp_path):
+    from colltune.providers.colltune import rules_tool_command
+    cmd = rules_tool_command(smpi.impl, CACHE, str(tmp_path)) + ["online-arms"]
+    doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120,
+                                    cwd=tmp_path).stdout)
+    assert doc["format"] == "colltune.online-arms" and len(doc["fingerprint"]) == 16
+    assert doc["size_class_upper_edges"] == [16, 256, 4096, 65536, 1048576]
+    for coll in ("bcast", "reduce", "allreduce", "allgather"):
+        assert doc["arms"][coll][0] == "library" and sum(a.startswith("han") for a in doc["arms"][coll]) == 2
