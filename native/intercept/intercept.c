@@ -184,7 +184,7 @@ static const ct_rule *choose_bytes(ct_coll coll, MPI_Comm comm, long long nbytes
     *bytes = -1;
     if (!ci || ci->inter) return NULL;
     *bytes = nbytes;
-    CT_ONLINE_CHOOSE(coll, ci->online, from);
+    CT_ONLINE_CHOOSE(coll, ci->online, *bytes, from);
     if (ci->memo_bytes[coll] == *bytes) {
         *from = ci->memo_from[coll];
         return ci->memo_rule[coll];

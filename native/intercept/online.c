@@ -8,6 +8,9 @@
  * per used (communicator, block) 64 + budget bytes, and on sampling ranks
  * another 24 x budget bytes (4.8 KiB at budget 200): at most 64 x 24 cells,
  * ~7.5 MiB at the default budget. */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE                 /* syscall, gmtime_r, flock */
+#endif
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,14 +39,39 @@ static double clock_offset;                /* this rank's clock minus world rank
 int ct_online_ncomms(void) { return ncomms; }
 ct_online_comm *ct_online_get_comm(int i) { return comms[i]; }
 
+/* Seconds on world rank 0's clock (clock_sync) */
 static double now(void)
 {
 #ifdef COLLTUNE_SMPI
     return simgrid_get_clock();            /* global, and free (MPI_Wtime charges 10 ns) */
 #else
-    return PMPI_Wtime() - clock_offset;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec - clock_offset;
 #endif
 }
+
+/* What a sampled call stores: the TSC on x86-64 (half a clock_gettime here), mapped to
+ * now()'s seconds later by the line through two (stamp, now) pairs: one at MPI_Init,
+ * one when converting. Elsewhere now() itself. */
+#if defined(__x86_64__) && !defined(COLLTUNE_SMPI)
+#include <x86intrin.h>
+static uint64_t anchor_raw;
+static double anchor_t;
+static inline double stamp(void) { return (double)(__rdtsc() - anchor_raw); }
+static void anchor(void) { anchor_t = now(), anchor_raw = __rdtsc(); }
+void ct_online_seconds(ct_online_cell *x)
+{
+    if (!x->t || x->in_seconds) return;
+    double t = now(), raw = stamp(), scale = raw > 0 ? (t - anchor_t) / raw : 0;
+    for (uint32_t i = 0; i < 2 * x->sampled; i++) x->t[i] = anchor_t + x->t[i] * scale;
+    x->in_seconds = 1;
+}
+#else
+static inline double stamp(void) { return now(); }
+static void anchor(void) {}
+void ct_online_seconds(ct_online_cell *x) { x->in_seconds = 1; }
+#endif
 
 /* splitmix64's finaliser: a counter-based generator needs only a good mix */
 static uint64_t mix(uint64_t z)
@@ -94,19 +122,28 @@ void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn
     return c;
 }
 
-const ct_rule *ct_online_rule(ct_coll coll, void *slot)
+const ct_rule *ct_online_rule(ct_coll coll, void *slot, long long bytes)
 {
-    return slot ? &marker[coll] : NULL;
+    ct_online_comm *c = slot;
+    if (!c) return NULL;                   /* not tracked: the library, on every rank */
+    ct_online_cell *x = c->cell[coll][ct_online_class(bytes)];
+    if (x && x->best >= 0 && !x->blk->arm[x->best].alg && !ct_online.log) {
+        x->calls++;                        /* the library won: straight to it */
+        return NULL;
+    }
+    return &marker[coll];
 }
 
 static ct_online_cell *cell_new(ct_online_comm *c, int coll, int cls)
 {
     ct_online_cell *x = calloc(1, sizeof *x);
     size_t b = (size_t)ct_online.budget;
-    if (!x || !(x->arm_of = calloc(b + 1, 1)) ||
-        (c->sampler >= 0 && (!(x->t = calloc(2 * b + 1, sizeof *x->t)) ||
-                             !(x->bytes = calloc(b + 1, sizeof *x->bytes)))))
+    if (!x || !(x->arm_of = malloc(b + 1)) ||
+        (c->sampler >= 0 && (!(x->t = malloc((2 * b + 1) * sizeof *x->t)) ||
+                             !(x->bytes = malloc((b + 1) * sizeof *x->bytes)))))
         PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    memset(x->arm_of, 0, b + 1);           /* touched now: no page faults in sampled calls */
+    if (x->t) memset(x->t, 0, (2 * b + 1) * sizeof *x->t), memset(x->bytes, 0, (b + 1) * sizeof *x->bytes);
     x->coll = coll, x->cls = cls, x->best = -1;
     x->blk = ct_online_block_of(coll, c->nodes, c->ppn, cls);
     if (!ct_online.budget) {               /* nothing to sample: the state's best, or draws */
@@ -155,6 +192,7 @@ static void decide(ct_online_cell *x, MPI_Comm comm)
     double *t = malloc(2 * (size_t)n * sizeof *t);
     ct_online_block merged = *x->blk;
     if (!t) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    ct_online_seconds(x);
     for (int i = 0; i < 2 * n; i++) t[i] = x->t ? x->t[i] : -1e300;
     PMPI_Allreduce(MPI_IN_PLACE, t, 2 * n, MPI_DOUBLE, MPI_MAX, comm);
     for (int i = 0; i < n; i++) {
@@ -191,9 +229,9 @@ int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, 
         const ct_online_arm *arm = pick >= 0 ? &x->blk->arm[pick] : NULL;
         if (x->best == -1 && pick >= 0) {
             uint32_t s = x->sampled;
-            if (x->t) x->t[2 * s] = now();
+            if (x->t) x->t[2 * s] = stamp();
             rc = run_arm(coll, arm, a, ran);
-            if (x->t) x->t[2 * s + 1] = now(), x->bytes[s] = bytes;
+            if (x->t) x->t[2 * s + 1] = stamp(), x->bytes[s] = bytes;
             x->arm_of[s] = (uint8_t)pick;
             if (++x->sampled == (uint32_t)ct_online.budget) decide(x, a->comm);
         } else {
@@ -248,9 +286,9 @@ static void clock_sync(void)
             if (lr == 0) {
                 double best = 1e300, off = 0, tr;
                 for (int k = 0; k < PINGS; k++) {
-                    double t0 = PMPI_Wtime();
+                    double t0 = now();
                     PMPI_Sendrecv(&t0, 1, MPI_DOUBLE, r, 71, &tr, 1, MPI_DOUBLE, r, 72, leaders, MPI_STATUS_IGNORE);
-                    double t1 = PMPI_Wtime();
+                    double t1 = now();
                     if (t1 - t0 < best) best = t1 - t0, off = tr - (t0 + t1) / 2;
                 }
                 PMPI_Send(&off, 1, MPI_DOUBLE, r, 73, leaders);
@@ -258,7 +296,7 @@ static void clock_sync(void)
                 for (int k = 0; k < PINGS; k++) {
                     double t0;
                     PMPI_Recv(&t0, 1, MPI_DOUBLE, 0, 71, leaders, MPI_STATUS_IGNORE);
-                    double tr = PMPI_Wtime();
+                    double tr = now();
                     PMPI_Send(&tr, 1, MPI_DOUBLE, 0, 72, leaders);
                 }
                 PMPI_Recv(&clock_offset, 1, MPI_DOUBLE, 0, 73, leaders, MPI_STATUS_IGNORE);
@@ -368,6 +406,7 @@ int ct_online_init(int world_rank, int thread_multiple, int other_sources)
     }
     load_state();
     clock_sync();
+    anchor();
     if (logdir && *logdir) {
         char path[4200];
         snprintf(path, sizeof path, "%s/choices-%d.txt", logdir, world_rank);

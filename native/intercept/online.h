@@ -23,15 +23,16 @@ extern int ct_online_on;
 #define CT_ONLINE_COMM(comm, slot, lrank, ci) \
     do { if (__builtin_expect(ct_online_on, 0)) (slot) = ct_online_comm_init(comm, lrank, (ci)->size, \
                                                                       (ci)->nodes, (ci)->ppn); } while (0)
-/* choose_bytes: every decided call of a tracked communicator is online's */
-#define CT_ONLINE_CHOOSE(coll, slot, from) \
-    do { if (__builtin_expect(ct_online_on, 0)) return *(from) = CT_ONLINE_FROM, ct_online_rule(coll, slot); } while (0)
+/* choose_bytes: every decided call of a tracked communicator is online's (NULL: the
+ * library, also when it is the block's best arm after the budget: no run() then) */
+#define CT_ONLINE_CHOOSE(coll, slot, bytes, from) \
+    do { if (__builtin_expect(ct_online_on, 0)) return *(from) = CT_ONLINE_FROM, ct_online_rule(coll, slot, bytes); } while (0)
 /* run: the drawn arm instead of the rule's algorithm */
 #define CT_ONLINE_CALL(coll, r, a, slot, bytes, from, ran) ((from) == CT_ONLINE_FROM \
     ? ct_online_call(coll, a, slot, bytes, ran) : ct_call(coll, (r)->alg->name, (r)->params, a, ran))
 
 void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn);
-const ct_rule *ct_online_rule(ct_coll coll, void *slot);   /* NULL: the library (comm not tracked) */
+const ct_rule *ct_online_rule(ct_coll coll, void *slot, long long bytes);
 int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, const char **ran);
 /* after colltune's set-up: reads the state (collective on MPI_COMM_WORLD); 1 when on */
 int ct_online_init(int world_rank, int thread_multiple, int other_sources);
@@ -97,6 +98,7 @@ typedef struct {
     int coll, cls;
     uint32_t calls, sampled;
     int best;                        /* arm after the budget; -1 drawing and sampling; -2 drawing */
+    int in_seconds;                  /* t holds seconds (else raw stamps: ct_online_seconds) */
     const ct_online_block *blk;      /* arms and p (state block or compiled presets) */
     uint8_t *arm_of;                 /* [budget] arm of each sampled call */
     double *t;                       /* samplers: [2 budget] start, end */
@@ -111,4 +113,5 @@ typedef struct {
 int ct_online_ncomms(void);
 ct_online_comm *ct_online_get_comm(int i);
 const ct_online_block *ct_online_block_of(int coll, int nodes, int ppn, int cls);
+void ct_online_seconds(ct_online_cell *x);        /* raw stamps -> synchronised seconds */
 #endif

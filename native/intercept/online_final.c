@@ -2,6 +2,9 @@
  * one gather; rank 0 turns them into per-call costs (latest end - latest start
  * over a call's samplers), writes samples/<run id>.json atomically, then merges
  * the run into state.txt under flock(<dir>/.lock) with the update rule. */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE                 /* syscall, gmtime_r, flock */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -42,6 +45,7 @@ static rec_t *collect(int *n)
             for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++) {
                 ct_online_cell *x = c->cell[coll][cls];
                 if (!x || c->sampler < 0) continue;
+                ct_online_seconds(x);
                 size_t need = k + 1 + (x->t ? x->sampled : 0);
                 if (need > cap) {
                     rec_t *p = realloc(out, (cap = 2 * need) * sizeof *p);
