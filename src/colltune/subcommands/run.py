@@ -183,7 +183,8 @@ def _sim(args, settings, env: dict, program: list[str], scratch: str) -> tuple[l
     return cmd, {**impl.run_env(), **env}, ranks
 
 
-def _local(args, settings, env: dict, program: list[str], scratch: str) -> tuple[list[str], dict]:
+def _local(args, settings, env: dict, program: list[str], scratch: str,
+           hosts: int = 1) -> tuple[list[str], dict]:
     from .. import mpi
     from ..backends.local import oversubscribe_args
     from ..errors import BackendError, ConfigError
@@ -198,9 +199,9 @@ def _local(args, settings, env: dict, program: list[str], scratch: str) -> tuple
                         f"-n N ./app   (or link: {impl.cc} app.c -o app {lib})"], impl.run_env()
     if args.rules:
         _check_rules(impl, settings, args.rules)
-    if args.layout and not args.layout.lower().startswith("1x"):
+    if hosts == 1 and args.layout and not args.layout.lower().startswith("1x"):
         raise ConfigError(f"the local backend runs on this one host: --layout {args.layout}")
-    _, _, ranks = _layout(args, 10**6, 1)
+    _, _, ranks = _layout(args, 10**6, hosts)
     app = program[0]
     if app.endswith(".c"):
         app = str(compile_app(impl, app, settings.cache_dir, []))
@@ -211,7 +212,40 @@ def _local(args, settings, env: dict, program: list[str], scratch: str) -> tuple
     return cmd + [app, *program[1:]], {**impl.run_env(), **env}, ranks
 
 
-RUNNERS = {"sim": _sim, "local": _local}
+def _netns(args, settings, env: dict, program: list[str], scratch: str) -> tuple[list[str], dict]:
+    """Real Open MPI / MPICH across the hosts of an emulated cluster (`colltune cluster up`):
+    the launcher runs on its first host with the netns backend's placement and transport."""
+    from .. import cluster as emu
+    from ..backends.netns import PLACEMENT, find_cluster
+    from ..errors import ConfigError
+    cmd, full_env, ranks = _local(args, settings, env, program, scratch, hosts=10**6)
+    if args.link_flags:
+        return cmd, full_env, ranks
+    impl_name = settings.mpi
+    if impl_name not in PLACEMENT:
+        raise ConfigError(f"the netns backend runs {' or '.join(PLACEMENT)}, not {impl_name!r}")
+    explicit = settings.source_of("platform") != "default"
+    c = find_cluster(settings.platform if explicit else None)
+    if not args.layout:
+        raise ConfigError(f"the netns backend needs --layout NODESxPPN (cluster {c.name!r} has "
+                          f"{len(c.hosts)} hosts)")
+    nodes, ppn, ranks = _layout(args, 10**6, len(c.hosts))
+    if nodes > len(c.hosts):
+        raise ConfigError(f"--layout {args.layout}: cluster {c.name!r} has {len(c.hosts)} hosts")
+    line, options = PLACEMENT[impl_name]
+    hostfile = os.path.join(scratch, "hostfile")
+    with open(hostfile, "w") as fh:
+        fh.writelines(line(h.name, ppn) + "\n" for h in c.hosts[:nodes])
+    placement = options(c, hostfile, ranks)
+    if OMPI_MONITORING[-2] in cmd:            # monitoring is a pml component: let it load
+        placement = ["ob1,monitoring" if a == "ob1" else a for a in placement]
+    n = cmd.index("-n")                       # the local command: launcher, preload, -n N, ...
+    cmd = [*emu.exec_argv(c, c.hosts[0].name), cmd[0], *cmd[1:n], *placement,
+           "-n", str(ranks), *cmd[n + 2:]]
+    return cmd, full_env, ranks
+
+
+RUNNERS = {"sim": _sim, "local": _local, "netns": _netns}
 # Open MPI's pml monitoring with collective messages in its MPI_T counters (2 filters
 # them out; `--mca pml ob1,monitoring` alone does not load the component)
 OMPI_MONITORING = ["--mca", "pml_monitoring_enable", "1"]
