@@ -49,18 +49,18 @@ class Job:
         extra = ["--oversubscribe"] if self.impl.name == "openmpi" else []
         return [self.impl.launcher, *extra, *self.pre, "-n", str(layout), str(self.app), *args]
 
-    def env(self, state, log=None):
-        env = {**self.impl.run_env(), "COLLTUNE_ONLINE": str(state), "COLLTUNE_ONLINE_BUDGET": str(BUDGET)}
+    def env(self, state, log=None, budget=BUDGET):
+        env = {**self.impl.run_env(), "COLLTUNE_ONLINE": str(state), "COLLTUNE_ONLINE_BUDGET": str(budget)}
         if log:
             env["COLLTUNE_ONLINE_LOG"] = str(log)
         return env
 
-    def start(self, layout, state, *args, log=None):
+    def start(self, layout, state, *args, log=None, budget=BUDGET):
         return subprocess.Popen(self.argv(layout, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=self.env(state, log), cwd=self.tmp)
+                                text=True, env=self.env(state, log, budget), cwd=self.tmp)
 
-    def __call__(self, layout, state, *args, log=None):
-        proc = self.start(layout, state, *args, log=log)
+    def __call__(self, layout, state, *args, log=None, budget=BUDGET):
+        proc = self.start(layout, state, *args, log=log, budget=budget)
         out, err = proc.communicate(timeout=120)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
@@ -182,6 +182,30 @@ def test_real_mpi_same_choices_and_correct_results(tmp_path, name):
     assert ok(proc) and not warnings(proc)
     check_budget(check_logs(log, 4))
     check_state_dir(state)
+    (sample,) = (state / "samples").iterdir()
+    world = [b for b in json.loads(sample.read_text())["blocks"] if b["ppn"] == 4]   # world only
+    assert world and all(b["sampled"] == min(b["calls"], BUDGET) for b in world)
+
+
+def test_sim_state_drives_the_draw_and_the_best_arm(smpi, tmp_path):
+    """A state giving allreduce p = 1 to ring (which declines the non-commutative op: then the
+    library), and allgather measured with bruck fastest, at budget 0: the world communicator's
+    calls run exactly that."""
+    state, log = tmp_path / "state", tmp_path / "log"
+    fp = parse_state(good_state(smpi, tmp_path)[0] / "state.txt")["fingerprint"]
+    lines = ["colltune-online-state 1", f"fingerprint {fp}", "run-count 1"]
+    for rng in ("0..16", "17..256", "257..4096", "4097..65536", "65537..1048576"):
+        lines += [f"block allreduce nodes=2 ppn=3 bytes={rng} calls=0 source=prior",
+                  "arm library p=0", "arm ring p=1",
+                  f"block allgather nodes=2 ppn=3 bytes={rng} calls=9 source=measured",
+                  "arm library p=0.5 n=5 mean=2e-06 m2=0", "arm bruck p=0.5 n=5 mean=1e-06 m2=0"]
+    (state / "state.txt").write_text("\n".join(lines) + "\n")
+    assert ok(smpi((2, 3), state, "8", log=log, budget=0))
+    world = [k for k, v in check_logs(log, 6).items() if len(v) == 6]
+    seq = [x for x in (log / "choices-0.txt").read_text().splitlines() if x.startswith(world[0])]
+    ran = {(x.split()[1], x.split()[4]) for x in seq}
+    assert {a for c, a in ran if c == "allgather"} == {"bruck"}
+    assert {a for c, a in ran if c == "allreduce"} == {"ring", "library"}
 
 
 def good_state(smpi, tmp_path):

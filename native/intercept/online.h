@@ -76,6 +76,9 @@ void ct_online_print_arms(FILE *f);                                 /* colltune-
 int ct_online_state_parse(const char *text, const char *name, ct_online_state *st, char *err,
                           size_t errlen);
 int ct_online_state_write(const ct_online_state *st, const char *path, char *err, size_t errlen);
+/* atomic files: create PATH.tmp-<pid>, then flush, fsync, close and rename it to PATH */
+FILE *ct_online_create(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen);
+int ct_online_commit(FILE *f, const char *tmp, const char *path, char *err, size_t errlen);
 ct_online_block *ct_online_state_find(ct_online_state *st, int coll, int nodes, int ppn, int cls);
 ct_online_block *ct_online_state_add(ct_online_state *st, const ct_online_block *b);
 void ct_online_state_free(ct_online_state *st);

@@ -113,12 +113,8 @@ static int write_samples(const char *path, const char *run_id, agg_t *aggs, int 
                          const rec_t *r, int nrec, char *err, size_t errlen)
 {
     char tmp[4500], a0[512];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
-        return -1;
-    }
+    FILE *f = ct_online_create(path, tmp, sizeof tmp, err, errlen);
+    if (!f) return -1;
     argv0(a0, sizeof a0);
     fprintf(f, "{\"schema\": \"colltune-online-samples/1\", \"fingerprint\": \"%s\", \"run_id\": \"%s\",\n"
             " \"job\": {\"size\": %d, \"library\": ", ct_online.fingerprint, run_id, ct_online.size);
@@ -161,14 +157,7 @@ static int write_samples(const char *path, const char *run_id, agg_t *aggs, int 
         i = j;
     }
     fprintf(f, "\n]}\n");
-    int bad = ferror(f) | (fflush(f) != 0) | (fsync(fileno(f)) != 0);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return ct_online_commit(f, tmp, path, err, errlen);
 }
 
 /* per-call costs into the per-(block, arm) statistics */

@@ -181,16 +181,32 @@ bad:
     return -1;
 }
 
-/* tmp file + rename: a reader sees the old or the new state, never half */
+/* tmp file + rename: a reader sees the old or the new file, never half */
+FILE *ct_online_create(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
+{
+    snprintf(tmp, tmplen, "%s.tmp-%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+    return f;
+}
+
+int ct_online_commit(FILE *f, const char *tmp, const char *path, char *err, size_t errlen)
+{
+    int bad = ferror(f) | (fflush(f) != 0) | (fsync(fileno(f)) != 0);
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 int ct_online_state_write(const ct_online_state *st, const char *path, char *err, size_t errlen)
 {
     char tmp[4500];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
-        return -1;
-    }
+    FILE *f = ct_online_create(path, tmp, sizeof tmp, err, errlen);
+    if (!f) return -1;
     fprintf(f, "colltune-online-state 1\nfingerprint %s\nrun-count %lld\n", st->fingerprint, st->runs);
     for (int i = 0; i < st->n; i++) {
         const ct_online_block *b = &st->b[i];
@@ -207,13 +223,5 @@ int ct_online_state_write(const ct_online_state *st, const char *path, char *err
             fputc('\n', f);
         }
     }
-    int bad = ferror(f);
-    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return ct_online_commit(f, tmp, path, err, errlen);
 }
