@@ -96,6 +96,113 @@ def exhaustive(template: State, presets: dict, work: str, platform: str, layout:
     return {"per_arm": per_arm, "best": best, "cost_s": cost, "runs": runs}
 
 
+class Bench:
+    """Command line (--runs, --work), a fresh work folder, the results folder, and a log
+    printed as it goes and written to OUT/summary.log at the end."""
+
+    def __init__(self, doc: str, name: str, runs: int, budget: int = 24):
+        import argparse
+        import time
+        ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+        ap.add_argument("--runs", type=int, default=runs)
+        ap.add_argument("--work", default=os.path.join(CACHE, f"{name}-work"))
+        ap.add_argument("--budget", type=int, default=budget,
+                        help="COLLTUNE_ONLINE_BUDGET: timed calls per (communicator, block) and run")
+        self.args = ap.parse_args()
+        self.work, self.out = self.args.work, os.path.join(HERE, "results", name.replace("-", "_"))
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        os.makedirs(self.out, exist_ok=True)
+        self.lines: list[str] = []
+        self.t0 = time.time()
+
+    def work_dir(self, name: str) -> str:
+        path = os.path.join(self.work, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def say(self, s: str = "") -> None:
+        print(s, flush=True)
+        self.lines.append(s)
+
+    def finish(self, data: dict, state_dir: str) -> None:
+        import json
+        import time
+        self.say(f"wall time {time.time() - self.t0:.0f} s")
+        with open(os.path.join(self.out, "summary.log"), "w") as fh:
+            fh.write("\n".join(self.lines) + "\n")
+        with open(os.path.join(self.out, "results.json"), "w") as fh:
+            json.dump(data, fh, indent=1)
+        shutil.copy(os.path.join(state_dir, "state.txt"), os.path.join(self.out, "state.txt"))
+
+
+def used_sizes(state_dir: str) -> dict:
+    """{block key: {bytes: calls}} of the timed calls in every samples file of a state dir."""
+    out: dict = {}
+    for s in samples_files(state_dir):
+        for coll, nodes, ppn, _size, nbytes, _arm, _cost in s.data.get("records", []):
+            key = (coll, nodes, ppn, state.class_of(nbytes))
+            out.setdefault(key, {}).setdefault(nbytes, 0)
+            out[key][nbytes] += 1
+    return out
+
+
+def bench_best(sizes: dict, presets: dict, platform: str, work: str) -> dict:
+    """The offline benchmark (`colltune bench --provider colltune`, synchronised start, median
+    of repetitions) of every preset arm at the layouts and sizes the blocks used; `library`
+    is SMPI's default `ompi` selector. {block key: {arm: seconds per call, weighted by the
+    calls at each size}}, and the campaign's simulated cost (tuners/active.point_cost)."""
+    from colltune.online.arms import arm_label
+    from colltune.results import Results
+    from colltune.store import Store
+    db = os.path.join(work, "bench.sqlite")
+    label = {}
+    for coll in sorted({k[0] for k in sizes}):
+        arms = presets[coll]
+        label.update({(coll, "ompi" if a == "library" else arm_label(a)): a for a in arms})
+        blocks = [k for k in sizes if k[0] == coll]
+        cmd = [COLLTUNE, "bench", "--backend", "sim", "--platform", platform, "--provider", "colltune",
+               "--coll", coll, "--algorithms", ",".join("ompi" if a == "library" else arm_label(a)
+                                                        for a in arms),
+               "--layouts", ",".join(sorted({f"{k[1]}x{k[2]}" for k in blocks})),
+               "--sizes", ",".join(str(b) for b in sorted({b for k in blocks for b in sizes[k]})),
+               "--campaign", "offline", "--store", db, "--cache-dir", CACHE, "-q"]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        print(f"  offline bench of {coll}: {len(arms)} arms at {len(blocks)} blocks", flush=True)
+    from colltune.tuners.active import point_cost
+    with Store(db) as store:
+        pts = Results.from_store(store, "offline").ok().points
+        cost = sum(point_cost(r) for r in store.query_points("offline"))
+    t = {(r.collective, int(r.nodes), int(r.ppn), int(r.msg_size), r.algorithm): float(r.ttc_median_s)
+         for r in pts.itertuples()}
+    out: dict = {}
+    for key, by_size in sizes.items():
+        calls = sum(by_size.values())
+        for (coll, lab), arm in label.items():
+            if coll != key[0]:
+                continue
+            ts = [t.get((coll, key[1], key[2], b, lab)) for b in by_size]
+            if all(x is not None for x in ts):
+                out.setdefault(key, {})[arm] = sum(x * c for x, c in zip(ts, by_size.values())) / calls
+    return out, cost
+
+
+def compare_choices(final: State, per_arm: dict) -> tuple[int, float, list[str]]:
+    """(blocks whose final choice is the best of per_arm, average slowdown of the choices,
+    one line per block)."""
+    same, slow, rows = 0, [], []
+    for key, m in sorted(per_arm.items()):
+        if key not in final.blocks or not m:
+            continue
+        best, choice = min(m, key=m.get), final.blocks[key].best().arm
+        if choice not in m:
+            continue
+        same += choice == best
+        slow.append(m[choice] / m[best])
+        rows.append(f"  {block_name(key):34s} online {choice:26s} offline {best:26s} {slow[-1]:.3f}")
+    return same, (sum(slow) / len(slow) if slow else float("nan")), rows
+
+
 def library_index(presets: dict) -> int:
     """The preset index of `library` (the same in every collective's list)."""
     ks = {arms.index("library") for arms in presets.values()}

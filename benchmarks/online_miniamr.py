@@ -6,36 +6,40 @@ the build cache and built with smpicc and libcolltune.a; 64 ranks on `fattree64x
 (layout 16x4, npx=npy=npz=4):
 
   1. library: one run without online mode (SMPI's default `ompi` selector): miniAMR's time;
-  2. online: R runs of `colltune run --online STATE` (the state updated between runs);
+  2. online: R runs of `colltune run --online STATE` (the state updated between runs),
+     COLLTUNE_ONLINE_BUDGET=--budget (default 32: miniAMR's short run makes ~200 calls in
+     its busiest block, so the default budget of 200 would draw every call of every run);
      per run the time in intercepted collectives (from its samples file), the arms run,
      miniAMR's time and checksums (--report_diffusion prints them: unchanged whatever
      the arms);
-  3. offline exhaustive best for the same blocks, in the application
-     (benchmarks/online_common.py): one run per preset arm index, then one run with
-     every block fixed to its best arm; the `library` arm's run is the library default
-     with the same cost definition.
+  3. the offline best of the same blocks, two ways (benchmarks/online_common.py):
+     `colltune bench --provider colltune` of every preset arm at the layouts and sizes
+     miniAMR used (`library` = SMPI's `ompi`), and in the application: one run per
+     preset arm index with every block fixed to it. One more run with each block fixed to
+     its best arm gives the best collective time; the `library` arm's run is the library
+     default measured with the online cost definition.
 
-Printed (and written to benchmarks/results/online_miniamr/summary.log): per run the
-collective time and its ratio to the library default and to the offline best, the
-exploration spent (sum over runs of time above the best) against the exhaustive
-campaign's cost, and the share of blocks whose final choice is the offline best.
+Printed (and written to benchmarks/results/online_miniamr/summary.log, with results.json
+and the final state.txt): per run the collective time and its ratio to the library
+default and to the offline best, miniAMR's time against the run without online mode, the
+exploration spent (sum over runs of collective time above the best) against the cost of
+the offline campaigns, and per block the final choice against each offline best.
 
     .venv/bin/python benchmarks/online_miniamr.py [--runs 8]     # ~6-8 min on 2 cores
 SimGrid is deterministic: a re-run prints the same numbers.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import os
 import re
 import shutil
 import subprocess
-import time
+from collections import Counter
 
-from online_common import (CACHE, ROOT, block_name, checksum_lines, colltune_run, exhaustive,
-                           fixed_state, last_samples, library_index, measured_only, run_fixed)
+from online_common import (CACHE, ROOT, Bench, bench_best, block_name, checksum_lines,
+                           colltune_run, compare_choices, exhaustive, fixed_state, last_samples,
+                           library_index, measured_only, run_fixed, used_sizes)
 
 from colltune import mpi
 from colltune.online import history, state
@@ -43,7 +47,6 @@ from colltune.online.arms import preset_arms
 from colltune.providers.colltune import libcolltune, link_args
 
 APP = os.path.join(ROOT, "..", "shared", "apps", "miniAMR", "ref")
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "online_miniamr")
 PLATFORM, LAYOUT = "fattree64x12", "16x4"
 ARGS = ("--npx 4 --npy 4 --npz 4 --num_refine 3 --max_blocks 2000 --num_vars 2 "
         "--init_x 1 --init_y 1 --init_z 1 --nx 8 --ny 8 --nz 8 --num_objects 2 "
@@ -76,81 +79,76 @@ def app_time(stdout: str) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=8)
-    ap.add_argument("--work", default=os.path.join(CACHE, "online-miniamr-work"))
-    args = ap.parse_args()
-    t_start = time.time()
+    bench = Bench(__doc__, "online-miniamr", 8, budget=32)
+    args, say = bench.args, bench.say
+    env = {"COLLTUNE_ONLINE_BUDGET": str(args.budget)}
     exe = build_app()
     prog = [exe, *ARGS]
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
-    os.makedirs(OUT, exist_ok=True)
-    lines: list[str] = []
 
-    def say(s: str = "") -> None:
-        print(s, flush=True)
-        lines.append(s)
-
-    say(f"miniAMR under online mode: {PLATFORM} layout {LAYOUT} (64 ranks), {args.runs} runs")
+    say(f"miniAMR under online mode: {PLATFORM} layout {LAYOUT} (64 ranks), {args.runs} runs, "
+        f"budget {args.budget} timed calls per (communicator, block) and run")
     lib_out = colltune_run(PLATFORM, LAYOUT, prog)
     ref_sums = checksum_lines(lib_out, CHECKSUMS)
     t_lib_app = app_time(lib_out)
     say(f"library run (no online mode, SMPI's default selector): miniAMR time {t_lib_app:.6f} s, "
         f"{len(ref_sums)} checksum lines")
 
-    sdir = os.path.join(args.work, "state")
+    sdir = os.path.join(bench.work, "state")
     online = []
     for r in range(args.runs):
-        out = colltune_run(PLATFORM, LAYOUT, prog, online=sdir)
-        s = last_samples(sdir)
+        out = colltune_run(PLATFORM, LAYOUT, prog, online=sdir, env=env)
         st = state.load(os.path.join(sdir, "state.txt"))
-        online.append({"run": r + 1, "coll_time_s": history.run_time(s), "app_time_s": app_time(out),
+        online.append({"run": r + 1, "coll_time_s": history.run_time(last_samples(sdir)),
+                       "app_time_s": app_time(out),
                        "checksums_equal": checksum_lines(out, CHECKSUMS) == ref_sums,
                        "arms": {block_name(k): b.best().arm for k, b in st.blocks.items()
-                                if b.source == "measured"},
-                       "sampled": {block_name(history.block_key(b)): {a["arm"]: a["n"] for a in b["arms"] if a["n"]}
-                                   for b in s.data["blocks"]}})
+                                if b.source == "measured"}})
         print(f"  online run {r + 1}: collective time {online[-1]['coll_time_s'] * 1e3:.3f} ms",
               flush=True)
 
     final = state.load(os.path.join(sdir, "state.txt"))
     presets, _ = preset_arms(mpi.find("smpi"), CACHE, PLATFORM)
     measured = measured_only(final)
-    ex = exhaustive(measured, presets, args.work, PLATFORM, LAYOUT, prog)
+    offline, bench_cost = bench_best(used_sizes(sdir), presets, PLATFORM, bench.work_dir("bench"))
+    ex = exhaustive(measured, presets, bench.work, PLATFORM, LAYOUT, prog, env)
     t_lib = ex["runs"][library_index(presets)]["coll_time_s"]
-    _, t_best, best_out = run_fixed(fixed_state(measured, lambda b: ex["best"].get(b.key, "library")),
-                                    os.path.join(args.work, "best"), PLATFORM, LAYOUT, prog)
-    say(f"blocks: {len(measured.blocks)}; offline exhaustive: {len(ex['runs'])} runs, "
-        f"collective time of the library arm {t_lib * 1e3:.3f} ms, of the per-block best "
-        f"{t_best * 1e3:.3f} ms (miniAMR time {app_time(best_out):.6f} s)")
+    best = {"in-app": ex["best"], "bench": {k: min(m, key=m.get) for k, m in offline.items()}}
+    t_best, app_best = {}, {}
+    for name, choice in best.items():
+        _, t_best[name], out = run_fixed(fixed_state(measured, lambda b: choice.get(b.key, "library")),
+                                         bench.work_dir(f"best-{name}"), PLATFORM, LAYOUT, prog, env)
+        app_best[name] = app_time(out)
+    say(f"{len(measured.blocks)} blocks. Collective time (online cost definition, every block "
+        f"fixed to one arm): library arm {t_lib * 1e3:.3f} ms; offline best from colltune bench "
+        f"{t_best['bench'] * 1e3:.3f} ms (miniAMR {app_best['bench']:.6f} s); in-application "
+        f"exhaustive best {t_best['in-app'] * 1e3:.3f} ms (miniAMR {app_best['in-app']:.6f} s)")
+    ref = min(t_best.values())
     say("")
     say(f"{'run':>3} {'coll ms':>9} {'/library':>8} {'/best':>7} {'app s':>9} {'app/lib':>7} "
-        f"{'sums':>5}  arms (final choice per block)")
+        f"{'sums':>5}  blocks per chosen arm")
     spent = 0.0
     for o in online:
-        spent += max(0.0, o["coll_time_s"] - t_best)
-        arms = ", ".join(f"{k}:{v}" for k, v in sorted(o["arms"].items()))
+        spent += max(0.0, o["coll_time_s"] - ref)
+        counts = Counter(o["arms"].values())
         say(f"{o['run']:>3} {o['coll_time_s'] * 1e3:9.3f} {o['coll_time_s'] / t_lib:8.3f} "
-            f"{o['coll_time_s'] / t_best:7.3f} {o['app_time_s']:9.6f} {o['app_time_s'] / t_lib_app:7.3f} "
-            f"{'same' if o['checksums_equal'] else 'DIFF':>5}  {arms}")
-    same = sum(final.blocks[k].best().arm == a for k, a in ex["best"].items() if k in final.blocks)
-    say("")
-    say(f"final choices equal to the offline best: {same}/{len(ex['best'])} blocks")
+            f"{o['coll_time_s'] / ref:7.3f} {o['app_time_s']:9.6f} {o['app_time_s'] / t_lib_app:7.3f} "
+            f"{'same' if o['checksums_equal'] else 'DIFF':>5}  "
+            + ", ".join(f"{a} {n}" for a, n in counts.most_common()))
+    say("(/best: against the better of the two offline bests; app/lib: miniAMR's time against the "
+        "run without online mode)")
+    for name, per_arm in (("colltune bench", offline), ("in-application exhaustive", ex["per_arm"])):
+        same, slow, rows = compare_choices(final, per_arm)
+        say(f"final choices vs the {name} best: {same}/{len(rows)} blocks, average slowdown {slow:.3f}")
+        bench.lines.extend(rows)
     say(f"exploration spent over {args.runs} runs (collective time above the best): "
-        f"{spent * 1e3:.3f} ms; offline exhaustive campaign: {ex['cost_s'] * 1e3:.3f} ms "
-        f"(ratio {spent / ex['cost_s']:.3f})")
-    say(f"wall time {time.time() - t_start:.0f} s")
-    with open(os.path.join(OUT, "summary.log"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    with open(os.path.join(OUT, "runs.json"), "w") as fh:
-        json.dump({"online": online, "library_app_s": t_lib_app, "library_coll_s": t_lib,
-                   "best_coll_s": t_best, "exhaustive": {
-                       "cost_s": ex["cost_s"], "runs": ex["runs"],
-                       "best": {block_name(k): v for k, v in ex["best"].items()},
-                       "per_arm": {block_name(k): v for k, v in ex["per_arm"].items()}}},
-                  fh, indent=1)
-    shutil.copy(os.path.join(sdir, "state.txt"), os.path.join(OUT, "state.txt"))
+        f"{spent * 1e3:.3f} ms; offline exhaustive campaigns: colltune bench {bench_cost * 1e3:.3f} ms "
+        f"simulated, in-application {ex['cost_s'] * 1e3:.3f} ms")
+    bench.finish({"online": online, "library_app_s": t_lib_app, "library_coll_s": t_lib,
+                  "best_coll_s": t_best, "best_app_s": app_best, "bench_cost_s": bench_cost,
+                  "bench": {block_name(k): v for k, v in offline.items()},
+                  "exhaustive": {"cost_s": ex["cost_s"], "runs": ex["runs"],
+                                 "per_arm": {block_name(k): v for k, v in ex["per_arm"].items()}}},
+                 sdir)
     return 0
 
 

@@ -16,27 +16,24 @@ Platform `fattree64x12`, 3 ranks per node: at 6x3 the communicators are 6x3 = 18
    first run from uniform probabilities, both against the offline best at 8x3.
 
     .venv/bin/python benchmarks/online_synthetic.py [--runs 6]
-Prints the numbers and writes benchmarks/results/online_synthetic/summary.log.
+Prints the numbers and writes benchmarks/results/online_synthetic/ (summary.log,
+results.json, the learnt state.txt).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import subprocess
-import time
 
-from online_common import (CACHE, COLLTUNE, block_name, checksum_lines, colltune_run, exhaustive,
-                           fixed_state, last_samples, measured_only, run_fixed)
+from online_common import (CACHE, COLLTUNE, Bench, bench_best, block_name, checksum_lines,
+                           colltune_run, compare_choices, exhaustive, fixed_state, last_samples,
+                           measured_only, run_fixed, used_sizes)
 
 from colltune import mpi
 from colltune.online import history, state
 from colltune.online.arms import preset_arms
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "online_synthetic")
-PLATFORM, PPN, ITER, BUDGET = "fattree64x12", 3, 30, "24"
-ENV = {"COLLTUNE_ONLINE_BUDGET": BUDGET}
+PLATFORM, PPN, ITER = "fattree64x12", 3, 30
 
 APP = r"""
 #include <mpi.h>
@@ -90,78 +87,63 @@ def layouts(nodes: int) -> list[tuple[int, int]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=6)
-    ap.add_argument("--work", default=os.path.join(CACHE, "online-synthetic-work"))
-    args = ap.parse_args()
-    t0 = time.time()
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
-    os.makedirs(OUT, exist_ok=True)
-    src = os.path.join(args.work, "synthetic.c")
+    bench = Bench(__doc__, "online-synthetic", 6)
+    args, say, lines = bench.args, bench.say, bench.lines
+    env = {"COLLTUNE_ONLINE_BUDGET": str(args.budget)}
+    src = os.path.join(bench.work, "synthetic.c")
     with open(src, "w") as fh:
         fh.write(APP)
     prog = [src, str(PPN), str(ITER)]
-    lines: list[str] = []
-
-    def say(s: str = "") -> None:
-        print(s, flush=True)
-        lines.append(s)
 
     presets, _ = preset_arms(mpi.find("smpi"), CACHE, PLATFORM)
     ref = checksum_lines(colltune_run(PLATFORM, "6x3", prog), r"^checksum .*")
-    learn = os.path.join(args.work, "learn")
+    learn = os.path.join(bench.work, "learn")
     times = []
     for r in range(args.runs):
-        out = colltune_run(PLATFORM, "6x3", prog, online=learn, env=ENV)
+        out = colltune_run(PLATFORM, "6x3", prog, online=learn, env=env)
         assert checksum_lines(out, r"^checksum .*") == ref, "checksum changed under online mode"
         times.append(history.run_time(last_samples(learn)))
         print(f"  learning run {r + 1}: collective time {times[-1] * 1e3:.3f} ms", flush=True)
     final = measured_only(state.load(os.path.join(learn, "state.txt")))
-    say(f"synthetic program, {PLATFORM}, learning at 6x3 ({args.runs} runs, budget {BUDGET}, "
+    say(f"synthetic program, {PLATFORM}, learning at 6x3 ({args.runs} runs, budget {args.budget}, "
         f"{ITER} iterations): {len(final.blocks)} blocks; checksums unchanged in every run")
     say("collective time per run (ms): " + " ".join(f"{t * 1e3:.3f}" for t in times))
 
-    ex = exhaustive(final, presets, os.path.join(args.work, "ex6"), PLATFORM, "6x3", prog, ENV)
-    same, slow, rows = 0, [], []
-    for key, best in sorted(ex["best"].items()):
-        choice = final.blocks[key].best().arm
-        m = ex["per_arm"][key]
-        same += choice == best
-        slow.append(m[choice] / m[best])
-        rows.append(f"  {block_name(key):34s} online {choice:28s} offline {best:28s} {slow[-1]:.3f}")
-    say(f"final choices equal to the offline best: {same}/{len(ex['best'])} blocks "
-        f"({same / len(ex['best']):.1%}); average slowdown of the choices {sum(slow) / len(slow):.4f}")
+    offline, _ = bench_best(used_sizes(learn), presets, PLATFORM, bench.work_dir("bench6"))
+    same, slow, rows = compare_choices(final, offline)
+    say(f"final choices vs the offline benchmark's best (colltune bench, same layouts and sizes): "
+        f"{same}/{len(rows)} blocks ({same / len(rows):.1%}); average slowdown {slow:.4f}")
     lines.extend(rows)
+    ex = exhaustive(final, presets, os.path.join(bench.work, "ex6"), PLATFORM, "6x3", prog, env)
+    same_app, slow_app, _ = compare_choices(final, ex["per_arm"])
+    say(f"final choices vs the in-application exhaustive best (one run per arm, online cost): "
+        f"{same_app}/{len(ex['per_arm'])} blocks; average slowdown {slow_app:.4f}")
 
     # prediction at the unseen layout 8x3
-    prior_dir, uniform_dir = os.path.join(args.work, "prior"), os.path.join(args.work, "uniform")
+    prior_dir, uniform_dir = os.path.join(bench.work, "prior"), os.path.join(bench.work, "uniform")
     shutil.copytree(learn, prior_dir)
     subprocess.run([COLLTUNE, "online", "update", prior_dir, "--cache-dir", CACHE,
                     *[a for n, p in layouts(8) for a in ("--layout", f"{n}x{p}")]], check=True,
                    capture_output=True)
-    colltune_run(PLATFORM, "8x3", prog, online=prior_dir, env=ENV)
+    colltune_run(PLATFORM, "8x3", prog, online=prior_dir, env=env)
     t_prior = history.run_time(last_samples(prior_dir))
-    colltune_run(PLATFORM, "8x3", prog, online=uniform_dir, env=ENV)
+    colltune_run(PLATFORM, "8x3", prog, online=uniform_dir, env=env)
     t_uniform = history.run_time(last_samples(uniform_dir))
     template = measured_only(state.load(os.path.join(uniform_dir, "state.txt")))
-    ex8 = exhaustive(template, presets, os.path.join(args.work, "ex8"), PLATFORM, "8x3", prog, ENV)
-    _, t_best, _ = run_fixed(fixed_state(template, lambda b: ex8["best"].get(b.key, "library")),
-                             os.path.join(args.work, "best8"), PLATFORM, "8x3", prog, ENV)
+    bench8, _ = bench_best(used_sizes(uniform_dir), presets, PLATFORM, bench.work_dir("bench8"))
+    best8 = {k: min(m, key=m.get) for k, m in bench8.items()}
+    _, t_best, _ = run_fixed(fixed_state(template, lambda b: best8.get(b.key, "library")),
+                             os.path.join(bench.work, "best8"), PLATFORM, "8x3", prog, env)
     say(f"prediction, first run at the unseen layout 8x3: with priors learnt at 6x3 "
         f"{t_prior * 1e3:.3f} ms ({t_prior / t_best:.3f}x the offline best), from uniform "
         f"{t_uniform * 1e3:.3f} ms ({t_uniform / t_best:.3f}x), offline best {t_best * 1e3:.3f} ms; "
         f"excess over the best, prior / uniform: {(t_prior - t_best) / (t_uniform - t_best):.3f}")
-    say(f"wall time {time.time() - t0:.0f} s")
-    with open(os.path.join(OUT, "summary.log"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    with open(os.path.join(OUT, "results.json"), "w") as fh:
-        json.dump({"learning_coll_s": times, "same": same, "blocks": len(ex["best"]),
-                   "avg_slowdown": sum(slow) / len(slow), "t_prior_s": t_prior,
-                   "t_uniform_s": t_uniform, "t_best_s": t_best,
-                   "exhaustive_6x3": {block_name(k): v for k, v in ex["per_arm"].items()}},
-                  fh, indent=1)
-    shutil.copy(os.path.join(learn, "state.txt"), os.path.join(OUT, "state.txt"))
+    bench.finish({"learning_coll_s": times, "same": same, "blocks": len(rows),
+                  "avg_slowdown": slow, "same_in_app": same_app, "avg_slowdown_in_app": slow_app,
+                  "t_prior_s": t_prior,
+                  "t_uniform_s": t_uniform, "t_best_s": t_best,
+                  "bench_6x3": {block_name(k): v for k, v in offline.items()},
+                  "exhaustive_6x3": {block_name(k): v for k, v in ex["per_arm"].items()}}, learn)
     return 0
 
 
