@@ -15,7 +15,7 @@ from colltune.errors import InputError
 from colltune.online import prior, state, update
 from colltune.online.state import Arm, Block, State, StateError
 
-from conftest import run_cli
+from conftest import have_mpi, run_cli
 
 GOOD = """colltune-online-state 1
 fingerprint 3f2a9c0d1e5b7788          # hash
@@ -284,12 +284,28 @@ def test_export_through_the_exporters(tmp_path, workdir):
     from colltune.decision import DecisionTable
     t = DecisionTable.load(str(table))
     assert t.tuner == "online" and t.provenance["run_count"] == 4
+    assert t.provenance["platform"] == "small" and t.provenance["source"] == "online"
     # a library's file: colltune's algorithms exist only under the interposer
     with pytest.raises(AssertionError, match="allow-substitute"):
         run_cli("online", "export", str(d), "--format", "openmpi-tuned", "-o", str(tmp_path / "x"))
     run_cli("online", "export", str(d), "--format", "openmpi-tuned", "-o", str(tmp_path / "x"),
             "--allow-substitute")
     assert "substituted" in (tmp_path / "x").read_text()
+    assert "source platform: small (backend sim)" in (tmp_path / "x").read_text()
+    # priors are predictions, not choices: left out
+    assert {(e.collective, e.nodes, e.ppn) for e in t.entries} == {("allreduce", 2, 4), ("bcast", 2, 4)}
+
+
+@pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed")
+def test_exported_library_file_passes_verify(tmp_path, workdir):
+    d, _ = _state_dir(tmp_path)
+    run_cli("online", "update", str(d))
+    out, table = tmp_path / "online.json", tmp_path / "online.table.json"
+    run_cli("online", "export", str(d), "--format", "mpich-json", "-o", str(out), "--table",
+            str(table), "--allow-substitute")
+    proc = run_cli("verify", "--rules", str(out), "--table", str(table), "--library", "mpich",
+                   timeout=300)
+    assert "RESULT: PASS" in proc.stdout and "file honoured" in proc.stdout, proc.stdout
 
 
 def test_bad_samples_file_skipped_with_file_and_line(tmp_path, workdir):

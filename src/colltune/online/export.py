@@ -1,5 +1,6 @@
-"""The state's current choices as a decision table (per block its best arm: lowest
-mean among measured arms, else the most probable), for the existing exporters."""
+"""The state's current choices as a decision table (per measured block its best arm:
+lowest mean among arms timed at least 3 times, else the most probable), for the
+existing exporters. Blocks that are only priors are left out: nothing was measured."""
 from __future__ import annotations
 
 from ..decision import DecisionTable, Entry, Rule
@@ -10,6 +11,8 @@ from .state import State, class_range
 def decision_table(state: State, provenance: dict) -> DecisionTable:
     layouts: dict = {}
     for b in state.blocks.values():
+        if b.source == "prior":
+            continue
         layouts.setdefault((b.collective, b.nodes, b.ppn), []).append(b)
     entries = []
     for (coll, nodes, ppn), blocks in sorted(layouts.items()):

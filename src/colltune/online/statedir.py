@@ -75,3 +75,13 @@ def update_dir(state_dir: str, layouts: list[tuple[int, int]] = (), fingerprint:
         for s in mine:
             store_samples(store, s, campaign or f"online-{fp}", os.path.abspath(state_dir))
     return new
+
+
+def job_provenance(state_dir: str, fingerprint: str) -> dict:
+    """What the newest run of this fingerprint says about where it ran (decision tables'
+    provenance: backend, platform, MPI library)."""
+    runs = [s for s in samples_files(state_dir) if s.fingerprint == fingerprint]
+    job = runs[-1].data.get("job", {}) if runs else {}
+    return {"backend": ("sim" if job.get("platform") else "local") if job else None,
+            "platform": job.get("platform") or None, "mpi_library": job.get("library"),
+            "mpi_version": "", "state_dir": os.path.abspath(state_dir)}

@@ -80,10 +80,10 @@ def run(args, cli) -> int:
 def export(args) -> int:
     from ..online.export import decision_table
     from ..online.state import load
-    from ..online.statedir import STATE
+    from ..online.statedir import STATE, job_provenance
     from .export import make_exporter
     st = load(os.path.join(args.state_dir, STATE))
-    table = decision_table(st, {"state_dir": os.path.abspath(args.state_dir)})
+    table = decision_table(st, job_provenance(args.state_dir, st.fingerprint))
     if args.table:
         table.save(args.table)
     exported = make_exporter(args.format, args.allow_substitute).export(table, args.target)
