@@ -4,7 +4,10 @@
 The program (written to the work folder, built by `colltune run`) calls bcast,
 allreduce, reduce and allgather at one size per size class (8 B to 1 MiB + 8 per rank;
 allgather up to 512 KiB) on MPI_COMM_WORLD and on two sub-communicators (the nodes
-i % 3 == 0 and the others), ITER times, and prints a checksum of every result.
+i % 3 == 0 and the others), ITER times, and prints a checksum of every result. Each call
+starts after a barrier and one communicator runs at a time: what is compared is the
+learner against the synchronised offline benchmark, not the arms' tolerance of arrival
+skew or of a neighbour's traffic (miniAMR is the in-application case).
 Platform `fattree64x12`, 3 ranks per node: at 6x3 the communicators are 6x3 = 18,
 2x3 = 6 and 4x3 = 12 ranks; at 8x3 24, 3x3 = 9 and 5x3 = 15 (not powers of two).
 
@@ -45,28 +48,33 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int ppn = atoi(argv[1]), iters = atoi(argv[2]), rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int color = (rank / ppn) % 3 == 0;
     MPI_Comm sub;
-    MPI_Comm_split(MPI_COMM_WORLD, (rank / ppn) % 3 == 0, rank, &sub);
-    MPI_Comm comms[2] = {MPI_COMM_WORLD, sub};
+    MPI_Comm_split(MPI_COMM_WORLD, color, rank, &sub);
     double *a = malloc(1048584), *b = malloc(1048584 * 24), check = 0;
     for (int it = 0; it < iters; it++)
-        for (int c = 0; c < 2; c++) {
-            int r, n;
-            MPI_Comm_rank(comms[c], &r);
-            MPI_Comm_size(comms[c], &n);
+        for (int phase = 0; phase < 3; phase++) {     /* world, then each sub-communicator alone */
+            MPI_Comm comm = phase == 0 ? MPI_COMM_WORLD : sub;
+            int mine = phase == 0 || color == (phase == 1), r, n;
+            MPI_Comm_rank(comm, &r);
+            MPI_Comm_size(comm, &n);
             for (int s = 0; s < 6; s++) {
                 int cnt = (int)(sizes[s] / 8);
                 for (int i = 0; i < cnt; i++) a[i] = r + i % 5 + it;
-                MPI_Bcast(a, cnt, MPI_DOUBLE, it % n, comms[c]);
-                check += a[cnt - 1];
-                MPI_Allreduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, comms[c]);
-                check += b[cnt / 2];
-                MPI_Reduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, 0, comms[c]);
-                if (r == 0) check += b[0];
-                if (s < 5) {
-                    MPI_Allgather(a, cnt, MPI_DOUBLE, b, cnt, MPI_DOUBLE, comms[c]);
-                    check += b[(n - 1) * cnt];
+                /* every call starts together (MPI_Barrier is not intercepted), as in the
+                   benchmark the choices are compared with */
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (mine) MPI_Bcast(a, cnt, MPI_DOUBLE, 0, comm), check += a[cnt - 1];
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (mine) MPI_Allreduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, comm), check += b[cnt / 2];
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (mine) {
+                    MPI_Reduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, 0, comm);
+                    if (r == 0) check += b[0];
                 }
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (mine && s < 5)
+                    MPI_Allgather(a, cnt, MPI_DOUBLE, b, cnt, MPI_DOUBLE, comm), check += b[(n - 1) * cnt];
             }
         }
     double total;
