@@ -28,6 +28,30 @@ from colltune.online.update import samples_files  # noqa: E402
 
 CACHE = os.path.join(ROOT, ".colltune-cache")
 COLLTUNE = os.path.join(ROOT, ".venv", "bin", "colltune")
+# the `library` arm is SMPI's collective selector of the job; the benchmarks run SMPI's
+# `ompi` selector (a platform copy whose smpi_config sets it), and bench it under that name
+LIBRARY_SELECTOR = "ompi"
+
+
+def ompi_platform(name: str, work: str) -> str:
+    """A copy of bundled platform `name` whose jobs run SMPI's `ompi` selector (smpirun's
+    own default, `default`, is its naive one); returns the XML path."""
+    import json
+    from colltune.platforms import DATA_DIR
+    xml = os.path.join(work, f"{name}-ompi.xml")
+    shutil.copy(DATA_DIR / f"{name}.xml", xml)
+    with open(DATA_DIR / f"{name}.json") as fh:
+        side = json.load(fh)
+    side["name"] = f"{name}-ompi"
+    side["smpi_config"] = {**side.get("smpi_config", {}), "smpi/coll-selector": LIBRARY_SELECTOR}
+    with open(xml[:-4] + ".json", "w") as fh:
+        json.dump(side, fh, indent=1)
+    return xml
+
+
+def platform_name(platform: str) -> str:
+    """COLLTUNE_PLATFORM as `colltune run --online` sets it."""
+    return os.path.splitext(os.path.basename(platform))[0]
 
 
 def colltune_run(platform: str, layout: str, program: list[str], online: str | None = None,
@@ -62,7 +86,7 @@ def run_fixed(st: State, run_dir: str, platform: str, layout: str, program: list
     state.save(st, os.path.join(run_dir, "state.txt"))
     out = colltune_run(platform, layout, program,
                        env={**(env or {}), "COLLTUNE_ONLINE": os.path.abspath(run_dir),
-                            "COLLTUNE_PLATFORM": platform})
+                            "COLLTUNE_PLATFORM": platform_name(platform)})
     runs = samples_files(run_dir)
     if len(runs) != 1:
         raise RuntimeError(f"{run_dir}: expected one samples file, found {len(runs)}")
@@ -150,7 +174,7 @@ def used_sizes(state_dir: str) -> dict:
 def bench_best(sizes: dict, presets: dict, platform: str, work: str) -> dict:
     """The offline benchmark (`colltune bench --provider colltune`, synchronised start, median
     of repetitions) of every preset arm at the layouts and sizes the blocks used; `library`
-    is SMPI's default `ompi` selector. {block key: {arm: seconds per call, weighted by the
+    is the job's SMPI selector (LIBRARY_SELECTOR). {block key: {arm: seconds per call, weighted by the
     calls at each size}}, and the campaign's simulated cost (tuners/active.point_cost)."""
     from colltune.online.arms import arm_label
     from colltune.results import Results
@@ -159,10 +183,10 @@ def bench_best(sizes: dict, presets: dict, platform: str, work: str) -> dict:
     label = {}
     for coll in sorted({k[0] for k in sizes}):
         arms = presets[coll]
-        label.update({(coll, "ompi" if a == "library" else arm_label(a)): a for a in arms})
+        label.update({(coll, LIBRARY_SELECTOR if a == "library" else arm_label(a)): a for a in arms})
         blocks = [k for k in sizes if k[0] == coll]
         cmd = [COLLTUNE, "bench", "--backend", "sim", "--platform", platform, "--provider", "colltune",
-               "--coll", coll, "--algorithms", ",".join("ompi" if a == "library" else arm_label(a)
+               "--coll", coll, "--algorithms", ",".join(LIBRARY_SELECTOR if a == "library" else arm_label(a)
                                                         for a in arms),
                "--layouts", ",".join(sorted({f"{k[1]}x{k[2]}" for k in blocks})),
                "--sizes", ",".join(str(b) for b in sorted({b for k in blocks for b in sizes[k]})),

@@ -5,7 +5,10 @@ miniAMR (Mantevo reference version, ../shared/apps/miniAMR/ref, unmodified) is c
 the build cache and built with smpicc and libcolltune.a; 64 ranks on `fattree64x12`
 (layout 16x4, npx=npy=npz=4):
 
-  1. library: one run without online mode (SMPI's default `ompi` selector): miniAMR's time;
+Every job runs SMPI's `ompi` selector for the library's own collectives (a copy of the
+platform whose smpi_config sets it: smpirun's own default, `default`, is its naive one).
+
+  1. library: one run without online mode (SMPI's `ompi` selector): miniAMR's time;
   2. online: R runs of `colltune run --online STATE` (the state updated between runs),
      COLLTUNE_ONLINE_BUDGET=--budget (default 32: miniAMR's short run makes ~200 calls in
      its busiest block, so the default budget of 200 would draw every call of every run);
@@ -39,7 +42,8 @@ from collections import Counter
 
 from online_common import (CACHE, ROOT, Bench, bench_best, block_name, checksum_lines,
                            colltune_run, compare_choices, exhaustive, fixed_state, last_samples,
-                           library_index, measured_only, run_fixed, used_sizes)
+                           library_index, measured_only, ompi_platform, platform_name, run_fixed,
+                           used_sizes)
 
 from colltune import mpi
 from colltune.online import history, state
@@ -47,7 +51,7 @@ from colltune.online.arms import preset_arms
 from colltune.providers.colltune import libcolltune, link_args
 
 APP = os.path.join(ROOT, "..", "shared", "apps", "miniAMR", "ref")
-PLATFORM, LAYOUT = "fattree64x12", "16x4"
+BASE_PLATFORM, LAYOUT = "fattree64x12", "16x4"
 ARGS = ("--npx 4 --npy 4 --npz 4 --num_refine 3 --max_blocks 2000 --num_vars 2 "
         "--init_x 1 --init_y 1 --init_z 1 --nx 8 --ny 8 --nz 8 --num_objects 2 "
         "--object 2 0 -1.10 -1.10 -1.10 0.030 0.030 0.030 1.5 1.5 1.5 0.0 0.0 0.0 "
@@ -81,22 +85,23 @@ def app_time(stdout: str) -> float:
 def main() -> int:
     bench = Bench(__doc__, "online-miniamr", 8, budget=32)
     args, say = bench.args, bench.say
+    platform = ompi_platform(BASE_PLATFORM, bench.work)
     env = {"COLLTUNE_ONLINE_BUDGET": str(args.budget)}
     exe = build_app()
     prog = [exe, *ARGS]
 
-    say(f"miniAMR under online mode: {PLATFORM} layout {LAYOUT} (64 ranks), {args.runs} runs, "
+    say(f"miniAMR under online mode: {platform_name(platform)} layout {LAYOUT} (64 ranks), {args.runs} runs, "
         f"budget {args.budget} timed calls per (communicator, block) and run")
-    lib_out = colltune_run(PLATFORM, LAYOUT, prog)
+    lib_out = colltune_run(platform, LAYOUT, prog)
     ref_sums = checksum_lines(lib_out, CHECKSUMS)
     t_lib_app = app_time(lib_out)
-    say(f"library run (no online mode, SMPI's default selector): miniAMR time {t_lib_app:.6f} s, "
+    say(f"library run (no online mode, SMPI's ompi selector): miniAMR time {t_lib_app:.6f} s, "
         f"{len(ref_sums)} checksum lines")
 
     sdir = os.path.join(bench.work, "state")
     online = []
     for r in range(args.runs):
-        out = colltune_run(PLATFORM, LAYOUT, prog, online=sdir, env=env)
+        out = colltune_run(platform, LAYOUT, prog, online=sdir, env=env)
         st = state.load(os.path.join(sdir, "state.txt"))
         online.append({"run": r + 1, "coll_time_s": history.run_time(last_samples(sdir)),
                        "app_time_s": app_time(out),
@@ -107,16 +112,16 @@ def main() -> int:
               flush=True)
 
     final = state.load(os.path.join(sdir, "state.txt"))
-    presets, _ = preset_arms(mpi.find("smpi"), CACHE, PLATFORM)
+    presets, _ = preset_arms(mpi.find("smpi"), CACHE, platform_name(platform))
     measured = measured_only(final)
-    offline, bench_cost = bench_best(used_sizes(sdir), presets, PLATFORM, bench.work_dir("bench"))
-    ex = exhaustive(measured, presets, bench.work, PLATFORM, LAYOUT, prog, env)
+    offline, bench_cost = bench_best(used_sizes(sdir), presets, platform, bench.work_dir("bench"))
+    ex = exhaustive(measured, presets, bench.work, platform, LAYOUT, prog, env)
     t_lib = ex["runs"][library_index(presets)]["coll_time_s"]
     best = {"in-app": ex["best"], "bench": {k: min(m, key=m.get) for k, m in offline.items()}}
     t_best, app_best = {}, {}
     for name, choice in best.items():
         _, t_best[name], out = run_fixed(fixed_state(measured, lambda b: choice.get(b.key, "library")),
-                                         bench.work_dir(f"best-{name}"), PLATFORM, LAYOUT, prog, env)
+                                         bench.work_dir(f"best-{name}"), platform, LAYOUT, prog, env)
         app_best[name] = app_time(out)
     say(f"{len(measured.blocks)} blocks. Collective time (online cost definition, every block "
         f"fixed to one arm): library arm {t_lib * 1e3:.3f} ms; offline best from colltune bench "

@@ -8,7 +8,8 @@ i % 3 == 0 and the others), ITER times, and prints a checksum of every result. E
 starts after a barrier and one communicator runs at a time: what is compared is the
 learner against the synchronised offline benchmark, not the arms' tolerance of arrival
 skew or of a neighbour's traffic (miniAMR is the in-application case).
-Platform `fattree64x12`, 3 ranks per node: at 6x3 the communicators are 6x3 = 18,
+Platform `fattree64x12` with SMPI's `ompi` selector for the `library` arm (online_common.
+ompi_platform), 3 ranks per node: at 6x3 the communicators are 6x3 = 18,
 2x3 = 6 and 4x3 = 12 ranks; at 8x3 24, 3x3 = 9 and 5x3 = 15 (not powers of two).
 
 1. learning: R runs of `colltune run --online` at 6x3 (COLLTUNE_ONLINE_BUDGET=24);
@@ -30,13 +31,13 @@ import subprocess
 
 from online_common import (CACHE, COLLTUNE, Bench, bench_best, block_name, checksum_lines,
                            colltune_run, compare_choices, exhaustive, fixed_state, last_samples,
-                           measured_only, run_fixed, used_sizes)
+                           measured_only, ompi_platform, platform_name, run_fixed, used_sizes)
 
 from colltune import mpi
 from colltune.online import history, state
 from colltune.online.arms import preset_arms
 
-PLATFORM, PPN, ITER = "fattree64x12", 3, 30
+BASE_PLATFORM, PPN, ITER = "fattree64x12", 3, 30
 
 APP = r"""
 #include <mpi.h>
@@ -97,32 +98,33 @@ def layouts(nodes: int) -> list[tuple[int, int]]:
 def main() -> int:
     bench = Bench(__doc__, "online-synthetic", 6)
     args, say, lines = bench.args, bench.say, bench.lines
+    platform = ompi_platform(BASE_PLATFORM, bench.work)
     env = {"COLLTUNE_ONLINE_BUDGET": str(args.budget)}
     src = os.path.join(bench.work, "synthetic.c")
     with open(src, "w") as fh:
         fh.write(APP)
     prog = [src, str(PPN), str(ITER)]
 
-    presets, _ = preset_arms(mpi.find("smpi"), CACHE, PLATFORM)
-    ref = checksum_lines(colltune_run(PLATFORM, "6x3", prog), r"^checksum .*")
+    presets, _ = preset_arms(mpi.find("smpi"), CACHE, platform_name(platform))
+    ref = checksum_lines(colltune_run(platform, "6x3", prog), r"^checksum .*")
     learn = os.path.join(bench.work, "learn")
     times = []
     for r in range(args.runs):
-        out = colltune_run(PLATFORM, "6x3", prog, online=learn, env=env)
+        out = colltune_run(platform, "6x3", prog, online=learn, env=env)
         assert checksum_lines(out, r"^checksum .*") == ref, "checksum changed under online mode"
         times.append(history.run_time(last_samples(learn)))
         print(f"  learning run {r + 1}: collective time {times[-1] * 1e3:.3f} ms", flush=True)
     final = measured_only(state.load(os.path.join(learn, "state.txt")))
-    say(f"synthetic program, {PLATFORM}, learning at 6x3 ({args.runs} runs, budget {args.budget}, "
+    say(f"synthetic program, {platform_name(platform)}, learning at 6x3 ({args.runs} runs, budget {args.budget}, "
         f"{ITER} iterations): {len(final.blocks)} blocks; checksums unchanged in every run")
     say("collective time per run (ms): " + " ".join(f"{t * 1e3:.3f}" for t in times))
 
-    offline, _ = bench_best(used_sizes(learn), presets, PLATFORM, bench.work_dir("bench6"))
+    offline, _ = bench_best(used_sizes(learn), presets, platform, bench.work_dir("bench6"))
     same, slow, rows = compare_choices(final, offline)
     say(f"final choices vs the offline benchmark's best (colltune bench, same layouts and sizes): "
         f"{same}/{len(rows)} blocks ({same / len(rows):.1%}); average slowdown {slow:.4f}")
     lines.extend(rows)
-    ex = exhaustive(final, presets, os.path.join(bench.work, "ex6"), PLATFORM, "6x3", prog, env)
+    ex = exhaustive(final, presets, os.path.join(bench.work, "ex6"), platform, "6x3", prog, env)
     same_app, slow_app, _ = compare_choices(final, ex["per_arm"])
     say(f"final choices vs the in-application exhaustive best (one run per arm, online cost): "
         f"{same_app}/{len(ex['per_arm'])} blocks; average slowdown {slow_app:.4f}")
@@ -133,15 +135,15 @@ def main() -> int:
     subprocess.run([COLLTUNE, "online", "update", prior_dir, "--cache-dir", CACHE,
                     *[a for n, p in layouts(8) for a in ("--layout", f"{n}x{p}")]], check=True,
                    capture_output=True)
-    colltune_run(PLATFORM, "8x3", prog, online=prior_dir, env=env)
+    colltune_run(platform, "8x3", prog, online=prior_dir, env=env)
     t_prior = history.run_time(last_samples(prior_dir))
-    colltune_run(PLATFORM, "8x3", prog, online=uniform_dir, env=env)
+    colltune_run(platform, "8x3", prog, online=uniform_dir, env=env)
     t_uniform = history.run_time(last_samples(uniform_dir))
     template = measured_only(state.load(os.path.join(uniform_dir, "state.txt")))
-    bench8, _ = bench_best(used_sizes(uniform_dir), presets, PLATFORM, bench.work_dir("bench8"))
+    bench8, _ = bench_best(used_sizes(uniform_dir), presets, platform, bench.work_dir("bench8"))
     best8 = {k: min(m, key=m.get) for k, m in bench8.items()}
     _, t_best, _ = run_fixed(fixed_state(template, lambda b: best8.get(b.key, "library")),
-                             os.path.join(bench.work, "best8"), PLATFORM, "8x3", prog, env)
+                             os.path.join(bench.work, "best8"), platform, "8x3", prog, env)
     say(f"prediction, first run at the unseen layout 8x3: with priors learnt at 6x3 "
         f"{t_prior * 1e3:.3f} ms ({t_prior / t_best:.3f}x the offline best), from uniform "
         f"{t_uniform * 1e3:.3f} ms ({t_uniform / t_best:.3f}x), offline best {t_best * 1e3:.3f} ms; "

@@ -14,6 +14,13 @@ and every rank), which is SIGKILLed if still there after a grace period, and
 reaped; colltune then exits with 128 + the signal number. The SMPI hostfile goes
 to a temporary folder, removed afterwards. docs/interposer.md.
 
+`--deployment DIR` runs under what `colltune deploy` wrote (docs/deploy.md): the
+manifest's environment (colltune's rules file, the library's rules file settings)
+and, on SMPI, its library arm `--cfg=smpi/coll-selector:NAME`. On the sim backend
+`--default-selector NAME` runs the job with that SMPI selector (without it: SMPI's
+own `default`); the library default a deployment is compared with is
+`--default-selector` of the deployment's selector, without `--deployment`.
+
 `--profile DIR` counts the job's traffic (docs/profile-counting.md): it sets
 COLLTUNE_PROFILE=DIR (each rank writes DIR/rank-R.json at MPI_Finalize), adds the
 simulator's message trace on sim and pml monitoring on Open MPI, and lists the
@@ -45,6 +52,9 @@ def add_parser(sub) -> None:
                                    "(rules file or forced algorithms)")
     add_globals(p)
     p.add_argument("--rules", help="colltune rules file (docs/rules.md) -> COLLTUNE_RULES")
+    p.add_argument("--deployment", metavar="DIR",
+                   help="run under a deployment (`colltune deploy`, docs/deploy.md): its rules "
+                        "files and environment, on SMPI its selector")
     p.add_argument("--force", help="COLL:ALG[:k=v,...][;...] -> COLLTUNE_FORCE")
     p.add_argument("--verbose", action="store_true", help="rank 0 logs each new decision")
     p.add_argument("--report", help="rank 0 appends what ran (JSON lines) -> COLLTUNE_REPORT")
@@ -173,14 +183,51 @@ def _sim(args, settings, env: dict, program: list[str], scratch: str) -> tuple[l
                                        _placed_hosts(args.hosts, plat, nodes))
     except platforms.PlatformError as exc:
         raise ConfigError(f"--hosts {args.hosts}: {exc}") from None
-    trace = []
+    trace = _selector_args(args, settings)
     if "COLLTUNE_PROFILE" in env:          # every message, collectives' internals included
         from ..profile.simtrace import smpirun_args
-        trace = smpirun_args(env["COLLTUNE_PROFILE"])
+        trace += smpirun_args(env["COLLTUNE_PROFILE"])
     cmd = [impl.launcher, "-np", str(ranks), "-platform", plat.xml_path, "-hostfile", hostfile,
-           *plat.smpirun_cfg_args(), *trace, *QUIET_LOGS, "--log=smpi_colls.thres:warning", app,
+           *plat.smpirun_cfg_args(), *trace, *QUIET_LOGS, "--log=smpi_colls.thres:warning",
+           "--log=smpi_coll.thres:warning", app,
            *program[1:]]
     return cmd, {**impl.run_env(), **env}, ranks
+
+
+def _selector_args(args, settings) -> list[str]:
+    """smpirun arguments of the SMPI selector: the deployment's, or --default-selector."""
+    from ..errors import ConfigError
+    dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS")
+    dep = shlex.split(dep) if dep else []
+    sel = settings.values.get("default_selector") or ""
+    if sel and settings.source_of("default_selector") != "default":
+        mine = [f"--cfg=smpi/coll-selector:{sel}"]
+        if dep and dep != mine:
+            raise ConfigError(f"--default-selector {sel} contradicts the deployment's "
+                              f"{' '.join(dep)}")
+        return mine
+    return dep
+
+
+def _deployment(args, settings) -> dict:
+    """The environment of --deployment DIR (checked against the backend's library);
+    its launch variables go to args.deployment_launch."""
+    from .. import deploy
+    from ..errors import ConfigError
+    manifest, d = deploy.load(args.deployment)
+    lib = manifest.get("library")
+    want = "smpi" if settings.backend == "sim" else settings.mpi
+    if lib != want:
+        raise ConfigError(f"--deployment {args.deployment}: deployed for {lib}, but the "
+                          f"{settings.backend} backend runs {want}")
+    rules = (manifest.get("env") or {}).get("COLLTUNE_RULES")
+    if rules and not os.path.exists(rules):
+        raise ConfigError(f"--deployment {args.deployment}: its rules file {rules} is missing "
+                          f"(moved folder? deploy again)")
+    args.deployment_launch = manifest.get("launch") or {}
+    if rules:
+        args.rules = rules                      # checked against the catalogue like --rules
+    return dict(manifest.get("env") or {})
 
 
 def _local(args, settings, env: dict, program: list[str], scratch: str,
@@ -270,6 +317,8 @@ def _world_layout(args, settings) -> tuple[int, int]:
     """(nodes, ppn) of the job's world communicator."""
     if settings.backend == "local":
         return 1, _layout(args, 10**6, 1)[2]
+    if settings.backend == "netns":               # its --layout is required, hosts checked there
+        return _layout(args, 10**6, 10**6)[:2]
     from .. import platforms
     plat = platforms.load(settings.platform)
     return _layout(args, plat.cores_per_node, plat.nodes)[:2]
@@ -304,6 +353,10 @@ def run(args, cli) -> int:
     if program and not (os.path.exists(program[0]) or program[0].endswith(".c")):
         raise ConfigError(f"program {program[0]!r} not found")
     env = {}
+    if args.deployment:
+        if args.rules or args.tune_first:
+            raise ConfigError("--deployment brings its own rules: drop --rules / --tune-first")
+        env.update(_deployment(args, settings))
     for var, value in (("COLLTUNE_RULES", args.rules and os.path.abspath(args.rules)),
                        ("COLLTUNE_FORCE", args.force), ("COLLTUNE_VERBOSE", args.verbose and "1"),
                        ("COLLTUNE_REPORT", args.report and os.path.abspath(args.report)),
