@@ -72,6 +72,9 @@ class Campaign:
         self.provenance = backend.provenance()
         self.context = {k: v for k, v in self.provenance.items() if k != "smpi_config"}
         self._lock = threading.Lock()       # guards the summary and the store across workers
+        # store keys of points this campaign skipped as already measured (by any campaign):
+        # Results.from_store(store, name, also_keys=...) gives the campaign's whole space
+        self.reused_keys: set[str] = set()
         self.context["bench"] = {k: settings.values[k]
                                  for k in ("warmup", "min_reps", "max_reps", "rse")}
 
@@ -87,6 +90,7 @@ class Campaign:
                 self.store.forget(failed)
                 done -= failed
             summary.skipped_points += len(done)
+            self.reused_keys |= done
             todo_sizes = sorted({i[1] for i, k in keys.items() if k not in done})
             if not todo_sizes:
                 continue

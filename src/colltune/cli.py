@@ -107,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--campaign")
     ex.add_argument("-o", "--output", default="-")
 
-    p = sub.add_parser("demo", help="exhaustive tuning of bcast and allreduce on the small "
-                                    "simulated cluster, with report and summary")
+    p = sub.add_parser("demo", help="tune bcast and allreduce on the small simulated cluster "
+                                    "(SMPI's algorithms vs its selectors, then best of both), "
+                                    "deploy, run a program under the deployment vs the default")
     add_globals(p)
 
     from . import subcommands

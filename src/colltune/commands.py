@@ -144,9 +144,12 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
         if hasattr(tuner, "attach"):  # tuners that measure by themselves (taskmodel)
             tuner.attach(backend, session.settings, store, getattr(args, "heuristics", False),
                          getattr(args, "han_space", "han"))
-        summary = tuner.run(Campaign(name, backend, store, session.settings, not args.quiet,
-                                     getattr(args, "retry_failed", False)))
-        results = Results.from_store(store, name)
+        campaign = Campaign(name, backend, store, session.settings, not args.quiet,
+                            getattr(args, "retry_failed", False))
+        summary = tuner.run(campaign)
+        # points of this space that another campaign measured count too (e.g. a
+        # --provider both campaign after a library one: the same store keys)
+        results = Results.from_store(store, name, also_keys=campaign.reused_keys)
     table = tuner.decide(results, {**backend.provenance(), "campaign": name,
                                    "baselines": baselines, "arms": provider.deployment()})
     return table, results, summary, baselines
@@ -260,22 +263,138 @@ def cmd_results(args, cli) -> int:
     return 0
 
 
-# The embedded default job: small enough for < 10 minutes on 2 cores.
+# The embedded default job: <= 5 minutes on 2 cores from scratch (README, "What
+# `make demo` does"). Part 1 tunes SMPI's algorithms against its selectors; part 2
+# tunes colltune's algorithms + the `ompi` selector (`--provider both`, reusing part
+# 1's points), deploys the table and runs an unmodified program under it and under
+# the library default.
 DEMO = {"collectives": ["bcast", "allreduce"], "layouts": [(2, 4), (4, 4), (8, 4)],
-        "sizes": "8..1M,1000,100000", "campaign": "demo"}
+        "sizes": "8..1M,1000,100000", "campaign": "demo", "both": "demo-both",
+        "deployment": "demo-deploy", "app_layout": (8, 4), "app_iterations": 20}
 
 
 def cmd_demo(args, cli) -> int:
     from .report import render
     session = Session(cli, args.config)
-    print(f"colltune demo: exhaustive tuning of {', '.join(DEMO['collectives'])} on the "
-          f"'{session.settings.platform}' simulated cluster (SimGrid SMPI), layouts "
-          f"{', '.join(f'{n}x{p}' for n, p in DEMO['layouts'])}, sizes {DEMO['sizes']} bytes per rank")
+    layouts = ", ".join(f"{n}x{p}" for n, p in DEMO["layouts"])
+    print(f"colltune demo on the '{session.settings.platform}' simulated cluster (SimGrid SMPI), "
+          f"{', '.join(DEMO['collectives'])}, layouts {layouts}, sizes {DEMO['sizes']} bytes per rank")
+    print("\n[1/4] SMPI's own algorithms vs its default selectors (exhaustive)", flush=True)
+    sizes = parse_list(DEMO["sizes"])
     table, results, summary, baselines = run_tuning(
-        session, args, DEMO["collectives"], DEMO["layouts"], parse_list(DEMO["sizes"]),
-        DEMO["campaign"])
+        session, args, DEMO["collectives"], DEMO["layouts"], sizes, DEMO["campaign"])
     path = table.save(session.output_path(f"{DEMO['campaign']}.table.json"))
     report = render(results, baselines, session.output_path(f"{DEMO['campaign']}.html"),
                     title="colltune demo")
     _print_outcome(DEMO["campaign"], summary, results, baselines, path, report)
+
+    print("\n[2/4] best of both: colltune's algorithms + the library default "
+          "(tune --provider both; SMPI's points above are reused)", flush=True)
+    both = Session({**cli, "provider": "both", "default_selector": "ompi"}, args.config)
+    btable, bresults, bsummary, _ = run_tuning(
+        both, args, DEMO["collectives"], DEMO["layouts"], sizes, DEMO["both"])
+    bpath = btable.save(both.output_path(f"{DEMO['both']}.table.json"))
+    print(f"\ncampaign {DEMO['both']}: {bsummary.launches} launches in {bsummary.wall_s:.0f} s, "
+          f"{bsummary.skipped_points} points reused from the store")
+    print(f"decision table: {bpath}   ({_arm_counts(btable)})")
+    line = table_vs_default(btable, bresults)
+    if line:
+        print(line.lstrip("\n"))
+
+    print(f"\n[3/4] colltune deploy --table {bpath} --library smpi "
+          f"-o {both.output_path(DEMO['deployment'])}", flush=True)
+    from .deploy import ENV_FILE, deploy
+    dep_dir = both.output_path(DEMO["deployment"])
+    m = deploy(bpath, "smpi", dep_dir, both.settings.cache_dir)
+    n = m["table"]["rules"]
+    print(f"deployment: {n['colltune']} colltune rule(s), {n['default']} library-default "
+          f"rule(s); environment: {dep_dir}/{ENV_FILE}: "
+          + ", ".join(f"{k}={v}" for k, v in m["launch"].items() if k == "COLLTUNE_SMPIRUN_ARGS"))
+
+    return _demo_app(cli, args.config, btable, dep_dir)
+
+
+def _arm_counts(table) -> str:
+    """'N rules: colltune's algorithms x, the library default y' of a both table."""
+    from .deploy import counts
+    c = counts(table)
+    arms = table.provenance.get("arms") or {}
+    return (f"{sum(c.values())} rules: {c['colltune']} colltune's algorithms, {c['default']} "
+            f"the library default ({arms.get('library')} {arms.get('library_default')})")
+
+
+def _demo_app(cli, config_file, table, dep_dir) -> int:
+    """[4/4]: the unmodified program under the library default and under the deployment."""
+    import os
+    import subprocess
+    import tempfile
+    from importlib import resources
+    selector = (table.provenance.get("arms") or {}).get("library_default") or "ompi"
+    app = str(resources.files("colltune") / "apps" / "collmix.c")
+    shown = os.path.relpath(app) if not os.path.relpath(app).startswith("..") else app
+    nodes, ppn = DEMO["app_layout"]
+    iters = str(DEMO["app_iterations"])
+    glob = ["--config", config_file] if config_file else []
+    for k, v in cli.items():
+        if v is not None and k not in ("provider", "default_selector", "backend"):
+            glob += [f"--{k.replace('_', '-')}", str(v)]
+    print(f"\n[4/4] an unmodified MPI program ({shown}: bcast + allreduce of 6 sizes in a "
+          f"loop, results checked) on {nodes}x{ppn}, twice", flush=True)
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="colltune-demo-") as tmp:
+        report = os.path.join(tmp, "report.jsonl")
+        for key, extra in (("default", ["--default-selector", selector]),
+                           ("deployed", ["--deployment", dep_dir, "--report", report])):
+            shown_cmd = " ".join(["colltune run", *extra[:2], f"--layout {nodes}x{ppn}", "--",
+                                  shown, iters])
+            print(f"$ {shown_cmd}", flush=True)
+            cmd = [sys.executable, "-m", "colltune.cli", "run", "--quiet", "--backend", "sim",
+                   *glob, *extra, "--layout", f"{nodes}x{ppn}", "--", app, iters]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.stdout.write(proc.stdout)
+                sys.stderr.write(proc.stderr)
+                raise ColltuneError(f"the demo program failed ({shown_cmd}: exit "
+                                    f"{proc.returncode})")
+            runs[key] = _parse_collmix(proc.stdout, shown_cmd)
+        ran = {}
+        if os.path.exists(report):
+            with open(report) as fh:
+                for ln in fh:
+                    r = json.loads(ln)
+                    ran[(r["collective"], int(r["bytes"]))] = r.get("ran") or r.get("requested")
+    d, t = runs["default"], runs["deployed"]
+    print(f"\ncollective time of the program (max over ranks, SimGrid time: deterministic):")
+    print(f"{'call':<27} {'library default':>16} {'deployed':>12} {'ratio':>7}  deployed runs")
+    print(f"{'':<27} {'(' + selector + ' selector)':>16} {'':>12} {'def/dep':>7}")
+    for (coll, nbytes), (calls, td) in d["calls"].items():
+        tt = t["calls"][(coll, nbytes)][1]
+        rule = table.entry(coll, nodes, ppn).rule_for(nbytes)
+        what = ran.get((coll, nbytes))
+        what = (f"colltune {what}" if what and what != "library" else
+                f"library ({selector})" if what == "library" else
+                f"{rule.provider} {rule.algorithm}")
+        print(f"{coll + ' ' + _bytes(nbytes) + f' x {calls}':<27} {td * 1e6:>13.1f} us "
+              f"{tt * 1e6:>9.1f} us {td / tt if tt else float('nan'):>6.2f}x  {what}")
+    print(f"{'total in collectives':<27} {d['total'] * 1e6:>13.1f} us {t['total'] * 1e6:>9.1f} us "
+          f"{d['total'] / t['total'] if t['total'] else float('nan'):>6.2f}x")
+    print(f"results checked: {d['checks']} + {t['checks']} checks, "
+          f"{d['failures'] + t['failures']} failures")
     return 0
+
+
+def _bytes(n: int) -> str:
+    return f"{n // 1048576} MiB" if n >= 1048576 and n % 1048576 == 0 else f"{n} B"
+
+
+def _parse_collmix(out: str, what: str) -> dict:
+    import re
+    calls = {}
+    for m in re.finditer(r"^collmix: (\w+)\s+(\d+) B x\s+(\d+) calls\s+([0-9.e+-]+) s$", out, re.M):
+        calls[(m[1], int(m[2]))] = (int(m[3]), float(m[4]))
+    tot = re.search(r"^collmix: total ([0-9.e+-]+) s in collectives, (\d+) checks, (\d+) failures",
+                    out, re.M)
+    if not calls or not tot:
+        raise ColltuneError(f"{what}: no collmix report in its output:\n{out[-2000:]}")
+    return {"calls": calls, "total": float(tot[1]), "checks": int(tot[2]),
+            "failures": int(tot[3])}

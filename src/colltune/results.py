@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -25,9 +25,21 @@ class Results:
     runs: pd.DataFrame
 
     @classmethod
-    def from_store(cls, store: Store, campaign: str | None = None) -> "Results":
-        points = pd.DataFrame(store.query_points(campaign))
-        runs = pd.DataFrame(store.query_runs(campaign))
+    def from_store(cls, store: Store, campaign: str | None = None,
+                   also_keys: Iterable[str] = ()) -> "Results":
+        """The campaign's points; with also_keys (a campaign's reused points,
+        Campaign.reused_keys) also those measured by other campaigns under these keys."""
+        pts, rns = store.query_points(campaign), store.query_runs(campaign)
+        if campaign and also_keys:
+            own = {p.get("key") for p in pts}
+            more = [p for p in store.query_points_by_keys(also_keys) if p.get("key") not in own]
+            if more:
+                pts = sorted(pts + more, key=lambda p: p["point_id"])
+                have = {r["run_id"] for r in rns}
+                rns = sorted(rns + store.query_runs_by_ids(
+                    {p["run_id"] for p in more} - have), key=lambda r: r["run_id"])
+        points = pd.DataFrame(pts)
+        runs = pd.DataFrame(rns)
         if points.empty:
             points = pd.DataFrame(columns=["collective", "algorithm", "algorithm_kind", "nodes",
                                            "ppn", "msg_size", "status", "ttc_median_s", "scenario"])

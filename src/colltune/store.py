@@ -128,14 +128,32 @@ class Store:
             q, args = q + " WHERE campaign=?", [campaign]
         return [dict(r) for r in self.db.execute(q + " ORDER BY run_id", args)]
 
+    _POINTS = ("SELECT m.*, r.campaign, r.backend, r.platform, r.platform_sha256, r.provider, "
+               "r.mpi_library, r.mpi_version, r.collective, r.algorithm, r.algorithm_kind, "
+               "r.nodes, r.ppn, r.nprocs, r.scenario FROM measurements m JOIN runs r USING(run_id)")
+
     def query_points(self, campaign: str | None = None) -> list[dict]:
-        q = ("SELECT m.*, r.campaign, r.backend, r.platform, r.platform_sha256, r.provider, "
-             "r.mpi_library, r.mpi_version, r.collective, r.algorithm, r.algorithm_kind, "
-             "r.nodes, r.ppn, r.nprocs, r.scenario FROM measurements m JOIN runs r USING(run_id)")
-        args: list[Any] = []
+        q, args = self._POINTS, []
         if campaign:
             q, args = q + " WHERE r.campaign=?", [campaign]
         return [dict(r) for r in self.db.execute(q + " ORDER BY m.point_id", args)]
+
+    def query_points_by_keys(self, keys: Iterable[str]) -> list[dict]:
+        """The points stored under these keys, whichever campaign measured them."""
+        keys, out = sorted(set(keys)), []
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            out += [dict(r) for r in self.db.execute(
+                f"{self._POINTS} WHERE m.key IN ({','.join('?' * len(chunk))})", chunk)]
+        return sorted(out, key=lambda r: r["point_id"])
+
+    def query_runs_by_ids(self, run_ids: Iterable[int]) -> list[dict]:
+        ids, out = sorted(set(run_ids)), []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            out += [dict(r) for r in self.db.execute(
+                f"SELECT * FROM runs WHERE run_id IN ({','.join('?' * len(chunk))})", chunk)]
+        return sorted(out, key=lambda r: r["run_id"])
 
     def campaigns(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT campaign FROM runs ORDER BY campaign")]
