@@ -2,8 +2,8 @@
 """miniAMR tuning its own collectives online, run after run (issue 16).
 
 miniAMR (Mantevo reference version, ../shared/apps/miniAMR/ref, unmodified) is copied to
-the build cache and built with smpicc and libcolltune.a; 64 ranks on `fattree64x12`
-(layout 16x4, npx=npy=npz=4):
+the build cache and built with smpicc and libcolltune.a (profile_miniamr.build_app, the
+same input as there); 64 ranks on `fattree64x12` (layout 16x4, npx=npy=npz=4):
 
 Every job runs SMPI's `ompi` selector for the library's own collectives (a copy of the
 platform whose smpi_config sets it: smpirun's own default, `default`, is its naive one).
@@ -33,14 +33,11 @@ SimGrid is deterministic: a re-run prints the same numbers.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
-import subprocess
 from collections import Counter
 
-from online_common import (CACHE, ROOT, Bench, bench_best, block_name, checksum_lines,
+from online_common import (CACHE, Bench, bench_best, block_name, checksum_lines,
                            colltune_run, compare_choices, exhaustive, fixed_state, last_samples,
                            library_index, measured_only, ompi_platform, platform_name, run_fixed,
                            used_sizes)
@@ -48,33 +45,12 @@ from online_common import (CACHE, ROOT, Bench, bench_best, block_name, checksum_
 from colltune import mpi
 from colltune.online import history, state
 from colltune.online.arms import preset_arms
-from colltune.providers.colltune import libcolltune, link_args
+from profile_miniamr import ARGS as PROFILE_ARGS, build_app   # the same build and input
 
-APP = os.path.join(ROOT, "..", "shared", "apps", "miniAMR", "ref")
 BASE_PLATFORM, LAYOUT = "fattree64x12", "16x4"
-ARGS = ("--npx 4 --npy 4 --npz 4 --num_refine 3 --max_blocks 2000 --num_vars 2 "
-        "--init_x 1 --init_y 1 --init_z 1 --nx 8 --ny 8 --nz 8 --num_objects 2 "
-        "--object 2 0 -1.10 -1.10 -1.10 0.030 0.030 0.030 1.5 1.5 1.5 0.0 0.0 0.0 "
-        "--object 2 0 0.5 0.5 1.76 0.0 0.0 -0.025 0.75 0.75 0.75 0.0 0.0 0.0 "
-        "--num_tsteps 10 --checksum_freq 4 --stages_per_ts 16 --report_diffusion").split()
+ARGS = ["--npx", "4", "--npy", "4", "--npz", "4", *PROFILE_ARGS, "--report_diffusion"]
 CHECKSUMS = r"^\d+ var \d+ sum \S+"
 SUMMARY = r"^Summary: .*time (\S+) calc (\S+) comm (\S+) red (\S+) refine (\S+)"
-
-
-def build_app() -> str:
-    """miniAMR.x with libcolltune.a, in the cache (keyed by libcolltune's build)."""
-    impl = mpi.find("smpi")
-    lib = libcolltune(impl, CACHE)
-    key = hashlib.sha256(str(lib).encode()).hexdigest()[:12]
-    out = os.path.join(CACHE, "apps", f"miniamr-online-{key}")
-    exe = os.path.join(out, "miniAMR.x")
-    if not os.path.exists(exe):
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.copytree(APP, out)
-        subprocess.run(["make", "-s", "-C", out, "-j2", "CC=smpicc", "LD=smpicc",
-                        f"LDLIBS={' '.join(link_args(lib))} -lm"], check=True,
-                       env=impl.run_env(), stdout=subprocess.DEVNULL)
-    return exe
 
 
 def app_time(stdout: str) -> float:
