@@ -121,8 +121,9 @@ def exhaustive(template: State, presets: dict, work: str, platform: str, layout:
 
 
 class Bench:
-    """Command line (--runs, --work), a fresh work folder, the results folder, and a log
-    printed as it goes and written to OUT/summary.log at the end."""
+    """Command line (--runs, --work, --budget), a fresh work folder, the results folder
+    (results/<name>/budget<B>/), and a log printed as it goes and written to
+    summary.log there at the end."""
 
     def __init__(self, doc: str, name: str, runs: int, budget: int = 24):
         import argparse
@@ -133,7 +134,8 @@ class Bench:
         ap.add_argument("--budget", type=int, default=budget,
                         help="COLLTUNE_ONLINE_BUDGET: timed calls per (communicator, block) and run")
         self.args = ap.parse_args()
-        self.work, self.out = self.args.work, os.path.join(HERE, "results", name.replace("-", "_"))
+        self.work = self.args.work
+        self.out = os.path.join(HERE, "results", name.replace("-", "_"), f"budget{self.args.budget}")
         shutil.rmtree(self.work, ignore_errors=True)
         os.makedirs(self.work)
         os.makedirs(self.out, exist_ok=True)

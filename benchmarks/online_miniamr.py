@@ -22,8 +22,8 @@ platform whose smpi_config sets it: smpirun's own default, `default`, is its nai
      its best arm gives the best collective time; the `library` arm's run is the library
      default measured with the online cost definition.
 
-Printed (and written to benchmarks/results/online_miniamr/summary.log, with results.json
-and the final state.txt): per run the collective time and its ratio to the library
+Printed (and written to benchmarks/results/online_miniamr/budget<B>/: summary.log,
+results.json and the final state.txt): per run the collective time and its ratio to the library
 default and to the offline best, miniAMR's time against the run without online mode, the
 exploration spent (sum over runs of collective time above the best) against the cost of
 the offline campaigns, and per block the final choice against each offline best.

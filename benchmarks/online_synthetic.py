@@ -20,7 +20,7 @@ ompi_platform), 3 ranks per node: at 6x3 the communicators are 6x3 = 18,
    first run from uniform probabilities, both against the offline best at 8x3.
 
     .venv/bin/python benchmarks/online_synthetic.py [--runs 6]
-Prints the numbers and writes benchmarks/results/online_synthetic/ (summary.log,
+Prints the numbers and writes benchmarks/results/online_synthetic/budget<B>/ (summary.log,
 results.json, the learnt state.txt).
 """
 from __future__ import annotations
