@@ -67,7 +67,9 @@ def _run(tmp_path, coll, nbytes, how, launch):
         cmd += ["--force", f"{coll}:{alg}"]
     cmd += ["--", str(APP), coll, str(nbytes), str(REPS)]
     if who == "smpi":
-        cmd.append(f"--cfg=smpi/{coll}:{alg}")       # SimGrid takes --cfg from the program's argv
+        # SimGrid takes --cfg / --log from the program's argv too; its "Switch to algorithm"
+        # line (hidden by colltune run) is the evidence that the forced algorithm ran
+        cmd += [f"--cfg=smpi/{coll}:{alg}", "--log=smpi_coll.thres:info"]
     r = run_cli(*cmd, timeout=120)
     if who == "smpi":
         assert f"Switch to algorithm {alg}" in r.stderr + r.stdout or alg == "default"
