@@ -1,6 +1,7 @@
 """Shared fixtures: the real SMPI backend on the small bundled platform."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -55,3 +56,14 @@ def sim_backend(settings):
     b = SimBackend(settings, "small")
     b.prepare()
     return b
+
+
+@contextlib.contextmanager
+def emulated_cluster(hosts: int, name: str, subnet: str, **kw):
+    """An emulated cluster (colltune cluster up) for the duration of the block."""
+    from colltune import cluster
+    c = cluster.up(hosts, name, subnet, **kw)
+    try:
+        yield c
+    finally:
+        cluster.down(name)

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import CACHE, run_cli
+from conftest import CACHE, emulated_cluster, run_cli
 
 from colltune import cluster, config, mpi
 from colltune.backends.base import Launch
@@ -87,11 +87,8 @@ def _settings(lib: str, platform: str, **extra):
 
 @pytest.fixture(scope="module")
 def emulated():
-    c = cluster.up(2, NAME, SUBNET)
-    try:
+    with emulated_cluster(2, NAME, SUBNET) as c:
         yield c
-    finally:
-        cluster.down(NAME)
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ import os
 import numpy as np
 import pytest
 
-from conftest import REPO, have_mpi, run_cli
+from conftest import REPO, emulated_cluster, have_mpi, run_cli
 
-from colltune import cluster
+
 from colltune.profile import link_loads, load_profile, resolve_topology
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
@@ -29,11 +29,8 @@ NAME, SUBNET = "cpn", "10.213.74.0/24"
 
 @pytest.fixture(scope="module")
 def emulated():
-    c = cluster.up(2, NAME, SUBNET)
-    try:
+    with emulated_cluster(2, NAME, SUBNET) as c:
         yield c
-    finally:
-        cluster.down(NAME)
 
 
 def _run(lib: str, out, env: dict):

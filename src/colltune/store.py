@@ -138,22 +138,23 @@ class Store:
             q, args = q + " WHERE r.campaign=?", [campaign]
         return [dict(r) for r in self.db.execute(q + " ORDER BY m.point_id", args)]
 
+    def _rows_in(self, select: str, column: str, values: Iterable) -> list[dict]:
+        """Rows of `select WHERE column IN values`, queried 500 values at a time (SQLite's
+        limit on bound parameters)."""
+        values, out = sorted(set(values)), []
+        for i in range(0, len(values), 500):
+            chunk = values[i:i + 500]
+            out += [dict(r) for r in self.db.execute(
+                f"{select} WHERE {column} IN ({','.join('?' * len(chunk))})", chunk)]
+        return out
+
     def query_points_by_keys(self, keys: Iterable[str]) -> list[dict]:
         """The points stored under these keys, whichever campaign measured them."""
-        keys, out = sorted(set(keys)), []
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            out += [dict(r) for r in self.db.execute(
-                f"{self._POINTS} WHERE m.key IN ({','.join('?' * len(chunk))})", chunk)]
-        return sorted(out, key=lambda r: r["point_id"])
+        return sorted(self._rows_in(self._POINTS, "m.key", keys), key=lambda r: r["point_id"])
 
     def query_runs_by_ids(self, run_ids: Iterable[int]) -> list[dict]:
-        ids, out = sorted(set(run_ids)), []
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            out += [dict(r) for r in self.db.execute(
-                f"SELECT * FROM runs WHERE run_id IN ({','.join('?' * len(chunk))})", chunk)]
-        return sorted(out, key=lambda r: r["run_id"])
+        return sorted(self._rows_in("SELECT * FROM runs", "run_id", run_ids),
+                      key=lambda r: r["run_id"])
 
     def campaigns(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT campaign FROM runs ORDER BY campaign")]

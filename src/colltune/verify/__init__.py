@@ -74,14 +74,21 @@ class Report:
                        "point: it agrees with the file but does not prove it")
         for u in self.unchecked:
             out.append(f"(2) not checked: {u}")
-        times = [r.ratio for r in self.results if r.ratio]
-        if times:
-            out.append(f"(3) default/file time ratio: median {sorted(times)[len(times) // 2]:.3g} over "
-                       f"{len(times)} points (same verify run, launches back to back; on an "
-                       f"oversubscribed or busy host this is noise)")
-        out += [f"note: {n}" for n in self.notes]
-        out.append("RESULT: " + ("PASS" if self.ok else "FAIL"))
+        out += report_tail("default/file", [r.ratio for r in self.results], self.notes, self.ok)
         return "\n".join(out)
+
+
+def report_tail(what: str, ratios: list, notes: list[str], ok: bool) -> list[str]:
+    """The last lines of a verify report: (3) the median time ratio, notes, RESULT."""
+    times = sorted(r for r in ratios if r)
+    out = []
+    if times:
+        out.append(f"(3) {what} time ratio: median {times[len(times) // 2]:.3g} over "
+                   f"{len(times)} points (same verify run, launches back to back; on an "
+                   f"oversubscribed or busy host this is noise)")
+    out += [f"note: {n}" for n in notes]
+    out.append("RESULT: " + ("PASS" if ok else "FAIL"))
+    return out
 
 
 def compare(points: list[Point], default, with_file, forced: dict) -> list[PointResult]:

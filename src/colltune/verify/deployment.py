@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from .. import deploy as _deploy
 from ..decision import DecisionTable
 from ..errors import ColltuneError
+from . import report_tail
 
 REDUCTIONS = ("reduce", "allreduce")
 
@@ -85,13 +86,7 @@ class DeploymentReport:
             ratio = f"  default/deployed {p.ratio:.3g}" if p.ratio else ""
             out.append(f"  {'ok  ' if p.ok else 'FAIL'} {p.collective:<10} {p.nbytes:>9} B/rank  "
                        f"table: {p.table_says:<34} ran: {p.ran}{ratio}")
-        times = sorted(p.ratio for p in self.points if p.ratio)
-        if times:
-            out.append(f"(3) default/deployed time ratio: median {times[len(times) // 2]:.3g} over "
-                       f"{len(times)} points (same verify run, launches back to back; on an "
-                       f"oversubscribed or busy host this is noise)")
-        out += [f"note: {n}" for n in self.notes]
-        out.append("RESULT: " + ("PASS" if self.ok else "FAIL"))
+        out += report_tail("default/deployed", [p.ratio for p in self.points], self.notes, self.ok)
         return "\n".join(out)
 
 
