@@ -85,14 +85,33 @@ def test_state_file_truncated_or_binary(tmp_path):
 
 
 # ---- update rule ----------------------------------------------------------------
+def test_choice_needs_the_library_measured():
+    # the block leaves the library only on a measured comparison with it (C: ct_online_choice)
+    b = Block("allreduce", 2, 2, 0, arms=[Arm("library", 0.5, 2, 1.0), Arm("ring", 0.5, 3, 0.5)])
+    assert b.best().arm == "library"          # most probable (C keeps drawing)
+    b.arms[0].n = 3
+    assert b.best().arm == "ring"
+    b.arms[0].mean = 0.4
+    assert b.best().arm == "library"
+    # a state that lists no library arm: the lowest measured mean
+    assert Block("bcast", 2, 2, 0, arms=[Arm("han", 0.5, 3, 2.0), Arm("binomial", 0.5, 4, 1.0)]).best().arm \
+        == "binomial"
+
+
 def test_rule_hand_checked():
     # means 1, 1.1, 2 (n >= 3): r = 1, 1.1, 2; w = 1, e^-1, e^-10 -> p = .7310, .2689, 3.3e-5;
     # floor .02/3 = .00667 lifts the last; renormalised by 1.006634
     arms = [Arm("a", 0.3, 10, 1.0), Arm("b", 0.3, 10, 1.1), Arm("c", 0.4, 10, 2.0)]
     assert update.probabilities(arms) == pytest.approx([0.726217, 0.267160, 0.006623], abs=1e-6)
-    # an arm measured fewer than 3 times keeps max(p, 1/K): w = 1 (a) and .5 (b) -> 2/3, 1/3
+    # an arm measured fewer than 3 times weighs max(K p, 1): w = 1 (a, the best measured)
+    # and max(.2, 1) = 1 (b) -> 1/2, 1/2: not faded before it has 3 samples
     arms = [Arm("a", 0.9, 10, 1.0), Arm("b", 0.1, 2, 0.5)]
-    assert update.probabilities(arms) == pytest.approx([2 / 3, 1 / 3])
+    assert update.probabilities(arms) == pytest.approx([1 / 2, 1 / 2])
+    # a prior's favourite not yet measured keeps more than the best measured arm:
+    # w = 1 (a), max(3 x .6, 1) = 1.8 (b), 1 (c, measured 20 % slower: e^-2 = .1353)
+    arms = [Arm("a", 0.2, 5, 1.0), Arm("b", 0.6, 0), Arm("c", 0.2, 5, 1.2)]
+    w = [1.0, 1.8, math.exp(-2.0)]
+    assert update.probabilities(arms) == pytest.approx([x / sum(w) for x in w])
     # nothing measured: a prior's favourite keeps its lead, the others get 1/K:
     # w = .9, 1/3, 1/3 -> / 1.5667
     assert update.probabilities([Arm("a", 0.9), Arm("b", 0.1), Arm("c", 0.0)]) == \

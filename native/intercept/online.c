@@ -1,13 +1,15 @@
 /* Online mode: per call, the arm of the call's block drawn from the block's
- * probabilities by colltune's own counter-based generator, timed on one rank
- * per node for the first BUDGET calls of each (communicator, block), then the
- * best arm (docs/online-native.md: why every rank of a communicator draws the
- * same arm without any per-call message).
+ * probabilities by colltune's own counter-based generator, timed on every rank
+ * of the communicator (at most COLLTUNE_ONLINE_SAMPLERS: then the node leaders)
+ * for the first BUDGET calls of each (communicator, block), then the best arm
+ * (docs/online-native.md: why every rank of a communicator draws the same arm
+ * without any per-call message).
  *
  * Memory per rank: per tracked communicator (at most MAX_COMMS) ~250 bytes,
- * per used (communicator, block) 64 + budget bytes, and on sampling ranks
- * another 24 x budget bytes (4.8 KiB at budget 200): at most 64 x 24 cells,
- * ~7.5 MiB at the default budget. */
+ * per used (communicator, block) 88 + budget bytes, on timing ranks another
+ * 16 x budget bytes (start, end) and on the communicator's rank 0 8 x budget
+ * more (bytes): 3.4 KiB, 5 KiB on rank 0, at budget 200; at most 64 x 24 cells:
+ * ~5 MiB (7.5 MiB on rank 0) at the default budget. */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE                 /* syscall, gmtime_r, flock */
 #endif
@@ -117,7 +119,8 @@ void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn
     if (!c) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);   /* a silent skip would split the ranks */
     c->key = (uint64_t)out[0] << 32 | (uint32_t)out[1];
     c->size = size, c->nodes = nodes, c->ppn = ppn;
-    c->sampler = leader && before < ct_online.max_samplers ? before : -1;
+    if (size <= ct_online.max_samplers) c->sampler = rank;            /* every rank (default) */
+    else c->sampler = leader && before < ct_online.max_samplers ? before : -1;   /* capped */
     comms[ncomms++] = c;
     return c;
 }
@@ -139,15 +142,16 @@ static ct_online_cell *cell_new(ct_online_comm *c, int coll, int cls)
     ct_online_cell *x = calloc(1, sizeof *x);
     size_t b = (size_t)ct_online.budget;
     if (!x || !(x->arm_of = malloc(b + 1)) ||
-        (c->sampler >= 0 && (!(x->t = malloc((2 * b + 1) * sizeof *x->t)) ||
-                             !(x->bytes = malloc((b + 1) * sizeof *x->bytes)))))
+        (c->sampler >= 0 && !(x->t = malloc((2 * b + 1) * sizeof *x->t))) ||
+        (c->sampler == 0 && !(x->bytes = malloc((b + 1) * sizeof *x->bytes))))
         PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
     memset(x->arm_of, 0, b + 1);           /* touched now: no page faults in sampled calls */
-    if (x->t) memset(x->t, 0, (2 * b + 1) * sizeof *x->t), memset(x->bytes, 0, (b + 1) * sizeof *x->bytes);
+    if (x->t) memset(x->t, 0, (2 * b + 1) * sizeof *x->t);
+    if (x->bytes) memset(x->bytes, 0, (b + 1) * sizeof *x->bytes);
     x->coll = coll, x->cls = cls, x->best = -1;
     x->blk = ct_online_block_of(coll, c->nodes, c->ppn, cls);
-    if (!ct_online.budget) {               /* nothing to sample: the state's best, or draws */
-        int best = ct_online_best(x->blk);
+    if (!ct_online.budget) {               /* nothing to sample: the state's choice, or draws */
+        int best = ct_online_choice(x->blk);
         x->best = best >= 0 ? best : -2;
     }
     return c->cell[coll][cls] = x;
@@ -184,8 +188,10 @@ static int draw(const ct_online_block *b, double u, const ct_args *a)
 }
 
 /* The budget is spent: one allreduce over the communicator gives every rank
- * each sampled call's latest start and end; with the agreed state they all
- * compute the same means, hence the same best arm. */
+ * each sampled call's latest start and end over all timed ranks; with the
+ * agreed state they all compute the same means, hence the same choice. The
+ * reduced times are kept: at MPI_Finalize only the communicator's sampler 0
+ * sends them. */
 static void decide(ct_online_cell *x, MPI_Comm comm)
 {
     int n = (int)x->sampled;
@@ -199,8 +205,9 @@ static void decide(ct_online_cell *x, MPI_Comm comm)
         ct_online_arm *a = &merged.arm[x->arm_of[i]];
         ct_online_welford(&a->n, &a->mean, &a->m2, 1, t[2 * i + 1] - t[2 * i], 0);
     }
+    if (x->t) memcpy(x->t, t, 2 * (size_t)n * sizeof *t), x->reduced = 1;
     free(t);
-    int best = ct_online_best(&merged);
+    int best = ct_online_choice(&merged);
     x->best = best >= 0 ? best : -2;
 }
 
@@ -231,7 +238,8 @@ int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, 
             uint32_t s = x->sampled;
             if (x->t) x->t[2 * s] = stamp();
             rc = run_arm(coll, arm, a, ran);
-            if (x->t) x->t[2 * s + 1] = stamp(), x->bytes[s] = bytes;
+            if (x->t) x->t[2 * s + 1] = stamp();
+            if (x->bytes) x->bytes[s] = bytes;
             x->arm_of[s] = (uint8_t)pick;
             if (++x->sampled == (uint32_t)ct_online.budget) decide(x, a->comm);
         } else {
@@ -270,7 +278,8 @@ static long env_long(const char *var, long def, long lo, long hi)
 }
 
 /* Offsets to world rank 0's clock: node leaders ping-pong with rank 0 (best
- * of PINGS round trips), ranks on a node share their leader's clock. */
+ * of PINGS round trips); every other rank of a node (same CLOCK_MONOTONIC)
+ * receives its leader's offset, so every rank's stamps are on one clock. */
 static void clock_sync(void)
 {
 #ifndef COLLTUNE_SMPI
@@ -385,7 +394,7 @@ int ct_online_init(int world_rank, int thread_multiple, int other_sources)
     PMPI_Comm_size(MPI_COMM_WORLD, &ct_online.size);
     snprintf(ct_online.dir, sizeof ct_online.dir, "%s", dir);
     ct_online.budget = (int)env_long("COLLTUNE_ONLINE_BUDGET", 200, 0, 100000);
-    ct_online.max_samplers = (int)env_long("COLLTUNE_ONLINE_SAMPLERS", 16, 1, 1 << 20);
+    ct_online.max_samplers = (int)env_long("COLLTUNE_ONLINE_SAMPLERS", 1 << 30, 1, 1 << 30);
     ct_online.seed = (uint64_t)env_long("COLLTUNE_ONLINE_SEED", 0, 0, 0x7fffffffL);
     struct timespec ts;
     struct tm tm;

@@ -2,7 +2,7 @@
  *   online.c        set-up, per-communicator keys, the per-call draw, sampling, the budget
  *   online_arms.c   the compiled preset arms per collective, size classes, the fingerprint
  *   online_state.c  state.txt: parse, format, the update rule (shared with Python)
- *   online_final.c  MPI_Finalize: gather the samplers, samples/<run>.json, state.txt under flock
+ *   online_final.c  MPI_Finalize: gather the timings, samples/<run>.json, state.txt under flock
  * intercept.c only calls the hooks below; with online mode off each costs one
  * load and one predictable branch. */
 #ifndef CT_ONLINE_H
@@ -85,6 +85,8 @@ void ct_online_state_free(ct_online_state *st);
 void ct_online_welford(double *n, double *mean, double *m2, double n2, double mean2, double m22);
 void ct_online_update_rule(ct_online_block *b);
 int ct_online_best(const ct_online_block *b);                       /* lowest mean with n >= 3, or -1 */
+/* what a block exploits after its budget: ct_online_best once the library arm has n >= 3, or -1 */
+int ct_online_choice(const ct_online_block *b);
 
 /* online.c -> online_final.c: what the set-up learnt */
 typedef struct {
@@ -102,15 +104,16 @@ typedef struct {
     uint32_t calls, sampled;
     int best;                        /* arm after the budget; -1 drawing and sampling; -2 drawing */
     int in_seconds;                  /* t holds seconds (else raw stamps: ct_online_seconds) */
+    int reduced;                     /* t holds the allreduce(MAX) over the communicator (decide) */
     const ct_online_block *blk;      /* arms and p (state block or compiled presets) */
     uint8_t *arm_of;                 /* [budget] arm of each sampled call */
     double *t;                       /* samplers: [2 budget] start, end */
-    long long *bytes;                /* samplers: [budget] */
+    long long *bytes;                /* sampler 0: [budget] (bytes are agreed) */
 } ct_online_cell;
 
 typedef struct {
     uint64_t key;
-    int size, nodes, ppn, sampler;   /* sampler: index among the node leaders, -1 none */
+    int size, nodes, ppn, sampler;   /* sampler: index among the timed ranks (comm rank when all are), -1 none */
     ct_online_cell *cell[CT_NCOLLS][CT_ONLINE_NCLASS];
 } ct_online_comm;
 int ct_online_ncomms(void);

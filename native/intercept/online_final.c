@@ -1,7 +1,9 @@
-/* Online mode at MPI_Finalize: the samplers' raw timings go to world rank 0 in
- * one gather; rank 0 turns them into per-call costs (latest end - latest start
- * over a call's samplers), writes samples/<run id>.json atomically, then merges
- * the run into state.txt under flock(<dir>/.lock) with the update rule. */
+/* Online mode at MPI_Finalize: the timings go to world rank 0 in one gather
+ * (a communicator's sampler 0 sends the reduced times of a block whose budget
+ * was spent; for the others every timed rank sends its own); rank 0 turns
+ * them into per-call costs (latest end - latest start over a call's ranks),
+ * writes samples/<run id>.json atomically, then merges the run into state.txt
+ * under flock(<dir>/.lock) with the update rule. */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE                 /* syscall, gmtime_r, flock */
 #endif
@@ -34,7 +36,8 @@ static int by_call(const void *pa, const void *pb)
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
-/* this rank's records: samples if it timed, summaries if it is a communicator's rank 0 */
+/* this rank's records: samples if it timed (reduced ones: sampler 0 only),
+ * summaries if it is a communicator's sampler 0 */
 static rec_t *collect(int *n)
 {
     size_t cap = 0, k = 0;
@@ -46,7 +49,8 @@ static rec_t *collect(int *n)
                 ct_online_cell *x = c->cell[coll][cls];
                 if (!x || c->sampler < 0) continue;
                 ct_online_seconds(x);
-                size_t need = k + 1 + (x->t ? x->sampled : 0);
+                int send = x->t && (!x->reduced || c->sampler == 0);
+                size_t need = k + 1 + (send ? x->sampled : 0);
                 if (need > cap) {
                     rec_t *p = realloc(out, (cap = 2 * need) * sizeof *p);
                     if (!p) { *n = (int)k; return out; }
@@ -57,9 +61,9 @@ static rec_t *collect(int *n)
                     out[k] = base, out[k].bytes = x->calls, out[k].t0 = x->sampled;
                     k++;
                 }
-                for (uint32_t s = 0; x->t && s < x->sampled; s++) {
+                for (uint32_t s = 0; send && s < x->sampled; s++) {
                     out[k] = base;
-                    out[k].idx = s, out[k].arm = x->arm_of[s], out[k].bytes = x->bytes[s];
+                    out[k].idx = s, out[k].arm = x->arm_of[s], out[k].bytes = x->bytes ? x->bytes[s] : 0;
                     out[k].t0 = x->t[2 * s], out[k].t1 = x->t[2 * s + 1];
                     k++;
                 }
@@ -146,12 +150,14 @@ static int write_samples(const char *path, const char *run_id, agg_t *aggs, int 
     for (int i = 0; i < nrec;) {          /* one record per sampled call */
         int j = i;
         double t0 = -1e300, t1 = -1e300;
-        for (; j < nrec && !by_call(&r[i], &r[j]); j++) t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1);
+        long long by = 0;                 /* sampler 0's (agreed bytes; the others send 0) */
+        for (; j < nrec && !by_call(&r[i], &r[j]); j++)
+            t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1), by = r[j].bytes > by ? r[j].bytes : by;
         if (r[i].idx >= 0) {
             const ct_online_block *b = ct_online_block_of(r[i].coll, r[i].nodes, r[i].ppn, r[i].cls);
             fprintf(f, "%s\n  [\"%s\", %d, %d, %d, %lld, \"%s\", %.9g]", first ? "" : ",",
                     ct_coll_name((ct_coll)r[i].coll), r[i].nodes, r[i].ppn, r[i].size,
-                    (long long)r[i].bytes, b->arm[r[i].arm].id, t1 - t0);
+                    by, b->arm[r[i].arm].id, t1 - t0);
             first = 0;
         }
         i = j;

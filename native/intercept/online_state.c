@@ -55,8 +55,21 @@ int ct_online_best(const ct_online_block *b)
     return best;
 }
 
-/* p ∝ exp(-(mean/best - 1)/tau) for measured arms, max(p, 1/K) for the others,
- * then a floor of 0.02/K: slow arms fade out, none ever reaches 0 */
+/* The arm a block exploits once its budget is spent: the lowest mean among arms with
+ * n >= MIN_N, but only once the library arm (when the block lists one) has n >= MIN_N
+ * too, so that leaving the library's default rests on a measured comparison with it
+ * (the best's mean is then <= the library's); else -1: the block keeps drawing. */
+int ct_online_choice(const ct_online_block *b)
+{
+    for (int i = 0; i < b->narms; i++)
+        if (!b->arm[i].alg && b->arm[i].n < MIN_N) return -1;
+    return ct_online_best(b);
+}
+
+/* p ∝ exp(-(mean/best - 1)/tau) for measured arms (the best weighs 1), max(K p, 1) for
+ * the others (optimism: an unmeasured arm weighs at least as much as the best measured
+ * one until it has MIN_N samples), then a floor of 0.02/K: slow arms fade out, none
+ * ever reaches 0 */
 void ct_online_update_rule(ct_online_block *b)
 {
     int k = b->narms, best = ct_online_best(b);
@@ -67,7 +80,7 @@ void ct_online_update_rule(ct_online_block *b)
         if (a->n >= MIN_N && best >= 0 && b->arm[best].mean > 0)
             a->p = exp(-(a->mean / b->arm[best].mean - 1) / TAU);
         else
-            a->p = fmax(a->p, 1.0 / k);
+            a->p = fmax(k * a->p, 1.0);
         sum += a->p;
     }
     double sum2 = 0;

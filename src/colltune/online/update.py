@@ -3,7 +3,9 @@ re-derivation of a state from every samples file of a state dir.
 
 Per block, after merging a run's statistics (Welford, in run order):
 arms with n >= MIN_N: r_a = mean_a / min_b mean_b, w_a = exp(-(r_a - 1) / TAU);
-arms with n < MIN_N: w_a = max(p_a, 1 / K) (never measured: explored, not faded);
+arms with n < MIN_N: w_a = max(K p_a, 1) (optimism: an arm not yet measured weighs at
+least as much as the best measured one, w = 1, so a block called a few times per run
+does not settle on the first arm to reach MIN_N samples);
 p = w / sum(w); p = max(p, FLOOR / K); p = p / sum(p).
 Only blocks the run touched are updated: applying the rule again to an unchanged block
 would keep moving its unmeasured arms.
@@ -53,7 +55,7 @@ def probabilities(arms: list[Arm], tau: float = TAU) -> list[float]:
         if a.n >= MIN_N and best > 0:
             w.append(math.exp(-(a.mean / best - 1.0) / tau))
         else:
-            w.append(max(a.p, 1.0 / k))
+            w.append(max(k * a.p, 1.0))
     total = sum(w)
     p = [max(x / total, FLOOR / k) for x in w]
     total = sum(p)
