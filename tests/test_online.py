@@ -100,9 +100,14 @@ def test_choice_needs_the_library_measured():
 
 def test_rule_hand_checked():
     # means 1, 1.1, 2 (n >= 3): r = 1, 1.1, 2; w = 1, e^-1, e^-10 -> p = .7310, .2689, 3.3e-5;
-    # floor .02/3 = .00667 lifts the last; renormalised by 1.006634
+    # floor .02/(3 r) = .00333 for the last (half of .02/3: it costs twice the best) lifts it;
+    # renormalised by 1.0033
     arms = [Arm("a", 0.3, 10, 1.0), Arm("b", 0.3, 10, 1.1), Arm("c", 0.4, 10, 2.0)]
-    assert update.probabilities(arms) == pytest.approx([0.726217, 0.267160, 0.006623], abs=1e-6)
+    assert update.probabilities(arms) == pytest.approx([0.728630, 0.268048, 0.003322], abs=1e-6)
+    # an arm 20x slower than the best: floor .02/(2 x 20) = .0005, expected excess .0005 x 19
+    # = 0.95 % of the best's mean (with the flat floor .01: 19 %)
+    p = update.probabilities([Arm("a", 0.5, 10, 1.0), Arm("z", 0.5, 10, 20.0)])
+    assert p[1] == pytest.approx(0.0005 / 1.0005) and p[1] * 19 < 0.02
     # an arm measured fewer than 3 times weighs max(K p, 1): w = 1 (a, the best measured)
     # and max(.2, 1) = 1 (b) -> 1/2, 1/2: not faded before it has 3 samples
     arms = [Arm("a", 0.9, 10, 1.0), Arm("b", 0.1, 2, 0.5)]
@@ -171,8 +176,10 @@ def test_rule_slow_arms_fade_floor_kept_converges():
     assert st.run_count == 8 and b.calls == 320
     assert b.best().arm == "recursive_doubling"
     assert best_p[-1] > 0.7 and best_p[-1] >= best_p[0]
-    assert b.arm("ring").p == pytest.approx(update.FLOOR / 4, rel=0.05)      # faded to the floor
-    assert all(a.p >= update.FLOOR / 4 * 0.9 for a in b.arms)
+    # faded to the floor FLOOR / (K r), r = ring's mean / the best's (about 30 / 8)
+    r = b.arm("ring").mean / b.arm("recursive_doubling").mean
+    assert b.arm("ring").p == pytest.approx(update.FLOOR / (4 * r), rel=0.05)
+    assert all(a.p >= update.FLOOR / (4 * a.mean / b.arm("recursive_doubling").mean) * 0.9 for a in b.arms)
     assert sum(a.p for a in b.arms) == pytest.approx(1)
 
 

@@ -68,12 +68,13 @@ int ct_online_choice(const ct_online_block *b)
 
 /* p ∝ exp(-(mean/best - 1)/tau) for measured arms (the best weighs 1), max(K p, 1) for
  * the others (optimism: an unmeasured arm weighs at least as much as the best measured
- * one until it has MIN_N samples), then a floor of 0.02/K: slow arms fade out, none
- * ever reaches 0 */
+ * one until it has MIN_N samples), then a floor of 0.02/(K r), r = mean/best for measured
+ * arms, 1 for the others: slow arms fade out, none ever reaches 0, and the floor's draws
+ * cost at most 2 % of the best's mean in expectation whatever the slow arms cost */
 void ct_online_update_rule(ct_online_block *b)
 {
     int k = b->narms, best = ct_online_best(b);
-    double sum = 0, floor_p = 0.02 / k;
+    double sum = 0;
     if (k == 0) return;
     for (int i = 0; i < k; i++) {
         ct_online_arm *a = &b->arm[i];
@@ -84,7 +85,11 @@ void ct_online_update_rule(ct_online_block *b)
         sum += a->p;
     }
     double sum2 = 0;
-    for (int i = 0; i < k; i++) sum2 += b->arm[i].p = fmax(b->arm[i].p / sum, floor_p);
+    for (int i = 0; i < k; i++) {
+        const ct_online_arm *a = &b->arm[i];
+        double r = a->n >= MIN_N && best >= 0 && b->arm[best].mean > 0 ? a->mean / b->arm[best].mean : 1;
+        sum2 += b->arm[i].p = fmax(a->p / sum, 0.02 / (k * r));   /* as Python computes it */
+    }
     for (int i = 0; i < k; i++) b->arm[i].p /= sum2;
 }
 

@@ -36,7 +36,7 @@ def slowdown_probabilities(slowdowns: list[float], tau: float = TAU) -> list[flo
     k = len(slowdowns)
     w = [math.exp(-(r - 1.0) / tau) for r in slowdowns]
     total = sum(w)
-    p = [max(x / total, FLOOR / k) for x in w]
+    p = [max(x / total, FLOOR / (k * max(r, 1.0))) for x, r in zip(w, slowdowns)]
     total = sum(p)
     return [x / total for x in p]
 

@@ -6,7 +6,8 @@ arms with n >= MIN_N: r_a = mean_a / min_b mean_b, w_a = exp(-(r_a - 1) / TAU);
 arms with n < MIN_N: w_a = max(K p_a, 1) (optimism: an arm not yet measured weighs at
 least as much as the best measured one, w = 1, so a block called a few times per run
 does not settle on the first arm to reach MIN_N samples);
-p = w / sum(w); p = max(p, FLOOR / K); p = p / sum(p).
+p = w / sum(w); p = max(p, FLOOR / (K r_a)) (r_a = 1 when n < MIN_N: the floor's draws
+cost at most FLOOR of the best's mean in expectation, however slow an arm); p = p / sum(p).
 Only blocks the run touched are updated: applying the rule again to an unchanged block
 would keep moving its unmeasured arms.
 """
@@ -57,7 +58,8 @@ def probabilities(arms: list[Arm], tau: float = TAU) -> list[float]:
         else:
             w.append(max(k * a.p, 1.0))
     total = sum(w)
-    p = [max(x / total, FLOOR / k) for x in w]
+    r = [a.mean / best if a.n >= MIN_N and best > 0 else 1.0 for a in arms]
+    p = [max(x / total, FLOOR / (k * ra)) for x, ra in zip(w, r)]
     total = sum(p)
     return [x / total for x in p]
 
