@@ -84,10 +84,13 @@ static uint64_t mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* uniform in [0, 1) from (seed, communicator key, collective, class, call index) only */
+/* uniform in [0, 1) from (seed, the state's run count, communicator key, collective,
+ * class, call index) only: all agreed; the run count makes each run's draws new (with
+ * it left out, every run drew its i-th call of a block at the same u) */
 static double uniform(uint64_t key, int coll, int cls, uint32_t idx)
 {
-    uint64_t h = mix(ct_online.seed ^ mix(key ^ mix(((uint64_t)coll << 40 | (uint64_t)cls << 32 | idx))));
+    uint64_t h = mix(ct_online.seed ^ mix((uint64_t)ct_online.state.runs ^
+                     mix(key ^ mix(((uint64_t)coll << 40 | (uint64_t)cls << 32 | idx)))));
     return (double)(h >> 11) * 0x1.0p-53;
 }
 
