@@ -56,14 +56,15 @@ int ct_online_best(const ct_online_block *b)
 }
 
 /* The arm a block exploits once its budget is spent: the lowest mean among arms with
- * n >= MIN_N, but only once the library arm (when the block lists one) has n >= MIN_N
- * too, so that leaving the library's default rests on a measured comparison with it
- * (the best's mean is then <= the library's); else -1: the block keeps drawing. */
+ * n >= MIN_N (none: -1, the block keeps drawing), but the library's default is left
+ * only on a measured comparison with it: while the block's library arm (when it lists
+ * one) has n < MIN_N, the library. */
 int ct_online_choice(const ct_online_block *b)
 {
-    for (int i = 0; i < b->narms; i++)
-        if (!b->arm[i].alg && b->arm[i].n < MIN_N) return -1;
-    return ct_online_best(b);
+    int best = ct_online_best(b);
+    for (int i = 0; best >= 0 && i < b->narms; i++)
+        if (!b->arm[i].alg && b->arm[i].n < MIN_N) return i;
+    return best;
 }
 
 /* p ∝ exp(-(mean/best - 1)/tau) for measured arms (the best weighs 1), max(K p, 1) for

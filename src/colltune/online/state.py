@@ -73,13 +73,16 @@ class Block:
 
     def best(self) -> Arm:
         """The arm the block runs once its budget is spent (C's ct_online_choice): the
-        lowest mean among arms measured at least MIN_N times, provided the library arm
-        (when the block lists one) is measured MIN_N times too; else the most probable
-        arm (C keeps drawing then)."""
+        lowest mean among arms measured at least MIN_N times, but the library while its
+        arm (when the block lists one) is measured fewer than MIN_N times (the default
+        is left only on a measured comparison with it); nothing measured: the most
+        probable arm (C keeps drawing then)."""
         from .update import MIN_N
         measured = [a for a in self.arms if a.n >= MIN_N]
         lib = self.arm("library")
-        if measured and (lib is None or lib.n >= MIN_N):
+        if measured and lib is not None and lib.n < MIN_N:
+            return lib
+        if measured:
             return min(measured, key=lambda a: (a.mean, a.arm))
         return max(self.arms, key=lambda a: (a.p, -self.arms.index(a)))
 
