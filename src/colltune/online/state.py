@@ -76,7 +76,7 @@ class Block:
         lowest mean among arms measured at least MIN_N times, but the library while its
         arm (when the block lists one) is measured fewer than MIN_N times (the default
         is left only on a measured comparison with it); nothing measured: the most
-        probable arm (C keeps drawing then)."""
+        probable arm (C runs the library then after a spent budget, and draws at budget 0)."""
         from .update import MIN_N
         measured = [a for a in self.arms if a.n >= MIN_N]
         lib = self.arm("library")
