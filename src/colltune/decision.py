@@ -18,6 +18,7 @@ import jsonschema
 
 from . import __version__
 from .errors import InputError
+from .inputs import read_json
 
 FORMAT, VERSION = "colltune.decision-table", 1
 
@@ -110,14 +111,7 @@ class DecisionTable:
 
     @classmethod
     def load(cls, path: str) -> "DecisionTable":
-        try:
-            with open(path) as fh:
-                data = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-        except OSError as exc:
-            raise InputError(f"cannot read decision table {path}: {exc.strerror}") from None
-        return cls.from_dict(data, path)
+        return cls.from_dict(read_json(path, "cannot read decision table {path}: {why}"), path)
 
 
 def boundary(lo: int, hi: int) -> int:

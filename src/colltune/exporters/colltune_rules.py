@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..decision import DecisionTable, Entry, Rule
 from ..errors import InputError
+from ..inputs import read_text
 from . import EXPORTERS
 from .base import Exported, Exporter, header_lines
 
@@ -180,15 +181,7 @@ def parse_rules(text: str, name: str = "<rules>", catalogue: dict | None = None)
 
 
 def read_rules(path: str, catalogue: dict | None = None) -> list[RulesLine]:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise RulesError(f"{path}:0: cannot open: {exc.strerror}") from None
-    if b"\0" in data:
-        line = data[:data.index(b"\0")].count(b"\n") + 1
-        raise RulesError(f"{path}:{line}: not a text line (byte 0x00)")
-    return parse_rules(data.decode("latin-1"), path, catalogue)
+    return parse_rules(read_text(path, RulesError, "cannot open"), path, catalogue)
 
 
 def match(rules: list[RulesLine], collective: str, size: int, nodes: int, ppn: int,

@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from ..inputs import read_text
 
 HEADER, VERSION = "colltune-online-state", 1
 # size classes of bytes per rank: upper edges (inclusive); class 5 is "more"
@@ -192,15 +193,7 @@ def parse(text: str, path: str = "<state>") -> State:
 
 
 def load(path: str) -> State:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise StateError(f"{path}:0: cannot read: {exc.strerror}") from None
-    if b"\0" in data:
-        line = data[:data.index(b"\0")].count(b"\n") + 1
-        raise StateError(f"{path}:{line}: not a text line (byte 0x00)")
-    return parse(data.decode("latin-1"), path)
+    return parse(read_text(path, StateError), path)
 
 
 def _num(x: float) -> str:

@@ -14,13 +14,13 @@ would keep moving its unmeasured arms.
 from __future__ import annotations
 
 import glob
-import json
 import math
 import os
 import sys
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..inputs import read_json
 from .state import Arm, Block, State, class_from_range
 
 TAU, FLOOR, MIN_N = 0.1, 0.02, 3
@@ -86,13 +86,7 @@ class Samples:
 
 
 def read_samples(path: str) -> Samples:
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    except OSError as exc:
-        raise InputError(f"{path}:0: cannot read: {exc.strerror}") from None
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("schema") != SAMPLES_SCHEMA:
         raise InputError(f"{path}:1: schema {data.get('schema') if isinstance(data, dict) else None!r},"
                          f" expected {SAMPLES_SCHEMA!r}")
