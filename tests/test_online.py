@@ -99,28 +99,34 @@ def test_choice_needs_the_library_measured():
 
 
 def test_rule_hand_checked():
-    # means 1, 1.1, 2 (n >= 3): r = 1, 1.1, 2; w = 1, e^-1, e^-10 -> p = .7310, .2689, 3.3e-5;
-    # floor .02/(3 r) = .00333 for the last (half of .02/3: it costs twice the best) lifts it;
-    # renormalised by 1.0033
+    # t = 1 (first run timing the block): means 1, 1.1, 2: r = 1, 1.1, 2; w = 1, e^-1, e^-10
+    # -> p = .7310, .2689, 3.3e-5; floor .02/(3 r) = .00333 for the last lifts it; / 1.0033
     arms = [Arm("a", 0.3, 10, 1.0), Arm("b", 0.3, 10, 1.1), Arm("c", 0.4, 10, 2.0)]
     assert update.probabilities(arms) == pytest.approx([0.728630, 0.268048, 0.003322], abs=1e-6)
+    # t = 2: exploration shrinks: w = 1, e^-2, e^-20; floors .02/(3 r 2): c gets .001667
+    w = [1.0, math.exp(-2.0)]
+    p = [w[0] / sum(w), w[1] / sum(w), 0.02 / 12]
+    assert update.probabilities(arms, runs=2) == pytest.approx([x / sum(p) for x in p], abs=1e-9)
     # an arm 20x slower than the best: floor .02/(2 x 20) = .0005, expected excess .0005 x 19
-    # = 0.95 % of the best's mean (with the flat floor .01: 19 %)
+    # = 0.95 % of the best's mean (with the flat floor .01: 19 %); at t = 5 a fifth of it
     p = update.probabilities([Arm("a", 0.5, 10, 1.0), Arm("z", 0.5, 10, 20.0)])
     assert p[1] == pytest.approx(0.0005 / 1.0005) and p[1] * 19 < 0.02
-    # an arm measured fewer than 3 times weighs max(K p, 1): w = 1 (a, the best measured)
-    # and max(.2, 1) = 1 (b) -> 1/2, 1/2: not faded before it has 3 samples
+    p = update.probabilities([Arm("a", 0.5, 10, 1.0), Arm("z", 0.5, 10, 20.0)], runs=5)
+    assert p[1] == pytest.approx(0.0001 / 1.0001)
+    # one timed call is evidence: b (n=2) is the best, a twice as slow weighs e^-10 -> its floor
     arms = [Arm("a", 0.9, 10, 1.0), Arm("b", 0.1, 2, 0.5)]
-    assert update.probabilities(arms) == pytest.approx([1 / 2, 1 / 2])
-    # a prior's favourite not yet measured keeps more than the best measured arm:
-    # w = 1 (a), max(3 x .6, 1) = 1.8 (b), 1 (c, measured 20 % slower: e^-2 = .1353)
+    p = [0.005, 1 / (1 + math.exp(-10.0))]
+    assert update.probabilities(arms) == pytest.approx([x / sum(p) for x in p])
+    # an arm never timed weighs EXPLORE max(K p, 1) / (t U): a prior's favourite more:
+    # w = 1 (a), .1 x max(3 x .6, 1) = .18 (b), e^-2 (c, 20 % slower)
     arms = [Arm("a", 0.2, 5, 1.0), Arm("b", 0.6, 0), Arm("c", 0.2, 5, 1.2)]
-    w = [1.0, 1.8, math.exp(-2.0)]
+    w = [1.0, 0.18, math.exp(-2.0)]
     assert update.probabilities(arms) == pytest.approx([x / sum(w) for x in w])
-    # nothing measured: a prior's favourite keeps its lead, the others get 1/K:
-    # w = .9, 1/3, 1/3 -> / 1.5667
-    assert update.probabilities([Arm("a", 0.9), Arm("b", 0.1), Arm("c", 0.0)]) == \
-        pytest.approx([0.574468, 0.212766, 0.212766], abs=1e-6)
+    # two untimed arms at t = 4 share about EXPLORE/t: .1/(4 x 2) = .0125 each
+    arms = [Arm("a", 1 / 3, 5, 1.0), Arm("b", 1 / 3, 0), Arm("c", 1 / 3, 0)]
+    assert update.probabilities(arms, runs=4) == pytest.approx([1 / 1.025, .0125 / 1.025, .0125 / 1.025])
+    # nothing timed: the probabilities stay (a prior's, or uniform)
+    assert update.probabilities([Arm("a", 0.9), Arm("b", 0.1), Arm("c", 0.0)]) == [0.9, 0.1, 0.0]
 
 
 def test_welford_merge_equals_one_pass():
@@ -174,12 +180,13 @@ def test_rule_slow_arms_fade_floor_kept_converges():
         best_p.append(st.blocks[("allreduce", 4, 4, 1)].arm("recursive_doubling").p)
     b = st.blocks[("allreduce", 4, 4, 1)]
     assert st.run_count == 8 and b.calls == 320
-    assert b.best().arm == "recursive_doubling"
+    assert b.best().arm == "recursive_doubling" and b.runs == 8
     assert best_p[-1] > 0.7 and best_p[-1] >= best_p[0]
-    # faded to the floor FLOOR / (K r), r = ring's mean / the best's (about 30 / 8)
+    # faded to the floor FLOOR / (K r t), r = ring's mean / the best's (about 30 / 8), t = 8
     r = b.arm("ring").mean / b.arm("recursive_doubling").mean
-    assert b.arm("ring").p == pytest.approx(update.FLOOR / (4 * r), rel=0.05)
-    assert all(a.p >= update.FLOOR / (4 * a.mean / b.arm("recursive_doubling").mean) * 0.9 for a in b.arms)
+    assert b.arm("ring").p == pytest.approx(update.FLOOR / (4 * r * 8), rel=0.05)
+    assert all(a.p >= update.FLOOR / (4 * a.mean / b.arm("recursive_doubling").mean * 8) * 0.9
+               for a in b.arms)
     assert sum(a.p for a in b.arms) == pytest.approx(1)
 
 

@@ -88,7 +88,7 @@ def parse_state(path) -> dict:
         elif x.startswith("run-count "):
             st["runs"] = int(x.split()[1])
         elif x.startswith("block "):
-            _, coll, nodes, ppn, rng, calls, _src = x.split()
+            _, coll, nodes, ppn, rng, *_counts_src = x.split()
             cur = st["blocks"][(coll, int(nodes[6:]), int(ppn[4:]), rng[6:])] = {}
         else:
             m = ARM_LINE.match(x)

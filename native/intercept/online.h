@@ -48,7 +48,7 @@ typedef struct {
 
 typedef struct {
     int coll, nodes, ppn, cls, measured;
-    long long calls;
+    long long calls, runs;           /* runs: runs that timed the block, the rule's t */
     int narms;
     ct_online_arm arm[CT_ONLINE_MAX_ARMS];
 } ct_online_block;

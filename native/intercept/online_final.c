@@ -196,9 +196,10 @@ static void merge_block(ct_online_state *st, const ct_online_block *run)
     if (!b) {
         ct_online_block fresh = *run;
         for (int i = 0; i < fresh.narms; i++) fresh.arm[i].n = fresh.arm[i].mean = fresh.arm[i].m2 = 0;
-        fresh.calls = 0;
+        fresh.calls = fresh.runs = 0;
         if (!(b = ct_online_state_add(st, &fresh))) return;
     }
+    int timed = 0;
     for (int i = 0; i < run->narms; i++) {
         const ct_online_arm *ra = &run->arm[i];
         int k = 0;
@@ -208,8 +209,10 @@ static void merge_block(ct_online_state *st, const ct_online_block *run)
             b->arm[b->narms++] = *ra, b->arm[k].n = b->arm[k].mean = b->arm[k].m2 = 0;
         }
         ct_online_welford(&b->arm[k].n, &b->arm[k].mean, &b->arm[k].m2, ra->n, ra->mean, ra->m2);
+        timed |= ra->n > 0;
     }
     b->calls += run->calls;
+    b->runs += timed;
     b->measured = 1;
     ct_online_update_rule(b);
 }

@@ -8,7 +8,9 @@
 #include "online.h"
 
 #define TAU 0.1
-#define MIN_N 3
+#define FLOOR 0.02
+#define EXPLORE 0.1
+#define MIN_N 3       /* timed calls before an arm may be the block's choice */
 
 void ct_online_state_free(ct_online_state *st)
 {
@@ -67,29 +69,33 @@ int ct_online_choice(const ct_online_block *b)
     return best;
 }
 
-/* p ∝ exp(-(mean/best - 1)/tau) for measured arms (the best weighs 1), max(K p, 1) for
- * the others (optimism: an unmeasured arm weighs at least as much as the best measured
- * one until it has MIN_N samples), then a floor of 0.02/(K r), r = mean/best for measured
- * arms, 1 for the others: slow arms fade out, none ever reaches 0, and the floor's draws
- * cost at most 2 % of the best's mean in expectation whatever the slow arms cost */
+/* With t = runs that timed the block (this one included), K arms, U never timed:
+ * timed arms (n >= 1) weigh exp(-(mean/best - 1) t / TAU) (the best weighs 1); arms never
+ * timed EXPLORE max(K p, 1) / (t U): together about EXPLORE/t of the draws, so a block
+ * called a few times per run tries them slowly instead of paying for them every run;
+ * then a floor of FLOOR/(K r t), r = mean/best (1 untimed): the floor's draws cost at
+ * most FLOOR/t of the best's mean in expectation whatever the slow arms cost, and
+ * exploration shrinks as 1/t yet sums to infinity over runs (docs/online.md). Same
+ * operations, same order as update.py's probabilities(). */
 void ct_online_update_rule(ct_online_block *b)
 {
-    int k = b->narms, best = ct_online_best(b);
-    double sum = 0;
-    if (k == 0) return;
+    int k = b->narms, untimed = 0, best = -1;
+    double t = b->runs > 1 ? (double)b->runs : 1.0, sum = 0, sum2 = 0, w[CT_ONLINE_MAX_ARMS];
     for (int i = 0; i < k; i++) {
-        ct_online_arm *a = &b->arm[i];
-        if (a->n >= MIN_N && best >= 0 && b->arm[best].mean > 0)
-            a->p = exp(-(a->mean / b->arm[best].mean - 1) / TAU);
-        else
-            a->p = fmax(k * a->p, 1.0);
-        sum += a->p;
+        if (b->arm[i].n < 1) untimed++;
+        else if (best < 0 || b->arm[i].mean < b->arm[best].mean) best = i;
     }
-    double sum2 = 0;
+    if (best < 0 || !(b->arm[best].mean > 0)) return;      /* nothing timed: keep p */
     for (int i = 0; i < k; i++) {
         const ct_online_arm *a = &b->arm[i];
-        double r = a->n >= MIN_N && best >= 0 && b->arm[best].mean > 0 ? a->mean / b->arm[best].mean : 1;
-        sum2 += b->arm[i].p = fmax(a->p / sum, 0.02 / (k * r));   /* as Python computes it */
+        w[i] = a->n >= 1 ? exp(-(a->mean / b->arm[best].mean - 1.0) * t / TAU)
+                         : EXPLORE * fmax(k * a->p, 1.0) / (t * untimed);
+        sum += w[i];
+    }
+    for (int i = 0; i < k; i++) {
+        const ct_online_arm *a = &b->arm[i];
+        double r = a->n >= 1 ? a->mean / b->arm[best].mean : 1.0;
+        sum2 += b->arm[i].p = fmax(w[i] / sum, FLOOR / (k * r * t));
     }
     for (int i = 0; i < k; i++) b->arm[i].p /= sum2;
 }
@@ -151,14 +157,16 @@ int ct_online_state_parse(const char *text, const char *name, ct_online_state *s
             st->runs = atoll(tok[1]);
         } else if (!strcmp(tok[0], "block")) {
             ct_online_block b = {0};
-            double v[3];
-            if (nt != 7 || (b.coll = ct_coll_from_name(tok[1])) < 0 || !num(tok[2], "nodes", &v[0]) ||
-                !num(tok[3], "ppn", &v[1]) || (b.cls = range_class(tok[4])) < 0 ||
-                !num(tok[5], "calls", &v[2]) ||
-                (strcmp(tok[6], "source=measured") && strcmp(tok[6], "source=prior")))
-                FAIL("block: want 'block COLL nodes=N ppn=P bytes=LO..HI calls=C source=measured|prior'");
-            b.nodes = (int)v[0], b.ppn = (int)v[1], b.calls = (long long)v[2];
-            b.measured = !strcmp(tok[6], "source=measured");
+            double v[4] = {0};
+            int rn = nt == 8;              /* runs= is absent from states of the earlier rule */
+            if ((nt != 7 && nt != 8) || (b.coll = ct_coll_from_name(tok[1])) < 0 ||
+                !num(tok[2], "nodes", &v[0]) || !num(tok[3], "ppn", &v[1]) ||
+                (b.cls = range_class(tok[4])) < 0 || !num(tok[5], "calls", &v[2]) ||
+                (rn && !num(tok[6], "runs", &v[3])) ||
+                (strcmp(tok[6 + rn], "source=measured") && strcmp(tok[6 + rn], "source=prior")))
+                FAIL("block: want 'block COLL nodes=N ppn=P bytes=LO..HI calls=C runs=R source=measured|prior'");
+            b.nodes = (int)v[0], b.ppn = (int)v[1], b.calls = (long long)v[2], b.runs = (long long)v[3];
+            b.measured = !strcmp(tok[6 + rn], "source=measured");
             if (ct_online_state_find(st, b.coll, b.nodes, b.ppn, b.cls)) FAIL("block listed twice");
             if (!(cur = ct_online_state_add(st, &b))) FAIL("out of memory");
         } else if (!strcmp(tok[0], "arm") && nt >= 3) {
@@ -234,7 +242,8 @@ int ct_online_state_write(const ct_online_state *st, const char *path, char *err
         fprintf(f, "block %s nodes=%d ppn=%d bytes=%lld..", ct_coll_name((ct_coll)b->coll), b->nodes,
                 b->ppn, lo);
         if (hi >= 0) fprintf(f, "%lld", hi);
-        fprintf(f, " calls=%lld source=%s\n", b->calls, b->measured ? "measured" : "prior");
+        fprintf(f, " calls=%lld runs=%lld source=%s\n", b->calls, b->runs,
+                b->measured ? "measured" : "prior");
         for (int j = 0; j < b->narms; j++) {
             const ct_online_arm *a = &b->arm[j];
             fprintf(f, "arm %s p=%.9g n=%.0f", a->id, a->p, a->n);

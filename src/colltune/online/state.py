@@ -64,6 +64,7 @@ class Block:
     calls: int = 0
     source: str = "measured"
     arms: list[Arm] = field(default_factory=list)
+    runs: int = 0                 # runs that timed this block: the update rule's t
 
     @property
     def key(self) -> tuple[str, int, int, int]:
@@ -121,7 +122,9 @@ def _kv(where: str, words: list[str], keys: dict) -> dict:
     return out
 
 
-OPTIONAL = {"mean", "m2"}     # an arm with n=0 may leave its statistics out
+# an arm with n=0 may leave its statistics out; a state written before the update
+# rule counted runs has no runs= (read as 0)
+OPTIONAL = {"mean", "m2", "runs"}
 
 
 def _count(v: str) -> int:
@@ -167,11 +170,12 @@ def parse(text: str, path: str = "<state>") -> State:
                 raise StateError(f"{where}: run-count: bad value {rest[0]!r}") from None
         elif head == "block" and rest:
             f = _kv(where, rest[1:], {"nodes": _count, "ppn": _count, "bytes": _bytes,
-                                      "calls": _count, "source": str})
+                                      "calls": _count, "runs": _count, "source": str})
             if f["source"] not in SOURCES:
                 raise StateError(f"{where}: source: bad value {f['source']!r} "
                                  f"(one of {', '.join(SOURCES)})")
-            block = Block(rest[0], f["nodes"], f["ppn"], f["bytes"], f["calls"], f["source"])
+            block = Block(rest[0], f["nodes"], f["ppn"], f["bytes"], f["calls"], f["source"],
+                          runs=f.get("runs", 0))
             if block.key in state.blocks:
                 raise StateError(f"{where}: block {block.label()} given twice")
             state.add(block)
@@ -205,7 +209,7 @@ def format_state(state: State) -> str:
            f"run-count {state.run_count}"]
     for b in state.blocks.values():
         out.append(f"block {b.collective} nodes={b.nodes} ppn={b.ppn} bytes={class_text(b.cls)} "
-                   f"calls={b.calls} source={b.source}")
+                   f"calls={b.calls} runs={b.runs} source={b.source}")
         for a in b.arms:
             stats = f" mean={_num(a.mean)} m2={_num(a.m2)}" if a.n else ""
             out.append(f"arm {a.arm} p={_num(a.p)} n={a.n}{stats}")

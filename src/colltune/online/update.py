@@ -1,15 +1,18 @@
 """The update rule (identical to native/intercept/online*.c; docs/online.md) and the
 re-derivation of a state from every samples file of a state dir.
 
-Per block, after merging a run's statistics (Welford, in run order):
-arms with n >= MIN_N: r_a = mean_a / min_b mean_b, w_a = exp(-(r_a - 1) / TAU);
-arms with n < MIN_N: w_a = max(K p_a, 1) (optimism: an arm not yet measured weighs at
-least as much as the best measured one, w = 1, so a block called a few times per run
-does not settle on the first arm to reach MIN_N samples);
-p = w / sum(w); p = max(p, FLOOR / (K r_a)) (r_a = 1 when n < MIN_N: the floor's draws
-cost at most FLOOR of the best's mean in expectation, however slow an arm); p = p / sum(p).
+Per block, after merging a run's statistics (Welford, in run order), with t the
+number of runs that timed the block (this one included) and K its arms:
+timed arms (n >= 1): r_a = mean_a / min_b mean_b, w_a = exp(-(r_a - 1) t / TAU);
+arms never timed: w_a = EXPLORE max(K p_a, 1) / (t U) (U of them; a prior's favourite
+more): together about EXPLORE / t of the draws however many there are, so a block
+called a few times per run tries them slowly instead of paying for them every run;
+p = w / sum(w); p = max(p, FLOOR / (K r_a t)) (r_a = 1 untimed), p = p / sum(p).
+Exploration shrinks as 1/t with evidence, yet sums to infinity over runs: every arm
+keeps being timed (docs/online.md, "why it converges").
+With no arm timed yet the block keeps its probabilities (prior or uniform).
 Only blocks the run touched are updated: applying the rule again to an unchanged block
-would keep moving its unmeasured arms.
+would keep moving it.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from ..errors import InputError
 from ..inputs import read_json
 from .state import Arm, Block, State, class_from_range
 
-TAU, FLOOR, MIN_N = 0.1, 0.02, 3
+TAU, FLOOR, EXPLORE = 0.1, 0.02, 0.1
+MIN_N = 3          # timed calls before an arm may be the block's choice (State.Block.best)
 SAMPLES_SCHEMA = "colltune-online-samples/1"
 
 
@@ -46,26 +50,25 @@ def merge(arm: Arm, n: int, mean: float, m2: float) -> None:
     arm.n = total
 
 
-def probabilities(arms: list[Arm], tau: float = TAU) -> list[float]:
-    """The rule's new probabilities of one block's arms (in order)."""
-    k = len(arms)
-    measured = [a.mean for a in arms if a.n >= MIN_N]
-    best = min(measured) if measured else 0.0
-    w = []
-    for a in arms:
-        if a.n >= MIN_N and best > 0:
-            w.append(math.exp(-(a.mean / best - 1.0) / tau))
-        else:
-            w.append(max(k * a.p, 1.0))
+def probabilities(arms: list[Arm], runs: int = 1, tau: float = TAU) -> list[float]:
+    """The rule's new probabilities of one block's arms (in order); runs = t >= 1."""
+    k, t = len(arms), max(runs, 1)
+    timed = [a.mean for a in arms if a.n >= 1]
+    best = min(timed) if timed else 0.0
+    if not best > 0:
+        return [a.p for a in arms]
+    untimed = sum(1 for a in arms if a.n < 1)
+    r = [a.mean / best if a.n >= 1 else 1.0 for a in arms]
+    w = [math.exp(-(ra - 1.0) * t / tau) if a.n >= 1 else EXPLORE * max(k * a.p, 1.0) / (t * untimed)
+         for a, ra in zip(arms, r)]
     total = sum(w)
-    r = [a.mean / best if a.n >= MIN_N and best > 0 else 1.0 for a in arms]
-    p = [max(x / total, FLOOR / (k * ra)) for x, ra in zip(w, r)]
+    p = [max(x / total, FLOOR / (k * ra * t)) for x, ra in zip(w, r)]
     total = sum(p)
     return [x / total for x in p]
 
 
 def apply_rule(block: Block) -> None:
-    for a, p in zip(block.arms, probabilities(block.arms)):
+    for a, p in zip(block.arms, probabilities(block.arms, block.runs)):
         a.p = p
 
 
@@ -126,6 +129,7 @@ def merge_run(state: State, samples: dict) -> None:
                 block.arms.append(arm)
             merge(arm, a.get("n", 0), a.get("mean", 0.0), a.get("m2", 0.0))
         block.source = "measured"
+        block.runs += 1 if any(a.get("n", 0) > 0 for a in b["arms"]) else 0
         apply_rule(block)
         for a in block.arms:               # what C's state.txt keeps between runs (%.9g)
             a.p, a.mean, a.m2 = g9(a.p), g9(a.mean), g9(a.m2)
