@@ -1,8 +1,9 @@
 """Best of both (docs/deploy.md): `tune --provider both` on real SMPI chooses
 among deployable arms only; a mixed table (library algorithms, the library's
-default decision, colltune's algorithms) deploys and verifies on the real Open
-MPI and MPICH; a deployment whose library part the library rejects, or whose
-rules say something else than the table, fails `verify --deployment`."""
+default decision, colltune's algorithms, all three in one collective) deploys
+and verifies on the real Open MPI and MPICH; a deployment whose library part
+the library rejects, or whose rules say something else than the table, fails
+`verify --deployment`."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,6 @@ import pytest
 from conftest import have_mpi, run_cli
 
 from colltune.decision import DecisionTable
-from colltune.errors import InputError
 
 # On two ranks of this host: bcast's two library algorithms send differently from
 # each other and from the default (verify proves them, not ok*).
@@ -96,21 +96,36 @@ def verify(out):
 
 @pytest.mark.parametrize("lib", ["openmpi", "mpich"])
 def test_mixed_table_deploys_and_verifies(tmp_path, lib):
+    """allreduce: colltune's recursive doubling, then the library's default
+    decision, then the library's ring, in one collective."""
     if not have_mpi(lib):
         pytest.skip(f"{lib} not installed")
-    out = deploy(tmp_path, lib)
+    table = mixed_table(tmp_path / f"{lib}.json", lib, default_beside_library=True)
+    out = tmp_path / "dep"
+    run_cli("deploy", "--table", table, "--library", lib, "-o", str(out))
     m = json.loads((out / "deployment.json").read_text())
-    assert m["table"]["rules"] == {"colltune": 2, "library": 2, "default": 1}
+    assert m["table"]["rules"] == {"colltune": 2, "library": 3, "default": 1}
     env = (out / "env.sh").read_text()
     assert f"export COLLTUNE_RULES={out}/colltune.rules" in env and "COLLTUNE_MPIRUN_ARGS=" in env
     assert m["files"]["library_rules"] in env
     rules = (out / "colltune.rules").read_text()
     assert "bcast nodes=* ppn=* bytes=1000..99999 -> binomial" in rules
-    assert "allreduce nodes=* ppn=* bytes=4096.. -> library" in rules
+    assert "allreduce nodes=* ppn=* bytes=4096..65535 -> library" in rules
     proc = verify(out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     points = [ln for ln in proc.stdout.splitlines() if re.match(r"  (ok|FAIL) ", ln)]
-    assert len(points) == 8 and all(ln.strip().startswith("ok") for ln in points)
+    assert len(points) == 10 and all(ln.strip().startswith("ok") for ln in points)
+    # the library's part proves its default decision where the table names it:
+    # coll/tuned's algorithm 0 ran its fixed decision, MPICH its built-in branch's leaf
+    lib_points = [ln for ln in proc.stdout.splitlines() if re.match(r"      (ok|FAIL)", ln)]
+    defaults = [ln for ln in lib_points if "allreduce" in ln and "(default)" in ln
+                or "file says default " in ln]
+    assert defaults and all(ln.strip().startswith("ok ") for ln in defaults), proc.stdout
+    if lib == "openmpi":
+        assert all("ran: the fixed decision: allreduce_intra_" in ln for ln in defaults)
+    else:
+        assert all("(same as forced)" in ln for ln in defaults)
+    assert any("file says ring" in ln and "ran: ring (same as forced)" in ln for ln in lib_points)
     assert any("table: colltune:binomial" in ln and "ran: binomial" in ln for ln in points)
     assert any("table: colltune:recursive_doubling" in ln and "ran: recursive_doubling" in ln
                for ln in points)
@@ -145,12 +160,44 @@ def test_dropped_library_part_and_rules_that_say_otherwise_fail_verify(tmp_path)
     assert "the colltune rules file says pipeline, the table binomial" in proc.stdout
 
 
-def test_default_beside_library_algorithms_is_refused(tmp_path):
+def test_default_beside_library_algorithms_in_one_rules_file(tmp_path):
+    """The library's part keeps the default decision next to its algorithms: the
+    openmpi-tuned file says algorithm 0 there (coll/tuned's fixed decision)."""
     from colltune.deploy import kind_of, library_part
+    from colltune.exporters.openmpi_tuned import OpenMPITunedExporter
     t = DecisionTable.load(mixed_table(tmp_path / "t.json", "openmpi", default_beside_library=True))
     assert [kind_of(t, r) for r in t.entries[1].rules] == ["colltune", "default", "library"]
-    with pytest.raises(InputError, match="default decision .* beside the library's own algorithms"):
-        library_part(t)
+    bcast, allreduce = library_part(t).entries
+    assert [(r.min_size, r.algorithm) for r in allreduce.rules] == [(0, "default"), (65536, "ring")]
+    text = OpenMPITunedExporter().export(library_part(t), "5.0.11").text
+    body = [ln for ln in text.splitlines() if ln and not ln.startswith(("#", "rule-file"))]
+    assert body[:5] == ["2  # collectives", "2  # allreduce", "1  # communicator sizes",
+                        "2 2  # comm size >= 2: tuned on 1x2", "0 0 0 0 0"]     # 0: default
+    assert body[5] == "65536 4 0 0 0"                                           # 4: ring
+    assert "algorithm 0 where the table names the library's default decision" in text
     ok = DecisionTable.load(mixed_table(tmp_path / "u.json", "openmpi"))
     (bcast,) = library_part(ok).entries                 # allreduce: no library algorithm
     assert [(r.min_size, r.algorithm) for r in bcast.rules] == [(0, "basic_linear"), (100000, "binomial")]
+
+
+def test_mpich_default_is_the_builtin_branch(tmp_path):
+    """mpich-json writes the library's default decision as a copy of MPICH's own
+    intra branch of that collective under the rule's message-size range."""
+    from colltune.exporters.mpich_json import MPICHJsonExporter
+    base = {"collective=allreduce": {"comm_type=intra": {"avg_msg_size<=8": {
+        "algorithm=MPIR_Allreduce_intra_recursive_doubling": {}}, "any": {
+        "algorithm=MPIR_Allreduce_intra_reduce_scatter_allgather": {}}},
+        "comm_type=inter": {"any": {"algorithm=MPIR_Allreduce_inter_reduce_exchange_bcast": {}}}}}
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    t = DecisionTable.load(mixed_table(tmp_path / "t.json", "mpich", default_beside_library=True))
+    exp = MPICHJsonExporter()
+    exp.base_path = str(tmp_path / "base.json")
+    from colltune.deploy import library_part
+    tree = json.loads(exp.export(library_part(t), "5.0.2").text)
+    ladder = tree["collective=allreduce"]["comm_type=intra"]["any"]
+    assert list(ladder) == ["avg_msg_size<=65535", "any"]
+    def strip(node):        # the provenance header goes into the first leaf as "colltune: ..." keys
+        return {k: strip(v) for k, v in node.items() if not k.startswith("colltune:")}
+    assert strip(ladder["avg_msg_size<=65535"]) == base["collective=allreduce"]["comm_type=intra"]
+    assert list(ladder["any"]) == ["algorithm=MPIR_Allreduce_intra_ring"]
+    assert tree["collective=allreduce"]["comm_type=inter"] == base["collective=allreduce"]["comm_type=inter"]

@@ -14,7 +14,10 @@ into one folder, everything a job needs to run what the table says —
 A table's rules are of three kinds (``kind_of``): colltune's (provider
 ``colltune``), the library's default decision (the arm named in the table's
 provenance ``arms.library_default``, tables of ``--provider both``), and the
-library's own algorithms (any other rule).
+library's own algorithms (any other rule). A collective may mix all three: the
+library's rules file says "the library's own selection" where the table names
+its default (coll/tuned: algorithm 0, its fixed decision; MPICH CSEL: a copy of
+the built-in tree's branch), docs/deploy.md.
 """
 from __future__ import annotations
 
@@ -39,37 +42,30 @@ COLLTUNE, DEFAULT, LIBRARY = "colltune", "default", "library"
 
 def kind_of(table: DecisionTable, rule: Rule) -> str:
     """COLLTUNE, DEFAULT (the library's default decision) or LIBRARY."""
+    from .exporters._mapping import is_library_default
     from .providers.colltune import ColltuneProvider
     if rule.provider == ColltuneProvider.name:
         return COLLTUNE
-    arms = (table.provenance or {}).get("arms") or {}
-    if (rule.provider, rule.algorithm) == (arms.get("library"), arms.get("library_default")):
-        return DEFAULT
-    return LIBRARY
+    return DEFAULT if is_library_default(table, rule) else LIBRARY
 
 
 def library_part(table: DecisionTable) -> DecisionTable | None:
     """The table restricted to the entries where the library runs one of its own
-    algorithms at some size (None: nowhere). Sizes of such an entry that
-    colltune serves keep the neighbouring library rule (the interposer takes
-    those calls: the library's choice there does not run); a size where the
-    table wants the library's default decision cannot sit next to an algorithm
-    of the library in one rules file: an error naming it."""
+    algorithms at some size (None: nowhere), with their library rules and
+    default-decision rules (the exporters write the latter as the library's own
+    selection). Sizes of such an entry that colltune serves keep the
+    neighbouring library rule (the interposer takes those calls: the library's
+    choice there does not run). Entries without any of the library's algorithms
+    are left to the library untouched."""
     entries = []
     for e in table.entries:
         kinds = [kind_of(table, r) for r in e.rules]
         if LIBRARY not in kinds:
             continue
-        if DEFAULT in kinds:
-            r = e.rules[kinds.index(DEFAULT)]
-            raise InputError(f"{e.collective} {e.nodes}x{e.ppn} from {r.min_size} B/rank: the "
-                             f"table wants the library's default decision ({r.algorithm}) beside "
-                             f"the library's own algorithms in one collective, which a rules file "
-                             f"cannot express; re-tune without that arm or deploy another table")
         rules: list[Rule] = []
-        first_lib = next(r for r, k in zip(e.rules, kinds) if k == LIBRARY)
+        first_lib = next(r for r, k in zip(e.rules, kinds) if k != COLLTUNE)
         for r, k in zip(e.rules, kinds):
-            src = r if k == LIBRARY else (rules[-1] if rules else first_lib)
+            src = r if k != COLLTUNE else (rules[-1] if rules else first_lib)
             if rules and (rules[-1].algorithm, rules[-1].params) == (src.algorithm, src.params):
                 continue
             rules.append(replace(src, min_size=0 if not rules else r.min_size))

@@ -139,6 +139,16 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
                      f"--allow-substitute would use {sub!r}")
 
 
+def is_library_default(table, rule: Rule) -> bool:
+    """Whether rule is the library's default decision: the arm named in the
+    table's provenance ``arms.library_default`` (tables of ``--provider both``).
+    A rules file writes it as "the library's own selection here": coll/tuned's
+    algorithm 0 (its fixed decision), MPICH's built-in selection subtree."""
+    arms = (getattr(table, "provenance", None) or {}).get("arms") or {}
+    return bool(arms.get("library_default")) and \
+        (rule.provider, rule.algorithm) == (arms.get("library"), arms.get("library_default"))
+
+
 class Problems:
     """Collects the rules an export cannot express, to report them all at once."""
 

@@ -25,9 +25,17 @@ No comments in JSON, and an unknown key at any operator level aborts MPICH
 (a top-level ``"_comment"`` included, checked on 5.0.2). Parameter objects of
 leaves ignore keys they do not know, so the provenance header goes into the
 first tuned leaf as ``"colltune: <line>": {}`` keys.
+
+The library's default decision (a rule naming the table's
+``arms.library_default``) is written as a copy of the default tree's own
+``comm_type=intra`` branch of that collective under the rule's message-size
+branch: CSEL evaluates operators at any depth (csel.c: MPIR_Csel_search walks
+comm_size / comm_hierarchy / msg_size / count nodes wherever they are), so at
+those sizes MPICH decides exactly as its built-in selection does.
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -35,7 +43,7 @@ from pathlib import Path
 from ..decision import DecisionTable, Entry
 from ..errors import InputError
 from . import EXPORTERS
-from ._mapping import Problems, describe
+from ._mapping import Problems, describe, is_library_default
 from .base import Exported, Exporter, header_lines
 from .openmpi_tuned import comm_blocks, parse_version
 
@@ -123,23 +131,34 @@ def leaf(coll: str, name: str, params: dict, v: tuple[int, ...], where: str) -> 
 
 
 def msg_ladder(entry: Entry, comm_size: int, v: tuple[int, ...], known: set[str] | None,
-               problems: Problems, notes: list[str]) -> dict:
+               problems: Problems, notes: list[str], table: DecisionTable | None = None,
+               default_branch: dict | None = None) -> dict:
+    """The message-size ladder of entry; where the table names the library's
+    default decision, a copy of default_branch (the default tree's intra branch)."""
     coll = entry.collective
     key = "avg_msg_size" if coll in AVG_KEY else "total_msg_size"
     factor = 1 if coll in AVG_KEY else comm_size
     rules = entry.rules if coll != "barrier" else (entry.rule_for(0),)
     out: dict = {}
     for i, rule in enumerate(rules):
-        res = problems.resolve("mpich", entry, rule, known, problems.allow_substitute)
-        if res is None:
-            continue
-        if res.substituted:
-            notes.append(res.substituted)
-        try:
-            node = leaf(coll, res.algorithm, res.params, v, describe(entry, rule))
-        except InputError as exc:
-            problems.items.append(str(exc))
-            continue
+        if table is not None and is_library_default(table, rule):
+            if not default_branch:
+                problems.items.append(f"{describe(entry, rule)}: the library's default "
+                                      f"selection has no comm_type=intra branch for {coll} "
+                                      f"to fall back to")
+                continue
+            node = copy.deepcopy(default_branch)
+        else:
+            res = problems.resolve("mpich", entry, rule, known, problems.allow_substitute)
+            if res is None:
+                continue
+            if res.substituted:
+                notes.append(res.substituted)
+            try:
+                node = leaf(coll, res.algorithm, res.params, v, describe(entry, rule))
+            except InputError as exc:
+                problems.items.append(str(exc))
+                continue
         if i + 1 < len(rules):
             out[f"{key}<={rules[i + 1].min_size * factor - 1}"] = node
         else:
@@ -181,7 +200,8 @@ class MPICHJsonExporter(Exporter):
             notes += dropped
             ladder: dict = {}
             for i, (_, p, entry) in enumerate(blocks):
-                node = msg_ladder(entry, p, v, known_names(coll, leaves), problems, notes)
+                node = msg_ladder(entry, p, v, known_names(coll, leaves), problems, notes,
+                                  table, base.get(f"collective={coll}", {}).get("comm_type=intra"))
                 if i + 1 < len(blocks):
                     ladder[f"comm_size<={blocks[i + 1][0] - 1}"] = node
                 else:

@@ -22,6 +22,11 @@ Decisions kept from the table:
 - message size key: tables store bytes per rank; allgather, alltoall, gather,
   scatter and reduce_scatter_block are keyed by the total (x comm size),
   bcast, reduce and allreduce by bytes per rank, barrier by 0.
+- the library's default decision (a rule naming the table's
+  ``arms.library_default``) is algorithm 0: coll/tuned's dynamic decision runs
+  a file rule only when its algorithm is non-zero and otherwise falls through
+  to its fixed decision (coll_tuned_decision_dynamic.c, ``if (alg)``), which is
+  what runs without a file where coll/tuned has the communicator.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import re
 from ..decision import DecisionTable, Entry, boundary
 from ..errors import InputError
 from . import EXPORTERS
-from ._mapping import Problems, describe
+from ._mapping import Problems, describe, is_library_default
 from .base import Exported, Exporter, header_lines
 
 COLL_ID = {"allgather": 0, "allreduce": 2, "alltoall": 3, "barrier": 6, "bcast": 7,
@@ -56,6 +61,8 @@ IDS_5_0 = {
                              "butterfly"],
     "barrier": ["linear", "double_ring", "recursive_doubling", "bruck", "two_proc", "tree"],
 }
+# Algorithm 0 in a rules file: "no algorithm here", coll/tuned's fixed decision runs.
+DEFAULT_ID, DEFAULT_NAME = 0, "default"
 # Rule params each column takes (the first one present wins).
 SEGSIZE_KEYS, FANOUT_KEYS, MAXREQ_KEYS = (("segsize", "segment_size"),
                                           ("fanout", "tree_fanout", "chain_fanout"),
@@ -129,12 +136,22 @@ def _param(params: dict, keys: tuple[str, ...]) -> int:
 
 
 def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Problems,
-              notes: list[str]) -> list[tuple[int, int, int, int, int]]:
-    """(message size key, algorithm id, fan-in/out, segment size, max requests), merged."""
+              notes: list[str], table: DecisionTable | None = None
+              ) -> list[tuple[int, int, int, int, int]]:
+    """(message size key, algorithm id, fan-in/out, segment size, max requests), merged.
+    A rule that is the table's library default decision gets algorithm 0."""
     known_params = set(SEGSIZE_KEYS + FANOUT_KEYS + MAXREQ_KEYS)
     rows: list[tuple[int, int, int, int, int]] = []
     rules = entry.rules if entry.collective != "barrier" else (entry.rule_for(0),)
     for rule in rules:
+        size = 0 if entry.collective == "barrier" else rule.min_size
+        if entry.collective in TOTAL_SIZE_KEY:
+            size *= comm_size
+        if table is not None and is_library_default(table, rule):
+            row = (size, DEFAULT_ID, 0, 0, 0)
+            if not rows or rows[-1][1:] != row[1:]:
+                rows.append(row)
+            continue
         res = problems.resolve("openmpi", entry, rule, set(ids), problems.allow_substitute)
         if res is None:
             continue
@@ -145,9 +162,6 @@ def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Probl
             continue
         if res.substituted:
             notes.append(res.substituted)
-        size = 0 if entry.collective == "barrier" else rule.min_size
-        if entry.collective in TOTAL_SIZE_KEY:
-            size *= comm_size
         row = (size, ids[res.algorithm], _param(res.params, FANOUT_KEYS),
                _param(res.params, SEGSIZE_KEYS), _param(res.params, MAXREQ_KEYS))
         if rows and rows[-1][1:] == row[1:]:
@@ -175,9 +189,13 @@ class OpenMPITunedExporter(Exporter):
             layout_blocks, dropped = comm_blocks(table, coll, COLL_ID)
             notes += dropped
             blocks.append((coll, [(start, e.nodes, e.ppn,
-                                   rule_rows(e, ids_all.get(coll, {}), p, problems, notes))
+                                   rule_rows(e, ids_all.get(coll, {}), p, problems, notes, table))
                                   for start, p, e in layout_blocks]))
         problems.check(self.name)
+        if any(row[1] == DEFAULT_ID for _, per_size in blocks for *_, rows in per_size
+               for row in rows):
+            notes.append("algorithm 0 where the table names the library's default decision: "
+                         "coll/tuned runs its fixed decision there")
         lines = [f"# {h}" for h in header_lines(table, target, self.name)]
         lines.append(f"# coll/tuned rules file format {version}; message sizes in bytes "
                      f"(total for allgather/alltoall/gather/scatter/reduce_scatter_block)")

@@ -20,6 +20,9 @@ def add_parser(sub) -> None:
                                    "that the file says what the table says")
     p.add_argument("--ranks", type=int, help="ranks to run (default: a tuned comm size of 2-4)")
     p.add_argument("--reps", type=int, default=20, help="timed calls per sample point")
+    p.add_argument("--hosts", type=int, help="--deployment with --backend netns: emulated hosts "
+                                             "to spread --ranks over (default 2; --platform "
+                                             "names the cluster, docs/cluster.md)")
     add_globals(p)
     p.set_defaults(handler=run)
 
@@ -63,9 +66,20 @@ def _deployment(args, session) -> int:
     if args.fmt or args.table or args.library:
         raise ConfigError("--deployment takes its library, rules files and table from the "
                           "deployment's manifest: drop --library / --format / --table")
-    if args.ranks is not None and not 2 <= args.ranks <= 8:
-        raise ConfigError(f"--ranks {args.ranks}: use 2-8 ranks on this host")
-    report = verify_deployment(args.deployment, session.settings.cache_dir, args.ranks or 2,
-                               args.reps, session.settings.timeout)
+    backend = getattr(args, "backend", None) or "local"
+    if backend not in ("local", "netns"):
+        raise ConfigError(f"--backend {backend}: verify --deployment runs the real library on "
+                          f"this host (local) or across emulated hosts (netns)")
+    hosts = (args.hosts or 2) if backend == "netns" else 1
+    if args.hosts is not None and backend != "netns":
+        raise ConfigError("--hosts needs --backend netns (emulated hosts, docs/cluster.md)")
+    ranks = args.ranks or 2 * hosts
+    if not 2 <= ranks <= 8 or hosts < 1:
+        raise ConfigError(f"--ranks {ranks}: use 2-8 ranks in all on this machine")
+    if ranks % hosts:
+        raise ConfigError(f"--ranks {ranks} cannot be spread evenly over --hosts {hosts}")
+    report = verify_deployment(args.deployment, session.settings.cache_dir, ranks,
+                               args.reps, session.settings.timeout, hosts,
+                               getattr(args, "platform", None) if backend == "netns" else None)
     print(report.render())
     return 0 if report.ok else 1

@@ -38,6 +38,9 @@ class PointResult:
     distinguishes: bool         # forcing the file's algorithm looks different from the default
     ran: str                    # what the file run looked like
     ratio: float | None = None  # default time / time with the file
+    default: bool = False       # the file's rule is the library's own selection (the
+                                # table's default decision: coll/tuned algorithm 0, or
+                                # MPICH's built-in branch); it need not differ from it
 
 
 @dataclass
@@ -65,11 +68,18 @@ class Report:
                        f"sample points")
             for r in self.results:
                 p = r.point
-                mark = ("ok  " if r.distinguishes else "ok* ") if r.honoured else "FAIL"
+                mark = ("ok  " if r.distinguishes or r.default else "ok* ") if r.honoured \
+                    else "FAIL"
                 ratio = f"  default/file time {r.ratio:.3g}" if r.ratio else ""
+                says = p.expected if not r.default or p.expected == "default" else \
+                    f"{p.expected} (default)"
                 out.append(f"  {mark} {p.collective:<21} {p.nbytes:>9} B/rank  file says "
-                           f"{p.expected:<28} ran: {r.ran}{ratio}")
-        if any(r.honoured and not r.distinguishes for r in self.results):
+                           f"{says:<28} ran: {r.ran}{ratio}")
+        if any(r.default for r in self.results):
+            out.append("  (default): the library's own selection, as the table's default "
+                       "decision (coll/tuned: algorithm 0, its fixed decision; MPICH: its "
+                       "built-in branch)")
+        if any(r.honoured and not r.distinguishes and not r.default for r in self.results):
             out.append("  * the file's algorithm and the library default look alike at this "
                        "point: it agrees with the file but does not prove it")
         for u in self.unchecked:
@@ -118,7 +128,10 @@ def compare(points: list[Point], default, with_file, forced: dict) -> list[Point
 
 
 def acceptance_from_points(results: list[PointResult]) -> tuple[bool, str]:
-    """Accepted when some point ran the file's algorithm where the default differs."""
+    """Accepted when some point ran the file's algorithm where the default differs.
+    Points where the file names the library's own selection prove nothing here:
+    coll/tuned runs its fixed decision there with the file dropped too."""
+    results = [r for r in results if not r.default]
     proof = [r for r in results if r.honoured and r.distinguishes]
     if proof:
         p = proof[0].point
@@ -132,6 +145,19 @@ def acceptance_from_points(results: list[PointResult]) -> tuple[bool, str]:
         return False, ("cannot tell: at every sample point the file's algorithm looks like the "
                        "library default (choose other --ranks)")
     return False, "the file's algorithms did not run where they differ from the default"
+
+
+def default_note(results: list[PointResult], settings: str) -> list[str]:
+    """A note when, at points where the file names the library's own selection,
+    the untouched library (no file, no settings) runs something else."""
+    differ = [r.point for r in results if r.default and r.distinguishes]
+    if not differ:
+        return []
+    where = ", ".join(f"{p.collective} {p.nbytes} B/rank" for p in differ[:3])
+    return [f"at {len(differ)} point(s) where the file names the library's default decision "
+            f"({where}{', ...' if len(differ) > 3 else ''}), the untouched library runs "
+            f"something else: the settings the file needs ({settings}) change what the "
+            f"library's own selection is there"]
 
 
 def _short(sig: tuple) -> str:
@@ -149,4 +175,5 @@ from ..registry import import_plugins  # noqa: E402
 
 import_plugins(__name__, __path__, skip=("probe", "rules", "table_check", "deployment"))  # each registers itself
 
-__all__ = ["VERIFIERS", "Point", "PointResult", "Report", "compare", "acceptance_from_points"]
+__all__ = ["VERIFIERS", "Point", "PointResult", "Report", "compare", "acceptance_from_points",
+           "default_note"]

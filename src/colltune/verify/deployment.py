@@ -14,6 +14,10 @@ deployment (colltune.deploy) runs what its decision table says.
    colltune rules file must also say what the table says there.
 3. The same points run without the deployment (the library default), back to
    back in the same verify: default time / deployed time per point.
+
+All launches run on this host, or with ``hosts`` > 1 across that many hosts of
+an emulated cluster (verify/hosts.py: the netns backend's placement), so the
+table's entry for ``hosts`` nodes x ``ranks / hosts`` ranks is the one sampled.
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ class DeploymentReport:
     path: str
     library: str
     ranks: int
+    where: str = ""
     library_report: object | None = None      # verify.Report of the library's part
     library_error: str = ""
     points: list[DeployPoint] = field(default_factory=list)
@@ -63,7 +68,8 @@ class DeploymentReport:
                 and all(p.ok for p in self.points))
 
     def render(self) -> str:
-        out = [f"verify deployment {self.path} on {self.library}, {self.ranks} ranks"]
+        out = [f"verify deployment {self.path} on {self.library}, "
+               f"{self.where or f'{self.ranks} ranks'}"]
         if self.library_report is None and not self.library_error:
             out.append("(1) the library's part: none (the table names none of the library's own "
                        "algorithms; the library runs its default decision)")
@@ -90,16 +96,17 @@ class DeploymentReport:
         return "\n".join(out)
 
 
-def sample_points(table: DecisionTable, rules, ranks: int) -> list[DeployPoint]:
+def sample_points(table: DecisionTable, rules, ranks: int, nodes: int = 1) -> list[DeployPoint]:
     """Each rule's first size and the size just below the next rule, for the
-    entry a one-node communicator of `ranks` ranks uses, of every collective the
-    interposer intercepts."""
+    entry a communicator of `ranks` ranks on `nodes` nodes uses, of every
+    collective the interposer intercepts."""
     from ..exporters.colltune_rules import COLLS, match, split_label
     points = []
+    ppn = ranks // nodes
     for coll in table.collectives():
         if coll not in COLLS:
             continue
-        entry = table.entry(coll, 1, ranks)
+        entry = table.entry(coll, nodes, ppn)
         unit = 4 if coll in REDUCTIONS else 1
         sizes: list[int] = []
         for i, r in enumerate(entry.rules):
@@ -115,7 +122,7 @@ def sample_points(table: DecisionTable, rules, ranks: int) -> list[DeployPoint]:
             kind = _deploy.kind_of(table, rule)
             expected = split_label(rule.algorithm)[0] if kind == _deploy.COLLTUNE else "library"
             p = DeployPoint(coll, nbytes, kind, f"{rule.provider}:{rule.algorithm}", expected)
-            line = match(rules, coll, ranks, 1, ranks, nbytes)
+            line = match(rules, coll, ranks, nodes, ppn, nbytes)
             says = line.algorithm if line else "library"
             if says != expected:
                 p.ran = f"not run: the colltune rules file says {says}, the table {expected}"
@@ -124,14 +131,17 @@ def sample_points(table: DecisionTable, rules, ranks: int) -> list[DeployPoint]:
 
 
 def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps: int = 20,
-                      timeout: float = 300.0) -> DeploymentReport:
+                      timeout: float = 300.0, hosts: int = 1,
+                      cluster: str | None = None) -> DeploymentReport:
+    """hosts > 1: run across that many hosts of the emulated cluster `cluster`
+    (None: the only one up)."""
     from .. import mpi
-    from ..backends.local import oversubscribe_args
     from ..errors import BackendError, ConfigError
     from ..exporters.colltune_rules import read_rules
     from ..providers.colltune import read_report
     from . import VERIFIERS
     from . import probe as _probe
+    from .hosts import Placement
     manifest, d = _deploy.load(deployment_dir)
     library = manifest["library"]
     try:
@@ -144,14 +154,18 @@ def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps:
         impl = mpi.find(library)
     except mpi.MPINotFound as exc:
         raise BackendError(str(exc)) from None
+    placement = (Placement.emulated(impl, hosts, ranks, cluster) if hosts > 1
+                 else Placement(impl))
+    nodes = placement.nodes
     files = manifest["files"]
     table = DecisionTable.load(str(d / files["table"]))
     report = DeploymentReport(str(d), f"{library} {impl.version}", ranks,
-                              notes=list(manifest.get("notes", [])))
+                              placement.describe(ranks), notes=list(manifest.get("notes", [])))
     if impl.version != manifest.get("library_version"):
         report.notes.append(f"deployed for {library} {manifest.get('library_version')}, "
                             f"verified on {impl.version}")
     verifier = cls(impl, cache_dir)
+    verifier.placement = placement
     # 1. the library's part, with the library's own evidence
     if files.get("library_rules"):
         try:
@@ -161,28 +175,34 @@ def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps:
         except ColltuneError as exc:
             report.library_error = str(exc)
     # 2. + 3. the whole deployment and the library default, back to back
-    report.points = sample_points(table, read_rules(str(d / files["colltune_rules"])), ranks)
+    report.points = sample_points(table, read_rules(str(d / files["colltune_rules"])), ranks,
+                                  nodes)
     run = [p for p in report.points if not p.ran]
     if not run:
         return report
     args = [f"{p.collective}:{p.nbytes}" for p in run]
-    cmd = [impl.launcher, *shlex.split(manifest["launch"].get("COLLTUNE_MPIRUN_ARGS", "")),
-           "-n", str(ranks), *oversubscribe_args(impl, ranks)]
+    cmd = placement.command(ranks, shlex.split(manifest["launch"].get("COLLTUNE_MPIRUN_ARGS", "")))
     with tempfile.TemporaryDirectory(prefix="colltune-deploy-verify-") as tmp:
         rep_path = os.path.join(tmp, "report.jsonl")
         env = {**impl.run_env(), **manifest["env"], "COLLTUNE_REPORT": rep_path}
-        default = _probe.launch([impl.launcher, "-n", str(ranks), *oversubscribe_args(impl, ranks)],
-                                verifier.tools, args, reps, impl.run_env(), timeout)
+        default = _probe.launch(placement.command(ranks), verifier.tools, args, reps,
+                                impl.run_env(), timeout)
         deployed = _probe.launch(cmd, verifier.tools, args, reps, env, timeout)
         seen = read_report(rep_path)
     if not deployed.ok:
         last = [ln.strip() for ln in deployed.output.splitlines() if ln.strip()][-3:]
         report.run_error = f"$ {shlex.join(deployed.command)}: " + " | ".join(last)
     for i, p in enumerate(run):
-        ran = sorted({r.get("ran") for r in seen if r.get("collective") == p.collective
-                      and r.get("comm_size") == ranks and r.get("bytes") == p.nbytes})
-        p.ran = ", ".join(map(str, ran)) or "nothing reported by the interposer at this point"
+        here = [r for r in seen if r.get("collective") == p.collective
+                and r.get("comm_size") == ranks and r.get("bytes") == p.nbytes]
+        ran = sorted({str(r.get("ran")) for r in here})
+        seen_nodes = sorted({r.get("nodes") for r in here if r.get("nodes") is not None})
+        p.ran = ", ".join(ran) or "nothing reported by the interposer at this point"
         p.ok = ran == [p.expected]
+        if seen_nodes and seen_nodes != [nodes]:
+            p.ok = False
+            p.ran += (f" [the interposer saw {', '.join(map(str, seen_nodes))} node(s), "
+                      f"not {nodes}]")
         if p.ok and p.kind != _deploy.COLLTUNE:
             p.ran += f" ({'its default decision' if p.kind == _deploy.DEFAULT else 'its rules file'})"
         if default.times.get(i) and deployed.times.get(i):

@@ -20,8 +20,9 @@ from ..errors import InputError
 from ..exporters.mpich_json import library_json
 from ..providers.base import Algorithm
 from ..providers.mpich import MPICH_NAME, MPICHProvider
-from . import VERIFIERS, Point, Report, compare
+from . import VERIFIERS, Point, Report, compare, default_note
 from . import probe as _probe
+from .hosts import Placement
 from .rules import AVG_KEY, comm_branch, csel_leaf, cvar_name, load_csel
 from .table_check import check_against_table
 
@@ -71,20 +72,30 @@ _THRESH = re.compile(r"(avg|total)_msg_size<=?(\d+)")
 
 
 def sample_sizes(branch: dict, coll: str, ranks: int, limit: int = 8) -> list[int]:
-    """Bytes per rank on both sides of every message-size threshold in branch."""
+    """Bytes per rank on both sides of every message-size threshold in branch
+    that can be reached (a threshold nested under a message-size branch counts
+    only inside that branch's range: e.g. the library's own branch copied under
+    a range where the table names its default decision)."""
     unit = 4 if coll in REDUCTIONS else 1
     div = 1 if coll in AVG_KEY else ranks
     found: set[int] = set()
 
-    def walk(node):
+    def walk(node, lo: int, hi: float):
+        prev = lo
         for key, sub in node.items():
-            m = _THRESH.fullmatch(key.replace(" ", ""))
+            k = key.replace(" ", "")
+            m = _THRESH.fullmatch(k)
+            sub_lo, sub_hi = lo, hi
             if m:
                 edge = int(m.group(2)) // div
-                found.update({edge, edge + 1})
+                if lo <= edge <= hi:
+                    found.update({edge, edge + 1} if edge < hi else {edge})
+                sub_lo, sub_hi, prev = prev, min(hi, edge), max(prev, edge + 1)
+            elif k.endswith("msg_size=any"):
+                sub_lo = prev
             if isinstance(sub, dict) and not key.startswith("algorithm="):
-                walk(sub)
-    walk(branch)
+                walk(sub, sub_lo, sub_hi)
+    walk(branch, 0, float("inf"))
     sizes = sorted({max(unit, s // unit * unit) for s in found} | {unit})
     return [0] if coll == "barrier" else sizes[:limit]
 
@@ -97,6 +108,7 @@ class MPICHVerifier:
         self.impl = impl
         self.provider = MPICHProvider(impl, cache_dir)
         self.tools = _probe.build(impl, cache_dir)
+        self.placement = Placement(impl)      # where the launches run (verify/hosts.py)
 
     def guess_format(self, text: str) -> str:
         return "mpich-json"
@@ -105,7 +117,7 @@ class MPICHVerifier:
         """A probe launch; nolocal routes all traffic through UCX (observed), and
         is left out of the timing launches, which run as deployed."""
         libs = " ".join([*map(str, preload), str(self.tools.tracer)])
-        cmd = [self.impl.launcher, "-genv", "LD_PRELOAD", libs, "-n", str(ranks)]
+        cmd = self.placement.command(ranks, ["-genv", "LD_PRELOAD", libs])
         local = {"MPIR_CVAR_NOLOCAL": "1"} if nolocal else {}
         return _probe.launch(cmd, self.tools, [f"{p.collective}:{p.nbytes}" for p in points],
                              reps, {**self.impl.run_env(), **local, **env}, timeout)
@@ -115,8 +127,7 @@ class MPICHVerifier:
         library's built-in selection."""
         if table is not None:
             return [c for c in table.collectives() if c in MPICH_NAME]
-        libs = sorted(Path(self.impl.prefix or "/nonexistent", "lib").glob("libmpi.so.*"))
-        base = library_json(str(libs[0]))[0] if libs else {}
+        base = self._builtin()
         return [c for c in MPICH_NAME
                 if tree.get(f"collective={c}", {}).get("comm_type=intra")
                 != base.get(f"collective={c}", {}).get("comm_type=intra")]
@@ -155,10 +166,15 @@ class MPICHVerifier:
                                     "the run with the library default")
         forced = {}
         for key in dict.fromkeys(p.force for p in points):
+            # only the points of this algorithm: forced with COLLECTIVE_FALLBACK=error,
+            # MPICH aborts at a point where the algorithm is not usable (e.g.
+            # reduce_scatter_allgather with fewer elements than ranks)
             coll, name, params = key
+            index = [i for i, p in enumerate(points) if p.force == key]
             mods = self.provider.force(Algorithm("mpich", coll, name))
-            forced[key] = self._observe(ranks, points, {**mods.env, **dict(params)}, 0, timeout,
-                                        [self.provider.shim])
+            forced[key] = self._observe(ranks, [points[i] for i in index],
+                                        {**mods.env, **dict(params)}, 0, timeout,
+                                        [self.provider.shim]).renumbered(index)
         results = compare(points, default, with_file, forced)
         # timings as deployed: shared memory on, no debug summary, back to back
         env_timed = {k: v for k, v in env_file.items() if k != "MPIR_CVAR_DEBUG_SUMMARY"}
@@ -169,8 +185,26 @@ class MPICHVerifier:
                 r.ratio = t_default.times[i] / t_file.times[i]
         if table is not None:
             notes += check_against_table(table, "mpich", results, ranks,
-                                         lambda c: {a.name for a in self.provider.algorithms(c)})
+                                         lambda c: {a.name for a in self.provider.algorithms(c)},
+                                         lambda p: self._default_name(p, ranks))
+            notes += default_note(results, "MPIR_CVAR_DEVICE_COLLECTIVES=none: the untouched "
+                                  "library may serve the call with ch4's own device-level "
+                                  "selection first")
         return Report("mpich", fmt, path, ranks, accepted, evidence, results, unchecked, notes)
+
+    def _builtin(self) -> dict:
+        """MPICH's built-in MPIR selection tree (compiled into libmpi), {} if unknown."""
+        if not hasattr(self, "_builtin_tree"):
+            libs = sorted(Path(self.impl.prefix or "/nonexistent", "lib").glob("libmpi.so.*"))
+            self._builtin_tree = library_json(str(libs[0]))[0] if libs else {}
+        return self._builtin_tree
+
+    def _default_name(self, point: Point, ranks: int) -> str | None:
+        """The algorithm MPICH's built-in selection names at point (its default
+        decision, as the observed runs see the communicator: MPIR_CVAR_NOLOCAL)."""
+        found = csel_leaf(self._builtin(), point.collective, ranks, point.nbytes)
+        return None if isinstance(found, str) else (cvar_name(point.collective, found[0])
+                                                    or found[0])
 
     @staticmethod
     def _acceptance(obs, env: dict) -> tuple[bool, str]:

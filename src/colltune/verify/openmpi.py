@@ -16,12 +16,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..backends.local import oversubscribe_args
 from ..errors import InputError
-from ..exporters.openmpi_tuned import COLL_ID
+from ..exporters.openmpi_tuned import COLL_ID, DEFAULT_ID, DEFAULT_NAME
 from ..providers.openmpi import OMPI_NAME, OpenMPIProvider, ran
-from . import VERIFIERS, Point, Report, acceptance_from_points, compare
+from . import VERIFIERS, Point, Report, acceptance_from_points, compare, default_note
 from . import probe as _probe
+from .hosts import Placement
 from .rules import TOTAL_SIZE_KEY, parse_han, parse_tuned
 from .table_check import check_against_table
 
@@ -61,14 +61,15 @@ class OpenMPIVerifier:
         self.impl = impl
         self.provider = OpenMPIProvider(impl, cache_dir)
         self.tools = _probe.build(impl, cache_dir)
+        self.placement = Placement(impl)      # where the launches run (verify/hosts.py)
 
     def guess_format(self, text: str) -> str:
         toks = [t for ln in text.splitlines() for t in ln.split("#", 1)[0].split()]
         return "openmpi-han" if len(toks) > 1 and not toks[1].isdigit() else "openmpi-tuned"
 
     def _observe(self, ranks: int, points: list[Point], env: dict, reps: int, timeout: float):
-        cmd = [self.impl.launcher, "-n", str(ranks), *oversubscribe_args(self.impl, ranks)]
-        cmd += ["-x", "COLLTUNE_TRACE_DIR", "-x", f"LD_PRELOAD={self.tools.tracer}"]
+        cmd = self.placement.command(ranks, ["-x", "COLLTUNE_TRACE_DIR",
+                                             "-x", f"LD_PRELOAD={self.tools.tracer}"])
         return _probe.launch(cmd, self.tools, [f"{p.collective}:{p.nbytes}" for p in points], reps,
                              {**self.impl.run_env(), **env}, timeout)
 
@@ -87,8 +88,8 @@ class OpenMPIVerifier:
         sizes = sorted({c for blocks in rules.blocks.values() for c, _ in blocks})
         ranks = ranks or max([c for c in sizes if 2 <= c <= 4], default=2)
         points, unchecked = [], []
-        names = {coll: {i: n for n, i in self.provider.algorithm_ids(coll).items()}
-                 for coll in OMPI_NAME}
+        names = {coll: {**{i: n for n, i in self.provider.algorithm_ids(coll).items()},
+                        DEFAULT_ID: DEFAULT_NAME} for coll in OMPI_NAME}
         for coll in rules.blocks:
             if coll not in OMPI_NAME:
                 unchecked.append(f"{coll}: not a collective the probe runs")
@@ -114,8 +115,17 @@ class OpenMPIVerifier:
         forced = {key: self._observe(ranks, points, self._force_env(*key), reps, timeout)
                   for key in dict.fromkeys(p.force for p in points)}
         results = compare(points, default, with_file, forced)
-        for r in results:
+        for i, r in enumerate(results):
             p = r.point
+            if p.expected == DEFAULT_NAME:     # algorithm 0: coll/tuned's fixed decision
+                r.default = True
+                if r.honoured:
+                    fns = dict.fromkeys(f.replace("ompi_coll_base_", "")
+                                        for _, calls, _ in with_file.signature(i) for f in calls)
+                    r.ran = (f"the fixed decision: {' > '.join(fns) or 'no traced function'} "
+                             f"(as forced coll_tuned_{OMPI_NAME[p.collective]}_algorithm=0"
+                             + ("" if r.distinguishes else "; the untouched library too") + ")")
+                continue
             unit = 4 if p.collective in REDUCTIONS else 1
             really = ran(p.collective, p.expected, p.nbytes // unit, ranks)
             if really != p.expected:
@@ -125,7 +135,12 @@ class OpenMPIVerifier:
             accepted, evidence = self._canary(path, text, rules, ranks, timeout, evidence)
         if table is not None:
             notes += check_against_table(table, "openmpi", results, ranks,
-                                         lambda c: set(self.provider.algorithm_ids(c)))
+                                         lambda c: set(self.provider.algorithm_ids(c)),
+                                         lambda p: DEFAULT_NAME)
+        notes += default_note(results, "coll/tuned's dynamic rules, and "
+                              + (", ".join(f"{k[len('OMPI_MCA_'):]}=0" for k in
+                                           self.provider.takeover_env()) or "nothing else")
+                              + ": on several nodes the untouched 5.0 runs coll/han")
         return Report("openmpi", fmt, path, ranks, accepted, evidence, results, unchecked, notes)
 
     def _canary(self, path: str, text: str, rules, ranks: int, timeout: float,

@@ -92,6 +92,15 @@ class Observed:
     calls: dict[tuple[int, int], list[str]] = field(default_factory=dict)   # (rank, point)
     messages: dict[tuple[int, int], dict[str, list[int]]] = field(default_factory=dict)
 
+    def renumbered(self, index: list[int]) -> "Observed":
+        """This launch's observations with point j renamed index[j] (a launch of
+        a subset of the points, seen as part of the whole list)."""
+        return Observed(self.ok, self.command, self.output,
+                        {index[p]: t for p, t in self.times.items() if p < len(index)},
+                        {(r, index[p]): v for (r, p), v in self.calls.items() if p < len(index)},
+                        {(r, index[p]): v for (r, p), v in self.messages.items()
+                         if p < len(index)})
+
     def signature(self, point: int) -> tuple:
         """What identifies the algorithm at a point: per rank, the library's
         algorithm functions in first-call order, and the (count, bytes) of the

@@ -150,14 +150,18 @@ def load_csel(path: str) -> dict:
 
 def _matches(key: str, coll: str, comm_size: int, nbytes: int) -> bool | None:
     """Whether an operator key holds for an intra-communicator of comm_size
-    ranks on distinct (fake) nodes, a built-in commutative op, not in place;
+    ranks on distinct (fake) nodes, a built-in commutative op, not in place (the
+    probe's elements: 4-byte floats for reductions, chars otherwise);
     None when the key depends on something else."""
     k = key.replace(" ", "")
     if k == "any" or k.endswith("=any"):
         return True
     avg = nbytes
     total = nbytes * comm_size
-    tests = [(r"comm_type=intra", lambda: True), (r"comm_type=inter", lambda: False),
+    count = nbytes // (4 if coll in ("reduce", "allreduce", "reduce_scatter_block") else 1)
+    pof2 = 1 << (max(comm_size, 1).bit_length() - 1)       # MPL_pof2: largest 2^k <= size
+    tests = [(r"count<=(\d+)", lambda v: count <= v), (r"count<pow2", lambda: count < pof2),
+             (r"comm_type=intra", lambda: True), (r"comm_type=inter", lambda: False),
              (r"comm_size<=(\d+)", lambda v: comm_size <= v), (r"comm_size<(\d+)", lambda v: comm_size < v),
              (r"comm_size=pow2", lambda: comm_size & (comm_size - 1) == 0),
              (r"avg_msg_size<=(\d+)", lambda v: avg <= v), (r"avg_msg_size<(\d+)", lambda v: avg < v),
