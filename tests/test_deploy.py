@@ -201,3 +201,13 @@ def test_mpich_default_is_the_builtin_branch(tmp_path):
     assert strip(ladder["avg_msg_size<=65535"]) == base["collective=allreduce"]["comm_type=intra"]
     assert list(ladder["any"]) == ["algorithm=MPIR_Allreduce_intra_ring"]
     assert tree["collective=allreduce"]["comm_type=inter"] == base["collective=allreduce"]["comm_type=inter"]
+
+
+def test_verify_deployment_placement_arguments(tmp_path):
+    """--hosts needs --backend netns; ranks must spread evenly over the hosts."""
+    for args, msg in ((["--hosts", "2"], "--hosts needs --backend netns"),
+                      (["--backend", "netns", "--hosts", "2", "--ranks", "3"],
+                       "cannot be spread evenly over --hosts 2"),
+                      (["--backend", "sim"], "verify --deployment runs the real library")):
+        proc = run_cli("verify", "--deployment", str(tmp_path), *args, check=False)
+        assert proc.returncode == 2 and msg in proc.stderr, proc.stderr

@@ -148,6 +148,10 @@ def msg_ladder(entry: Entry, comm_size: int, v: tuple[int, ...], known: set[str]
                                       f"to fall back to")
                 continue
             node = copy.deepcopy(default_branch)
+            note = ("where the table names the library's default decision: a copy of the "
+                    "default selection's comm_type=intra branch of the collective")
+            if note not in notes:
+                notes.append(note)
         else:
             res = problems.resolve("mpich", entry, rule, known, problems.allow_substitute)
             if res is None:
