@@ -133,7 +133,7 @@ const ct_rule *ct_online_rule(ct_coll coll, void *slot, long long bytes)
     ct_online_comm *c = slot;
     if (!c) return NULL;                   /* not tracked: the library, on every rank */
     ct_online_cell *x = c->cell[coll][ct_online_class(bytes)];
-    if (x && x->best >= 0 && !x->blk->arm[x->best].alg && !ct_online.log) {
+    if (x && x->best >= 0 && CT_ONLINE_IS_LIBRARY(&x->blk->arm[x->best]) && !ct_online.log) {
         x->calls++;                        /* the library won: straight to it */
         return NULL;
     }
@@ -214,15 +214,15 @@ static void decide(ct_online_cell *x, MPI_Comm comm)
     /* nothing measured 3 times: the rest of the run's calls are not timed, so drawing
      * them would cost without teaching anything: the library, when the block lists it */
     for (int i = 0; best < 0 && i < merged.narms; i++)
-        if (!merged.arm[i].alg) best = i;
+        if (CT_ONLINE_IS_LIBRARY(&merged.arm[i])) best = i;
     x->best = best >= 0 ? best : -2;
 }
 
 static int run_arm(ct_coll coll, const ct_online_arm *arm, const ct_args *a, const char **ran)
 {
     if (!arm || !arm->alg) {
-        *ran = "library";
-        return ct_library_call(coll, a);
+        *ran = "library";                  /* also "mpich:<name>": the library's traffic */
+        return arm && arm->lib ? ct_online_libarm_run(coll, arm->lib, a) : ct_library_call(coll, a);
     }
     return ct_call(coll, arm->alg->name, arm->params, a, ran);
 }
@@ -256,7 +256,8 @@ int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, 
     if (ct_online.log)
         fprintf(ct_online.log, "%016llx %s %d %u %s\n", (unsigned long long)c->key,
                 ct_coll_name(coll), cls, idx,
-                *ran && strcmp(*ran, "library") ? x->blk->arm[pick].id : "library");
+                pick >= 0 && ((*ran && strcmp(*ran, "library")) || x->blk->arm[pick].lib)
+                    ? x->blk->arm[pick].id : "library");
     return rc;
 }
 
@@ -415,6 +416,19 @@ int ct_online_init(int world_rank, int thread_multiple, int other_sources)
     snprintf(ct_online.platform, sizeof ct_online.platform, "%s", plat ? plat : "");
 #endif
     ct_online_fingerprint(ct_online.fingerprint);
+    /* the arms (MPICH's found through MPI_T on each rank) must be the same everywhere */
+    in[0] = (int)(mix(fnv_text(ct_online.fingerprint)) & 0x7fffffff), in[1] = -in[0];
+    PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (out[0] != -out[1]) {
+        if (world_rank == 0)
+            fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: the ranks' libraries or arms "
+                    "differ (fingerprints); online mode off\n");
+        ct_online_libarms_finalize();
+        return 0;
+    }
+    if (world_rank == 0 && *ct_online_libarms_problem())
+        fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: some of MPICH's algorithms are not "
+                "arms: %s\n", ct_online_libarms_problem());
     for (int c = 0; c < CT_NCOLLS; c++) {
         marker[c].coll = (ct_coll)c;
         marker[c].alg = ct_find((ct_coll)c, ct_online_preset(c, 1));

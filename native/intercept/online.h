@@ -1,6 +1,7 @@
 /* Online tuning inside libcolltune (COLLTUNE_ONLINE=<state dir>, docs/online-native.md).
  *   online.c        set-up, per-communicator keys, the per-call draw, sampling, the budget
  *   online_arms.c   the compiled preset arms per collective, size classes, the fingerprint
+ *   online_libarms.c  the library's own algorithms as arms (MPICH's algorithm CVARs, MPI_T)
  *   online_state.c  state.txt: parse, format, the update rule (shared with Python)
  *   online_final.c  MPI_Finalize: gather the timings, samples/<run>.json, state.txt under flock
  * intercept.c only calls the hooks below; with online mode off each costs one
@@ -41,7 +42,8 @@ void ct_online_finalize(void);       /* before PMPI_Finalize: samples file and s
 /* ---- shared between the online files ---- */
 typedef struct {
     char id[CT_ONLINE_ARM_LEN];      /* "library", "ring", "han:imod=2,fs=65536" */
-    const ct_algorithm *alg;         /* NULL: library */
+    const ct_algorithm *alg;         /* NULL: library (lib 0) or the library's algorithm lib */
+    int lib;                         /* "mpich:<name>": its MPICH control variable value + 1 */
     int params[CT_MAX_PARAMS];
     double p, n, mean, m2, min;      /* min: this run only (samples file) */
 } ct_online_arm;
@@ -71,6 +73,22 @@ int ct_online_npresets(int coll);
 const char *ct_online_preset(int coll, int i);
 void ct_online_fingerprint(char out[17]);
 void ct_online_print_arms(FILE *f);                                 /* colltune-rules online-arms */
+
+/* the library itself, as configured (not one of its algorithms) */
+#define CT_ONLINE_IS_LIBRARY(arm) (!(arm)->alg && !(arm)->lib)
+
+/* online_libarms.c: the library's own algorithms as arms (MPICH: "mpich:<name>" through
+ * MPI_T; elsewhere none). Found at first use (MPI_T_init_thread: also before MPI_Init). */
+int ct_online_nlibarms(int coll);
+const char *ct_online_libarm(int coll, int i);
+int ct_online_libarm_parse(int coll, const char *id);                /* lib (> 0), 0: unknown */
+/* writes the algorithm's value, calls the library, writes the initial value back */
+int ct_online_libarm_run(ct_coll coll, int lib, const ct_args *a);
+const char *ct_online_libarms_note(void);                           /* why some have none */
+const char *ct_online_libarms_problem(void);       /* the note on MPICH (worth a warning), else "" */
+void ct_online_libarms_signature(char *out, size_t len);             /* for the fingerprint */
+void ct_online_libarms_print(FILE *f);                              /* a JSON member */
+void ct_online_libarms_finalize(void);                              /* before PMPI_Finalize */
 
 /* online_state.c */
 int ct_online_state_parse(const char *text, const char *name, ct_online_state *st, char *err,

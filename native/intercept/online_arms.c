@@ -33,14 +33,21 @@ void ct_online_class_range(int cls, long long *lo, long long *hi)
     *hi = cls < CT_ONLINE_NCLASS - 1 ? ct_online_edges[cls] : -1;
 }
 
-int ct_online_npresets(int coll)
+static int ncompiled(int coll)
 {
     int n = 0;
     while (n < MAX_PRESETS && presets[coll][n]) n++;
     return n;
 }
 
-const char *ct_online_preset(int coll, int i) { return presets[coll][i]; }
+/* the compiled presets, then the library's own algorithms found at run time (MPICH) */
+int ct_online_npresets(int coll) { return ncompiled(coll) + ct_online_nlibarms(coll); }
+
+const char *ct_online_preset(int coll, int i)
+{
+    int n = ncompiled(coll);
+    return i < n ? presets[coll][i] : ct_online_libarm(coll, i - n);
+}
 
 int ct_online_parse_arm(int coll, const char *id, ct_online_arm *arm, char *err, size_t errlen)
 {
@@ -53,6 +60,12 @@ int ct_online_parse_arm(int coll, const char *id, ct_online_arm *arm, char *err,
     }
     strcpy(arm->id, id);
     if (!strcmp(id, "library")) return 0;
+    if (!strncmp(id, "mpich:", 6)) {
+        if ((arm->lib = ct_online_libarm_parse(coll, id)) > 0) return 0;
+        snprintf(err, errlen, "arm '%s' is not an algorithm arm of this library's %s (%s)", id,
+                 ct_coll_name((ct_coll)coll), *ct_online_libarms_note() ? ct_online_libarms_note() : "not offered");
+        return -1;
+    }
     snprintf(spec, sizeof spec, "%s:%s", ct_coll_name((ct_coll)coll), id);
     if (ct_force_parse(spec, &r, err, errlen) != 0) return -1;
     if (r.n != 1 || !r.rules[0].alg) {
@@ -73,7 +86,7 @@ void ct_online_default_block(int coll, int nodes, int ppn, int cls, ct_online_bl
     b->coll = coll, b->nodes = nodes, b->ppn = ppn, b->cls = cls;
     int n = ct_online_npresets(coll);
     for (int i = 0; i < n; i++)           /* the presets are checked by the tests: never fail */
-        if (ct_online_parse_arm(coll, presets[coll][i], &b->arm[b->narms], err, sizeof err) == 0)
+        if (ct_online_parse_arm(coll, ct_online_preset(coll, i), &b->arm[b->narms], err, sizeof err) == 0)
             b->arm[b->narms++].p = 1.0 / n;
 }
 
@@ -88,7 +101,7 @@ static uint64_t fnv(uint64_t h, const char *s)
  * measurements another experiment's */
 void ct_online_fingerprint(char out[17])
 {
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "", buf[512];
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "", buf[512], sig[2048];
     int len = 0;
     uint64_t h = 14695981039346656037ull;
     MPI_Get_library_version(lib, &len);
@@ -106,7 +119,9 @@ void ct_online_fingerprint(char out[17])
         }
     }
     for (int c = 0; c < CT_NCOLLS; c++)
-        for (int i = 0; i < ct_online_npresets(c); i++) h = fnv(h, presets[c][i]);
+        for (int i = 0; i < ct_online_npresets(c); i++) h = fnv(h, ct_online_preset(c, i));
+    ct_online_libarms_signature(sig, sizeof sig);       /* the MPICH arms' values */
+    if (*sig) h = fnv(h, sig);
     snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
@@ -120,8 +135,10 @@ void ct_online_print_arms(FILE *f)
     fprintf(f, "],\"arms\":{");
     for (int c = 0; c < CT_NCOLLS; c++) {
         fprintf(f, "%s\"%s\":[", c ? "," : "", ct_coll_name((ct_coll)c));
-        for (int i = 0; i < ct_online_npresets(c); i++) fprintf(f, "%s\"%s\"", i ? "," : "", presets[c][i]);
+        for (int i = 0; i < ct_online_npresets(c); i++) fprintf(f, "%s\"%s\"", i ? "," : "", ct_online_preset(c, i));
         fprintf(f, "]");
     }
-    fprintf(f, "}}\n");
+    fprintf(f, "},");
+    ct_online_libarms_print(f);
+    fprintf(f, "}\n");
 }

@@ -328,4 +328,5 @@ void ct_online_finalize(void)
         free(counts);
     }
     ct_online_state_free(&ct_online.state);
+    ct_online_libarms_finalize();          /* MPICH's variables back, MPI_T_finalize */
 }

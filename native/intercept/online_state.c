@@ -65,7 +65,7 @@ int ct_online_choice(const ct_online_block *b)
 {
     int best = ct_online_best(b);
     for (int i = 0; best >= 0 && i < b->narms; i++)
-        if (!b->arm[i].alg && b->arm[i].n < MIN_N) return i;
+        if (CT_ONLINE_IS_LIBRARY(&b->arm[i]) && b->arm[i].n < MIN_N) return i;
     return best;
 }
 

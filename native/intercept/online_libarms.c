@@ -1,0 +1,252 @@
+/* The library's own algorithms as online arms (docs/online-native.md, "MPICH's
+ * algorithms"): on MPICH, "mpich:<name>" runs the library's collective with
+ * MPIR_CVAR_<COLL>_INTRA_ALGORITHM set to <name> through MPI_T. MPICH reads that
+ * variable at every blocking call (MPIR_<Coll>_impl switches on it), so a value
+ * written just before the call selects the algorithm of that call.
+ *
+ * The name -> value mapping is recovered at run time, never compiled in (the codes
+ * change between MPICH versions): from the MPI_T enum when the variable has one,
+ * else from the variable's description, which MPICH generates from the same list
+ * as the C enum (maint/extractcvars: every description line "<word>  - ..." is one
+ * enumerator, in order, the first being 0 = auto). A variable whose list does not
+ * start with auto, whose type is not one int, or whose current value is outside the
+ * list gives no arms (ct_online_libarms_note says why): never a guessed value.
+ *
+ * Every MPICH-arm call writes the value, calls the library and writes the initial
+ * value back, so between calls the variable always holds the value the job started
+ * with: the library arm, colltune's arms (which may call the library inside), calls
+ * online mode does not decide (derived types, communicators it does not track) and
+ * MPICH's own internal collectives all see it unchanged.
+ *
+ * SMPI (no MPI_T) and Open MPI (coll_tuned reads its forced-algorithm variables when a
+ * communicator's module is selected, not per call): no library arms. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "online.h"
+
+#if defined(MPICH_VERSION) && !defined(COLLTUNE_SMPI)
+#define LIBARMS 1
+#endif
+
+#define MAX_LIBARMS 4
+
+/* the arms offered per collective, where the MPICH at hand has the algorithm */
+static const char *const wanted[CT_NCOLLS][MAX_LIBARMS] = {
+    [CT_BCAST] = {"binomial", "scatter_recursive_doubling_allgather", "scatter_ring_allgather"},
+    [CT_REDUCE] = {"binomial", "reduce_scatter_gather"},
+    [CT_ALLREDUCE] = {"recursive_doubling", "reduce_scatter_allgather", "ring"},
+    [CT_ALLGATHER] = {"recursive_doubling", "brucks", "ring"},
+};
+
+static struct {
+    int done, n[CT_NCOLLS];
+    char id[CT_NCOLLS][MAX_LIBARMS][48];     /* "mpich:ring" */
+    int value[CT_NCOLLS][MAX_LIBARMS];
+    char note[512];                          /* why a collective has none */
+#ifdef LIBARMS
+    int mpit, orig[CT_NCOLLS], have[CT_NCOLLS];
+    MPI_T_cvar_handle h[CT_NCOLLS];
+#endif
+} L;
+
+static void note(const char *fmt, const char *a, const char *b)
+{
+    size_t k = strlen(L.note);
+    snprintf(L.note + k, sizeof L.note - k, "%s", k ? "; " : "");
+    k = strlen(L.note);
+    snprintf(L.note + k, sizeof L.note - k, fmt, a, b);
+}
+
+#ifdef LIBARMS
+static const char *const cvar[CT_NCOLLS] = {
+    [CT_BCAST] = "MPIR_CVAR_BCAST_INTRA_ALGORITHM",
+    [CT_REDUCE] = "MPIR_CVAR_REDUCE_INTRA_ALGORITHM",
+    [CT_ALLREDUCE] = "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM",
+    [CT_ALLGATHER] = "MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM",
+};
+
+#define MAX_ITEMS 64
+typedef struct {
+    int n;
+    char name[MAX_ITEMS][48];
+    int value[MAX_ITEMS];
+} items_t;
+
+/* The enumerators of MPICH's description: lines "<word> <spaces>- ...", numbered from 0 */
+static void items_from_description(const char *d, items_t *it)
+{
+    it->n = 0;
+    for (const char *line = d, *nl; line && it->n < MAX_ITEMS; line = nl ? nl + 1 : NULL) {
+        const char *p = line, *w;
+        nl = strchr(line, '\n');
+        while (*p == ' ' || *p == '\t') p++;
+        w = p;
+        while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_') p++;
+        size_t len = (size_t)(p - w);
+        if (!len || (*p != ' ' && *p != '\t')) continue;
+        while (*p == ' ' || *p == '\t') p++;
+        if (p[0] != '-' || (p[1] != ' ' && p[1] != '\t')) continue;
+        if (len >= sizeof it->name[0]) len = sizeof it->name[0] - 1;
+        memcpy(it->name[it->n], w, len);
+        it->name[it->n][len] = '\0';
+        it->value[it->n] = it->n;
+        it->n++;
+    }
+}
+
+static void find(int c)
+{
+    int idx, verb, bind, scope, nlen = 256, dlen = 16384, count = 0;
+    char name[256], *desc = calloc(16384, 1);
+    MPI_Datatype dt;
+    MPI_T_enum en;
+    items_t it = {0};
+    if (!desc) return;
+    if (MPI_T_cvar_get_index(cvar[c], &idx) != MPI_SUCCESS) {
+        note("%s: %s not found", ct_coll_name((ct_coll)c), cvar[c]);
+        goto out;
+    }
+    if (MPI_T_cvar_get_info(idx, name, &nlen, &verb, &dt, &en, desc, &dlen, &bind, &scope) != MPI_SUCCESS ||
+        dt != MPI_INT || bind != MPI_T_BIND_NO_OBJECT) {
+        note("%s: %s is not one int", ct_coll_name((ct_coll)c), cvar[c]);
+        goto out;
+    }
+    if (en != MPI_T_ENUM_NULL) {             /* an MPI_T enum: its own names and values */
+        int n = 0, l = 256;
+        char ename[256];
+        MPI_T_enum_get_info(en, &n, ename, &l);
+        for (int i = 0; i < n && it.n < MAX_ITEMS; i++) {
+            l = (int)sizeof it.name[0];
+            if (MPI_T_enum_get_item(en, i, &it.value[it.n], it.name[it.n], &l) == MPI_SUCCESS) it.n++;
+        }
+    } else {
+        items_from_description(desc, &it);
+        if (!it.n || strcmp(it.name[0], "auto")) {
+            note("%s: %s's description lists no algorithms starting with auto: no mapping",
+                 ct_coll_name((ct_coll)c), cvar[c]);
+            goto out;
+        }
+    }
+    if (MPI_T_cvar_handle_alloc(idx, NULL, &L.h[c], &count) != MPI_SUCCESS || count != 1) {
+        note("%s: %s: no MPI_T handle", ct_coll_name((ct_coll)c), cvar[c]);
+        goto out;
+    }
+    int known = 0;
+    if (MPI_T_cvar_read(L.h[c], &L.orig[c]) == MPI_SUCCESS)
+        for (int i = 0; i < it.n; i++) known |= it.value[i] == L.orig[c];
+    /* the variable must take a write now (not read-only, not past a point of no return) */
+    if (!known || MPI_T_cvar_write(L.h[c], &L.orig[c]) != MPI_SUCCESS) {
+        note("%s: %s: current value outside its list or not writable", ct_coll_name((ct_coll)c), cvar[c]);
+        MPI_T_cvar_handle_free(&L.h[c]);
+        goto out;
+    }
+    L.have[c] = 1;
+    for (int k = 0; k < MAX_LIBARMS && wanted[c][k]; k++)
+        for (int i = 0; i < it.n; i++)
+            if (!strcmp(it.name[i], wanted[c][k])) {
+                snprintf(L.id[c][L.n[c]], sizeof L.id[c][0], "mpich:%s", it.name[i]);
+                L.value[c][L.n[c]++] = it.value[i];
+                break;
+            }
+out:
+    free(desc);
+}
+#endif
+
+static void init(void)
+{
+    if (L.done) return;
+    L.done = 1;
+#ifdef LIBARMS
+    int provided;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+        note("%s%sMPI_T_init_thread failed", "", "");
+        return;
+    }
+    L.mpit = 1;
+    for (int c = 0; c < CT_NCOLLS; c++) find(c);
+#else
+    note("%s%snot MPICH: the library's algorithms are not arms", "", "");
+#endif
+}
+
+int ct_online_nlibarms(int coll) { return init(), L.n[coll]; }
+const char *ct_online_libarm(int coll, int i) { return init(), L.id[coll][i]; }
+const char *ct_online_libarms_note(void) { return init(), L.note; }
+#ifdef LIBARMS
+const char *ct_online_libarms_problem(void) { return init(), L.note; }
+#else
+const char *ct_online_libarms_problem(void) { return ""; }
+#endif
+
+int ct_online_libarm_parse(int coll, const char *id)
+{
+    init();
+    for (int i = 0; i < L.n[coll]; i++)
+        if (!strcmp(id, L.id[coll][i])) return L.value[coll][i] + 1;
+    return 0;
+}
+
+int ct_online_libarm_run(ct_coll coll, int lib, const ct_args *a)
+{
+#ifdef LIBARMS
+    int v = lib - 1, rc;
+    MPI_T_cvar_write(L.h[coll], &v);
+    rc = ct_library_call(coll, a);
+    MPI_T_cvar_write(L.h[coll], &L.orig[coll]);
+    return rc;
+#else
+    (void)lib;
+    return ct_library_call(coll, a);
+#endif
+}
+
+/* "allreduce ring=8 ..." per collective: values as well as names enter the fingerprint */
+void ct_online_libarms_signature(char *out, size_t len)
+{
+    size_t k = 0;
+    init();
+    out[0] = '\0';
+    for (int c = 0; c < CT_NCOLLS; c++)
+        for (int i = 0; i < L.n[c] && k < len; i++)
+            k += (size_t)snprintf(out + k, len - k, "%s %s=%d\n", ct_coll_name((ct_coll)c), L.id[c][i],
+                                  L.value[c][i]);
+}
+
+void ct_online_libarms_print(FILE *f)
+{
+    init();
+#ifdef LIBARMS
+    fprintf(f, "\"library_arms\":{\"library\":\"mpich\",\"collectives\":{");
+    int first = 1;
+    for (int c = 0; c < CT_NCOLLS; c++) {
+        if (!L.have[c]) continue;
+        fprintf(f, "%s\"%s\":{\"cvar\":\"%s\",\"initial\":%d,\"values\":{", first ? "" : ",",
+                ct_coll_name((ct_coll)c), cvar[c], L.orig[c]);
+        for (int i = 0; i < L.n[c]; i++) fprintf(f, "%s\"%s\":%d", i ? "," : "", L.id[c][i], L.value[c][i]);
+        fprintf(f, "}}");
+        first = 0;
+    }
+    fprintf(f, "},");
+#else
+    fprintf(f, "\"library_arms\":{\"library\":null,\"collectives\":{},");
+#endif
+    fprintf(f, "\"note\":\"");
+    for (const char *p = L.note; *p; p++)
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if ((unsigned char)*p >= 0x20) fputc(*p, f);
+    fprintf(f, "\"}");
+}
+
+void ct_online_libarms_finalize(void)
+{
+#ifdef LIBARMS
+    if (!L.mpit) return;
+    for (int c = 0; c < CT_NCOLLS; c++)
+        if (L.have[c]) MPI_T_cvar_write(L.h[c], &L.orig[c]), MPI_T_cvar_handle_free(&L.h[c]);
+    MPI_T_finalize();
+    memset(&L, 0, sizeof L);
+    L.done = 1;                              /* after MPI_Finalize: none */
+#endif
+}
