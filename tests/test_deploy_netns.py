@@ -72,6 +72,7 @@ def test_mixed_deployment_verified_across_two_emulated_hosts(emulated, tmp_path,
     lib_points = [ln for ln in text.splitlines() if re.match(r"      (ok|FAIL)", ln)]
     assert lib_points and all(ln.lstrip().startswith("ok") for ln in lib_points), text
     assert any("default" in ln and "allreduce" in ln for ln in lib_points)
+    assert "(the interposer's COLLTUNE_REPORT; it saw 2x2 (nodes x ranks per node)" in text
     # (2) the 2x2 entry was sampled (not 1x2's pipeline / ring) and ran as the table says
     points = [ln for ln in text.splitlines() if re.match(r"  (ok|FAIL) ", ln)]
     assert len(points) == 10 and all(ln.startswith("  ok") for ln in points), text

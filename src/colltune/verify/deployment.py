@@ -56,6 +56,7 @@ class DeploymentReport:
     library_error: str = ""
     points: list[DeployPoint] = field(default_factory=list)
     run_error: str = ""
+    seen_layouts: list[str] = field(default_factory=list)   # nodes x ppn the interposer saw
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -84,8 +85,11 @@ class DeploymentReport:
                 verdict = ("REJECTED its part" if self.library_error or not
                            self.library_report.accepted else "did not honour its part")
                 out.append(f"    the library {verdict}: {why}")
+        seen = (f"; it saw {' and '.join(self.seen_layouts)} (nodes x ranks per node)"
+                if self.seen_layouts else "")
         out.append(f"(2) what ran under the deployment at {len(self.points)} sample points "
-                   f"(the interposer's COLLTUNE_REPORT; `library` points: (1) is the evidence)")
+                   f"(the interposer's COLLTUNE_REPORT{seen}; `library` points: (1) is the "
+                   f"evidence)")
         if self.run_error:
             out.append(f"    the deployed run failed: {self.run_error}")
         for p in self.points:
@@ -192,6 +196,8 @@ def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps:
     if not deployed.ok:
         last = [ln.strip() for ln in deployed.output.splitlines() if ln.strip()][-3:]
         report.run_error = f"$ {shlex.join(deployed.command)}: " + " | ".join(last)
+    report.seen_layouts = sorted({f"{r.get('nodes')}x{r.get('ppn')}" for r in seen
+                                  if r.get("comm_size") == ranks})
     for i, p in enumerate(run):
         here = [r for r in seen if r.get("collective") == p.collective
                 and r.get("comm_size") == ranks and r.get("bytes") == p.nbytes]
