@@ -31,7 +31,10 @@ pytestmark = pytest.mark.skipif(not have_mpi("mpich"), reason="mpich not install
 COLLS = ("bcast", "reduce", "allreduce", "allgather")
 CLASSES = ("0..16", "17..256", "257..4096", "4097..65536", "65537..1048576", "1048577..")
 
-# the steps' calls; 4 longs or 8 ints (32 B) are size class 1, one int per rank class 0
+# the steps' calls; 4 longs or 8 ints (32 B) are size class 1, 2 ints and one int per rank
+# class 0. MPICH's checks: ring and reduce_scatter_gather need a commutative op,
+# reduce_scatter_allgather count >= the power of two below the communicator size, recursive
+# doubling allgather a power-of-two size.
 EVIDENCE = r"""
 #include <mpi.h>
 #include <stdio.h>
@@ -81,6 +84,9 @@ int main(int argc, char **argv)
     report("allreduce-sum", rc, rc || !memcmp(ib, ir, sizeof ib));
     rc = PMPI_Allreduce(a, b, 4, MPI_LONG, nc, MPI_COMM_WORLD);
     report("pmpi-allreduce-noncommutative", rc, 1);
+    rc = MPI_Allreduce(ia, ib, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);    /* 2 < 4 ranks */
+    PMPI_Allreduce(ia, ir, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    report("allreduce-sum-2-ints", rc, rc || !memcmp(ib, ir, 2 * sizeof *ib));
     rc = MPI_Reduce(a, b, 4, MPI_LONG, nc, 0, MPI_COMM_WORLD);
     PMPI_Reduce(a, r, 4, MPI_LONG, nc, 0, MPI_COMM_WORLD);
     report("reduce-noncommutative", rc, rc || rank || !memcmp(b, r, sizeof b));
@@ -139,20 +145,27 @@ def write_state(state, fp, blocks):
     (state / "state.txt").write_text("\n".join(lines) + "\n")
 
 
-def evidence_run(job, tmp_path, arm_of, fallback):
-    """The evidence program at budget 0 with a state giving each step's block one arm."""
-    name = "mpich" if arm_of["allreduce"] != "library" else "library"
-    state, log = tmp_path / f"state-{name}-{fallback}", tmp_path / f"log-{name}-{fallback}"
-    write_state(state, online_arms(job, tmp_path)["fingerprint"], {
-        ("allreduce", 1, 4, "17..256"): {arm_of["allreduce"]: 1},
-        ("reduce", 1, 4, "17..256"): {arm_of["reduce"]: 1},
-        ("allgather", 1, 3, "0..16"): {arm_of["allgather"]: 1}})
+def evidence_run(job, tmp_path, arm_of, fallback, cliques=1):
+    """The evidence program at budget 0 with a state giving each step's block one arm
+    (cliques: MPICH's fake nodes, MPIR_CVAR_NUM_CLIQUES; the blocks for every layout)."""
+    name = f"{'mpich' if arm_of['allreduce'] != 'library' else 'library'}-{fallback}-{cliques}"
+    state, log = tmp_path / f"state-{name}", tmp_path / f"log-{name}"
+    blocks = {}
+    for nodes in (1, 2):
+        for ppn in (1, 2, 3, 4):
+            blocks.update({("allreduce", nodes, ppn, "17..256"): {arm_of["allreduce"]: 1},
+                           ("allreduce", nodes, ppn, "0..16"): {arm_of["allreduce-small"]: 1},
+                           ("reduce", nodes, ppn, "17..256"): {arm_of["reduce"]: 1},
+                           ("allgather", nodes, ppn, "0..16"): {arm_of["allgather"]: 1}})
+    write_state(state, online_arms(job, tmp_path)["fingerprint"], blocks)
     src = tmp_path / "mpicharms_evidence.c"
     src.write_text(EVIDENCE)
     app = compile_app(job.impl, str(src), CACHE, [])
     env = {**job.env(state, log, budget=0)}
     if fallback:
         env["MPIR_CVAR_COLLECTIVE_FALLBACK"] = fallback
+    if cliques > 1:
+        env["MPIR_CVAR_NUM_CLIQUES"] = str(cliques)
     proc = subprocess.run([job.impl.launcher, *job.pre, "-n", "4", str(app)], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0 and not warnings(proc), proc.stdout + proc.stderr
@@ -165,28 +178,39 @@ def evidence_run(job, tmp_path, arm_of, fallback):
     return steps, ran
 
 
-MPICH_ARMS = {"allreduce": "mpich:ring", "reduce": "mpich:reduce_scatter_gather",
-              "allgather": "mpich:recursive_doubling"}
+MPICH_ARMS = {"allreduce": "mpich:ring", "allreduce-small": "mpich:reduce_scatter_allgather",
+              "reduce": "mpich:reduce_scatter_gather", "allgather": "mpich:recursive_doubling"}
+EXPECT = {"allreduce-noncommutative": ("error", "right"),
+          "allreduce-noncommutative-again": ("error", "right"),
+          "allreduce-sum": ("ok", "right"),                   # ring runs MPI_SUM
+          "pmpi-allreduce-noncommutative": ("ok", "right"),   # the variable is back after the arm
+          "allreduce-sum-2-ints": ("error", "right"),
+          "reduce-noncommutative": ("error", "right"),
+          "allgather-3-ranks": ("error", "right")}
 
 
 def test_written_algorithm_is_used_at_that_call(job, tmp_path):
     steps, ran = evidence_run(job, tmp_path, MPICH_ARMS, "error")
-    assert steps == {"allreduce-noncommutative": ("error", "right"),
-                     "allreduce-noncommutative-again": ("error", "right"),
-                     "allreduce-sum": ("ok", "right"),                  # ring runs MPI_SUM
-                     "pmpi-allreduce-noncommutative": ("ok", "right"),  # restored after the arm
-                     "reduce-noncommutative": ("error", "right"),
-                     "allgather-3-ranks": ("error", "right")}, steps
-    # 3 allreduces x 4 ranks, 1 reduce x 4, 1 allgather x 3 ranks: all drawn as the MPICH arms
-    assert ran == {("allreduce", "mpich:ring"): 12, ("reduce", "mpich:reduce_scatter_gather"): 4,
+    assert steps == EXPECT, steps
+    # 4 allreduces x 4 ranks, 1 reduce x 4, 1 allgather x 3 ranks: all drawn as the MPICH arms
+    assert ran == {("allreduce", "mpich:ring"): 12, ("allreduce", "mpich:reduce_scatter_allgather"): 4,
+                   ("reduce", "mpich:reduce_scatter_gather"): 4,
                    ("allgather", "mpich:recursive_doubling"): 3}, ran
     # the same calls under the library arm: no error
     steps, ran = evidence_run(job, tmp_path, dict.fromkeys(MPICH_ARMS, "library"), "error")
-    assert set(steps.values()) == {("ok", "right")} and len(steps) == 6, steps
+    assert set(steps.values()) == {("ok", "right")} and len(steps) == len(EXPECT), steps
     assert {arm for _, arm in ran} == {"library"}
     # MPICH's default fallback (silent): the MPICH arms' results are all correct
     steps, _ = evidence_run(job, tmp_path, MPICH_ARMS, None)
-    assert set(steps.values()) == {("ok", "right")} and len(steps) == 6, steps
+    assert set(steps.values()) == {("ok", "right")} and len(steps) == len(EXPECT), steps
+
+
+def test_arm_runs_on_the_whole_communicator_across_nodes(job, tmp_path):
+    """Two fake nodes (MPIR_CVAR_NUM_CLIQUES=2): ch4's composition would run a commutative
+    allreduce as intra-node and inter-node parts (2 ranks each: 2 ints pass the check);
+    with MPIR_CVAR_DEVICE_COLLECTIVES=none during the arm the algorithm runs on the 4 ranks."""
+    steps, _ = evidence_run(job, tmp_path, MPICH_ARMS, "error", cliques=2)
+    assert steps == EXPECT, steps
 
 
 def test_random_mpich_and_colltune_arms_agree_on_every_rank(job, tmp_path):

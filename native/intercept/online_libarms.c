@@ -20,6 +20,7 @@
  *
  * SMPI (no MPI_T) and Open MPI (coll_tuned reads its forced-algorithm variables when a
  * communicator's module is selected, not per call): no library arms. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,15 +48,19 @@ static struct {
 #ifdef LIBARMS
     int mpit, orig[CT_NCOLLS], have[CT_NCOLLS];
     MPI_T_cvar_handle h[CT_NCOLLS];
+    int dev, dev_orig, dev_none;             /* dev: DEVICE_COLLECTIVES is switched to none */
+    MPI_T_cvar_handle dev_h;
 #endif
 } L;
 
-static void note(const char *fmt, const char *a, const char *b)
+static void note(const char *fmt, ...)
 {
+    va_list ap;
     size_t k = strlen(L.note);
-    snprintf(L.note + k, sizeof L.note - k, "%s", k ? "; " : "");
-    k = strlen(L.note);
-    snprintf(L.note + k, sizeof L.note - k, fmt, a, b);
+    if (k && k < sizeof L.note - 2) strcpy(L.note + k, "; "), k += 2;
+    va_start(ap, fmt);
+    vsnprintf(L.note + k, sizeof L.note - k, fmt, ap);
+    va_end(ap);
 }
 
 #ifdef LIBARMS
@@ -95,52 +100,63 @@ static void items_from_description(const char *d, items_t *it)
     }
 }
 
-static void find(int c)
+/* An int control variable with a list of names (MPI_T enum, else MPICH's description,
+ * whose list must start with `first`): its handle, initial value and names; 0 when usable */
+static int open_enum(const char *var, const char *first, const char *what, items_t *it,
+                     MPI_T_cvar_handle *h, int *orig)
 {
-    int idx, verb, bind, scope, nlen = 256, dlen = 16384, count = 0;
+    int idx, verb, bind, scope, nlen = 256, dlen = 16384, count = 0, rc = -1, known = 0;
     char name[256], *desc = calloc(16384, 1);
     MPI_Datatype dt;
     MPI_T_enum en;
-    items_t it = {0};
-    if (!desc) return;
-    if (MPI_T_cvar_get_index(cvar[c], &idx) != MPI_SUCCESS) {
-        note("%s: %s not found", ct_coll_name((ct_coll)c), cvar[c]);
+    it->n = 0;
+    if (!desc) return -1;
+    if (MPI_T_cvar_get_index(var, &idx) != MPI_SUCCESS) {
+        note("%s: %s not found", what, var);
         goto out;
     }
     if (MPI_T_cvar_get_info(idx, name, &nlen, &verb, &dt, &en, desc, &dlen, &bind, &scope) != MPI_SUCCESS ||
         dt != MPI_INT || bind != MPI_T_BIND_NO_OBJECT) {
-        note("%s: %s is not one int", ct_coll_name((ct_coll)c), cvar[c]);
+        note("%s: %s is not one int", what, var);
         goto out;
     }
     if (en != MPI_T_ENUM_NULL) {             /* an MPI_T enum: its own names and values */
         int n = 0, l = 256;
         char ename[256];
         MPI_T_enum_get_info(en, &n, ename, &l);
-        for (int i = 0; i < n && it.n < MAX_ITEMS; i++) {
-            l = (int)sizeof it.name[0];
-            if (MPI_T_enum_get_item(en, i, &it.value[it.n], it.name[it.n], &l) == MPI_SUCCESS) it.n++;
+        for (int i = 0; i < n && it->n < MAX_ITEMS; i++) {
+            l = (int)sizeof it->name[0];
+            if (MPI_T_enum_get_item(en, i, &it->value[it->n], it->name[it->n], &l) == MPI_SUCCESS) it->n++;
         }
     } else {
-        items_from_description(desc, &it);
-        if (!it.n || strcmp(it.name[0], "auto")) {
-            note("%s: %s's description lists no algorithms starting with auto: no mapping",
-                 ct_coll_name((ct_coll)c), cvar[c]);
+        items_from_description(desc, it);
+        if (!it->n || strcmp(it->name[0], first)) {
+            note("%s: %s's description lists no values starting with %s: no mapping", what, var, first);
             goto out;
         }
     }
-    if (MPI_T_cvar_handle_alloc(idx, NULL, &L.h[c], &count) != MPI_SUCCESS || count != 1) {
-        note("%s: %s: no MPI_T handle", ct_coll_name((ct_coll)c), cvar[c]);
+    if (MPI_T_cvar_handle_alloc(idx, NULL, h, &count) != MPI_SUCCESS || count != 1) {
+        note("%s: %s: no MPI_T handle", what, var);
         goto out;
     }
-    int known = 0;
-    if (MPI_T_cvar_read(L.h[c], &L.orig[c]) == MPI_SUCCESS)
-        for (int i = 0; i < it.n; i++) known |= it.value[i] == L.orig[c];
+    if (MPI_T_cvar_read(*h, orig) == MPI_SUCCESS)
+        for (int i = 0; i < it->n; i++) known |= it->value[i] == *orig;
     /* the variable must take a write now (not read-only, not past a point of no return) */
-    if (!known || MPI_T_cvar_write(L.h[c], &L.orig[c]) != MPI_SUCCESS) {
-        note("%s: %s: current value outside its list or not writable", ct_coll_name((ct_coll)c), cvar[c]);
-        MPI_T_cvar_handle_free(&L.h[c]);
+    if (!known || MPI_T_cvar_write(*h, orig) != MPI_SUCCESS) {
+        note("%s: %s: current value outside its list or not writable", what, var);
+        MPI_T_cvar_handle_free(h);
         goto out;
     }
+    rc = 0;
+out:
+    free(desc);
+    return rc;
+}
+
+static void find(int c)
+{
+    items_t it;
+    if (open_enum(cvar[c], "auto", ct_coll_name((ct_coll)c), &it, &L.h[c], &L.orig[c])) return;
     L.have[c] = 1;
     for (int k = 0; k < MAX_LIBARMS && wanted[c][k]; k++)
         for (int i = 0; i < it.n; i++)
@@ -149,8 +165,24 @@ static void find(int c)
                 L.value[c][L.n[c]++] = it.value[i];
                 break;
             }
-out:
-    free(desc);
+}
+
+/* MPIR_CVAR_DEVICE_COLLECTIVES=none for the duration of an MPICH arm: otherwise ch4's
+ * composition may split a call on several nodes into intra-node and inter-node parts, the
+ * forced algorithm then running on the parts; with none it runs on the whole communicator
+ * (as a CSEL file exported for MPICH assumes). Without it the arms still run, as parts. */
+static void find_device(void)
+{
+    items_t it;
+    const char *var = "MPIR_CVAR_DEVICE_COLLECTIVES";
+    L.dev_none = -1;
+    if (open_enum(var, "all", "all", &it, &L.dev_h, &L.dev_orig)) return;
+    for (int i = 0; i < it.n; i++)
+        if (!strcmp(it.name[i], "none")) L.dev_none = it.value[i], L.dev = L.dev_orig != L.dev_none;
+    if (!L.dev) {
+        if (L.dev_none < 0) note("%s has no value none: on several nodes the arms run inside ch4's composition", var);
+        MPI_T_cvar_handle_free(&L.dev_h);
+    }
 }
 #endif
 
@@ -161,13 +193,14 @@ static void init(void)
 #ifdef LIBARMS
     int provided;
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
-        note("%s%sMPI_T_init_thread failed", "", "");
+        note("MPI_T_init_thread failed");
         return;
     }
     L.mpit = 1;
     for (int c = 0; c < CT_NCOLLS; c++) find(c);
+    find_device();
 #else
-    note("%s%snot MPICH: the library's algorithms are not arms", "", "");
+    note("not MPICH: the library's algorithms are not arms");
 #endif
 }
 
@@ -192,9 +225,11 @@ int ct_online_libarm_run(ct_coll coll, int lib, const ct_args *a)
 {
 #ifdef LIBARMS
     int v = lib - 1, rc;
+    if (L.dev) MPI_T_cvar_write(L.dev_h, &L.dev_none);
     MPI_T_cvar_write(L.h[coll], &v);
     rc = ct_library_call(coll, a);
     MPI_T_cvar_write(L.h[coll], &L.orig[coll]);
+    if (L.dev) MPI_T_cvar_write(L.dev_h, &L.dev_orig);
     return rc;
 #else
     (void)lib;
@@ -228,7 +263,7 @@ void ct_online_libarms_print(FILE *f)
         fprintf(f, "}}");
         first = 0;
     }
-    fprintf(f, "},");
+    fprintf(f, "},\"device_collectives_none\":%s,", L.dev || (L.dev_none >= 0 && L.dev_orig == L.dev_none) ? "true" : "false");
 #else
     fprintf(f, "\"library_arms\":{\"library\":null,\"collectives\":{},");
 #endif
@@ -245,6 +280,7 @@ void ct_online_libarms_finalize(void)
     if (!L.mpit) return;
     for (int c = 0; c < CT_NCOLLS; c++)
         if (L.have[c]) MPI_T_cvar_write(L.h[c], &L.orig[c]), MPI_T_cvar_handle_free(&L.h[c]);
+    if (L.dev) MPI_T_cvar_write(L.dev_h, &L.dev_orig), MPI_T_cvar_handle_free(&L.dev_h);
     MPI_T_finalize();
     memset(&L, 0, sizeof L);
     L.done = 1;                              /* after MPI_Finalize: none */
