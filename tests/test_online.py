@@ -226,6 +226,26 @@ def test_prior_gives_unseen_layout_a_better_than_uniform_arm():
     assert all(a.p == 0.5 for b in lone for a in b.arms)
 
 
+def test_untimed_arm_predicted_fast_gets_draws_predicted_slow_does_not():
+    arms = ["library", "binomial", "scatter_allgather"]
+    st = State("fp1")
+    for nodes in (2, 4, 8, 16):
+        for cls in range(6):
+            st.add(Block("bcast", nodes, 12, cls, 100, "measured",
+                         [Arm(a, 1 / 3, 30, _true_cost(a, nodes, 12, cls)) for a in arms], runs=3))
+    # a block called twice a run: only the library timed; binomial (the neighbours' winner
+    # at small sizes) and scatter_allgather never, both at the rule's small untimed share
+    small = st.add(Block("bcast", 12, 12, 0, 2, "measured",
+                         [Arm("library", 0.9, 2, _true_cost("library", 12, 12, 0)),
+                          Arm("binomial", 0.05), Arm("scatter_allgather", 0.05)], runs=1))
+    assert prior.inform_untimed(st) == [small]
+    assert small.arm("binomial").p > 0.3 > small.arm("scatter_allgather").p
+    assert small.arm("scatter_allgather").p < 0.05 and small.arm("library").p > 0.45
+    assert sum(a.p for a in small.arms) == pytest.approx(1)
+    # timed arms and measured blocks without untimed arms are left alone
+    assert prior.inform_untimed(st) == []
+
+
 # ---- state dir: re-derivation, foreign state, store, export, CLI -----------------------
 def _write(d, doc):
     os.makedirs(d / "samples", exist_ok=True)

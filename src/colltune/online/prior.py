@@ -98,6 +98,53 @@ def add_priors(state: State, layouts: list[tuple[int, int]], arms_of: dict[str, 
     return written
 
 
+def inform_untimed(state: State, trees: int = 50, seed: int = 0) -> list[Block]:
+    """Arms a measured block has never timed get from the model the share of the next
+    run's draws its prediction earns: w = exp(-(max(s_u / s_b, 1) - 1) / TAU), s the
+    predicted slowdowns of the arm and of the block's fastest timed arm b, p_u at least
+    w / (1 + w) (an arm predicted as fast as b: one draw in two; together at most one in two), the
+    other arms scaled to share the rest.
+    Without it a block called a few times per run tries its untimed arms at the rule's
+    EXPLORE/t only, and may never meet the arm that wins its neighbours. Returns the
+    blocks changed."""
+    import numpy as np
+    models: dict = {}
+    changed = []
+    for b in state.blocks.values():
+        timed = [a for a in b.arms if a.n > 0]
+        untimed = [a for a in b.arms if a.n == 0]
+        if b.source == "prior" or not timed or not untimed:
+            continue
+        if b.collective not in models:
+            models[b.collective] = fit(state, b.collective, trees, seed)
+        model = models[b.collective]
+        best = min(timed, key=lambda a: a.mean)
+        if model is None or best.arm not in model.algorithms:
+            continue
+        pred = model.predict(np.array([[b.nodes, b.ppn, class_size(b.cls)]]))[0]
+        slow = {name: 2.0 ** float(pred[i]) for i, name in enumerate(model.algorithms)}
+        floor = {}
+        for a in untimed:
+            if a.arm in slow:
+                w = math.exp(-(max(slow[a.arm] / slow[best.arm], 1.0) - 1.0) / TAU)
+                floor[a.arm] = w / (1.0 + w)
+        total = sum(floor.values())      # at most half of the draws on predictions
+        floor = {k: v * min(1.0, 0.5 / total) for k, v in floor.items()} if total else floor
+        fixed: dict[str, float] = {}     # arms lifted to their floor; the rest scaled
+        while True:
+            free = [a for a in b.arms if a.arm not in fixed]
+            scale = (1.0 - sum(fixed.values())) / max(sum(a.p for a in free), 1e-300)
+            low = [a for a in free if a.p * scale < floor.get(a.arm, 0.0) * (1 - 1e-6)]
+            if not low or not free:
+                break
+            fixed.update((a.arm, floor[a.arm]) for a in low)
+        if fixed:
+            for a in b.arms:
+                a.p = float(f"{fixed.get(a.arm, a.p * scale):.9g}")
+            changed.append(b)
+    return changed
+
+
 def arms_by_collective(state: State) -> dict[str, list[str]]:
     """The arms each collective's blocks use (first block's order, others appended)."""
     out: dict[str, list[str]] = {}

@@ -69,6 +69,7 @@ def update_dir(state_dir: str, layouts: list[tuple[int, int]] = (), fingerprint:
         for coll, ids in prior.arms_by_collective(old).items():
             arms.setdefault(coll, ids)
     prior.add_priors(new, sorted(prior_layouts), arms)
+    prior.inform_untimed(new)
     save(new, os.path.join(state_dir, STATE))
     if store is not None:
         from .records import store_samples

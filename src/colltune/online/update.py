@@ -127,6 +127,7 @@ def merge_run(state: State, samples: dict) -> None:
             if arm is None:                  # the run knew an arm the state did not
                 arm = Arm(a["arm"], a.get("p", 0.0))
                 block.arms.append(arm)
+            arm.p = a.get("p", arm.p)       # what C's rule reads: the p the run drew with
             merge(arm, a.get("n", 0), a.get("mean", 0.0), a.get("m2", 0.0))
         block.source = "measured"
         block.runs += 1 if any(a.get("n", 0) > 0 for a in b["arms"]) else 0
