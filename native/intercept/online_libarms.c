@@ -32,17 +32,9 @@
 
 #define MAX_LIBARMS 4
 
-/* the arms offered per collective, where the MPICH at hand has the algorithm */
-static const char *const wanted[CT_NCOLLS][MAX_LIBARMS] = {
-    [CT_BCAST] = {"binomial", "scatter_recursive_doubling_allgather", "scatter_ring_allgather"},
-    [CT_REDUCE] = {"binomial", "reduce_scatter_gather"},
-    [CT_ALLREDUCE] = {"recursive_doubling", "reduce_scatter_allgather", "ring"},
-    [CT_ALLGATHER] = {"recursive_doubling", "brucks", "ring"},
-};
-
 static struct {
     int done, n[CT_NCOLLS];
-    char id[CT_NCOLLS][MAX_LIBARMS][48];     /* "mpich:ring" */
+    char id[CT_NCOLLS][MAX_LIBARMS][64];     /* "mpich:ring" */
     int value[CT_NCOLLS][MAX_LIBARMS];
     char note[512];                          /* why a collective has none */
 #ifdef LIBARMS
@@ -64,6 +56,14 @@ static void note(const char *fmt, ...)
 }
 
 #ifdef LIBARMS
+/* the arms offered per collective, where the MPICH at hand has the algorithm */
+static const char *const wanted[CT_NCOLLS][MAX_LIBARMS] = {
+    [CT_BCAST] = {"binomial", "scatter_recursive_doubling_allgather", "scatter_ring_allgather"},
+    [CT_REDUCE] = {"binomial", "reduce_scatter_gather"},
+    [CT_ALLREDUCE] = {"recursive_doubling", "reduce_scatter_allgather", "ring"},
+    [CT_ALLGATHER] = {"recursive_doubling", "brucks", "ring"},
+};
+
 static const char *const cvar[CT_NCOLLS] = {
     [CT_BCAST] = "MPIR_CVAR_BCAST_INTRA_ALGORITHM",
     [CT_REDUCE] = "MPIR_CVAR_REDUCE_INTRA_ALGORITHM",

@@ -1,7 +1,10 @@
 """Arm ids (``library``, ``ring``, ``han:imod=2,fs=65536``; docs/online.md) and the
 preset arms of each collective. The preset list lives in ONE place, the C table
 native/intercept/online_arms.c; it is read here through ``colltune-rules
-online-arms`` (JSON, with the fingerprint a job of this build computes), never copied."""
+online-arms`` (JSON, with the fingerprint a job of this build computes), never copied.
+On MPICH the list goes on with MPICH's own algorithms, ``mpich:<name>``, found at run time
+through MPI_T (native/intercept/online_libarms.c; the tool's ``library_arms`` member gives
+their control variable values); other libraries list none."""
 from __future__ import annotations
 
 import json
@@ -11,7 +14,8 @@ import tempfile
 from ..errors import BackendError, InputError
 
 LIBRARY = "library"
-# arm ids a library's own algorithm may carry (e.g. MPICH's CVAR algorithms): "mpich:NAME"
+# arm ids a library's own algorithm may carry: "mpich:NAME" (MPICH's MPIR_CVAR_<COLL>_INTRA_ALGORITHM
+# value NAME, docs/online-native.md); "openmpi"/"smpi" are reserved, no build offers them
 LIBRARY_PREFIXES = ("mpich", "openmpi", "smpi")
 
 
