@@ -87,11 +87,13 @@ def test_state_file_truncated_or_binary(tmp_path):
 # ---- update rule ----------------------------------------------------------------
 def test_choice_needs_the_library_measured():
     # the block leaves the library only on a measured comparison with it (C: ct_online_choice)
-    b = Block("allreduce", 2, 2, 0, arms=[Arm("library", 0.5, 2, 1.0), Arm("ring", 0.5, 3, 0.5)])
-    assert b.best().arm == "library"          # not measured 3 times: the library stays
-    b.arms[0].n = 3
-    assert b.best().arm == "ring"
+    b = Block("allreduce", 2, 2, 0, arms=[Arm("library", 0.5, 0), Arm("ring", 0.5, 3, 0.5)])
+    assert b.best().arm == "library"          # never timed: the library stays
+    b.arms[0].n, b.arms[0].mean = 1, 1.0      # timed once, slower: a slow library fades
+    assert b.best().arm == "ring"             # under the rule before its 3rd sample
     b.arms[0].mean = 0.4
+    assert b.best().arm == "library"
+    b.arms[1].n = 2                           # nothing else timed 3 times: the library
     assert b.best().arm == "library"
     # a state that lists no library arm: the lowest measured mean
     assert Block("bcast", 2, 2, 0, arms=[Arm("han", 0.5, 3, 2.0), Arm("binomial", 0.5, 4, 1.0)]).best().arm \

@@ -210,14 +210,14 @@ def test_sim_state_drives_the_draw_and_the_best_arm(smpi, tmp_path):
 
 
 def test_sim_no_choice_before_the_library_is_measured(smpi, tmp_path):
-    """bruck measured fastest (n = 5) but the library only twice: at budget 0 the block does
+    """bruck measured fastest (n = 5) but the library never: at budget 0 the block does
     not exploit bruck, it runs the library (ct_online_choice; Python's Block.best agrees)."""
     state, log = tmp_path / "state", tmp_path / "log"
     fp = parse_state(good_state(smpi, tmp_path)[0] / "state.txt")["fingerprint"]
     lines = ["colltune-online-state 1", f"fingerprint {fp}", "run-count 1"]
     for rng in ("0..16", "17..256", "257..4096", "4097..65536", "65537..1048576"):
         lines += [f"block allgather nodes=2 ppn=3 bytes={rng} calls=9 source=measured",
-                  "arm library p=0.1 n=2 mean=2e-06 m2=0", "arm bruck p=0.9 n=5 mean=1e-06 m2=0"]
+                  "arm library p=0.1 n=0", "arm bruck p=0.9 n=5 mean=1e-06 m2=0"]
     (state / "state.txt").write_text("\n".join(lines) + "\n")
     assert ok(smpi((2, 3), state, "8", log=log, budget=0))
     world = [k for k, v in check_logs(log, 6).items() if len(v) == 6]

@@ -103,7 +103,8 @@ void ct_online_state_free(ct_online_state *st);
 void ct_online_welford(double *n, double *mean, double *m2, double n2, double mean2, double m22);
 void ct_online_update_rule(ct_online_block *b);
 int ct_online_best(const ct_online_block *b);                       /* lowest mean with n >= 3, or -1 */
-/* what a block exploits after its budget: ct_online_best, but the library while its arm has n < 3 */
+/* what a block exploits after its budget: ct_online_best or the timed library arm if faster;
+ * the library while its arm was never timed */
 int ct_online_choice(const ct_online_block *b);
 
 /* online.c -> online_final.c: what the set-up learnt */

@@ -58,15 +58,18 @@ int ct_online_best(const ct_online_block *b)
 }
 
 /* The arm a block exploits once its budget is spent: the lowest mean among arms with
- * n >= MIN_N (none: -1, the block keeps drawing), but the library's default is left
- * only on a measured comparison with it: while the block's library arm (when it lists
- * one) has n < MIN_N, the library. */
+ * n >= MIN_N and the library's arm once timed (it needs no more: it is the default, and
+ * the update rule lets a slow library fade before it reaches MIN_N); none: -1, the block
+ * keeps drawing. The library's default is left only on a measured comparison with it:
+ * while the block's library arm (when it lists one) was never timed, the library. */
 int ct_online_choice(const ct_online_block *b)
 {
-    int best = ct_online_best(b);
-    for (int i = 0; best >= 0 && i < b->narms; i++)
-        if (CT_ONLINE_IS_LIBRARY(&b->arm[i]) && b->arm[i].n < MIN_N) return i;
-    return best;
+    int best = ct_online_best(b), lib = -1;
+    for (int i = 0; i < b->narms; i++)
+        if (CT_ONLINE_IS_LIBRARY(&b->arm[i])) lib = i;
+    if (best < 0 || lib < 0) return best;
+    if (b->arm[lib].n < 1) return lib;
+    return b->arm[lib].mean < b->arm[best].mean ? lib : best;
 }
 
 /* With t = runs that timed the block (this one included), K arms, U never timed:

@@ -75,15 +75,18 @@ class Block:
 
     def best(self) -> Arm:
         """The arm the block runs once its budget is spent (C's ct_online_choice): the
-        lowest mean among arms measured at least MIN_N times, but the library while its
-        arm (when the block lists one) is measured fewer than MIN_N times (the default
-        is left only on a measured comparison with it); nothing measured: the most
-        probable arm (C runs the library then after a spent budget, and draws at budget 0)."""
+        lowest mean among arms measured at least MIN_N times and the library's arm once
+        timed (the update rule lets a slow library fade before MIN_N), but the library
+        while its arm (when the block lists one) was never timed (the default is left only
+        on a measured comparison with it); nothing measured: the most probable arm (C runs
+        the library then after a spent budget, and draws at budget 0)."""
         from .update import MIN_N
         measured = [a for a in self.arms if a.n >= MIN_N]
         lib = self.arm("library")
-        if measured and lib is not None and lib.n < MIN_N:
-            return lib
+        if measured and lib is not None:
+            if lib.n < 1:
+                return lib
+            measured = measured + [lib] if lib not in measured else measured
         if measured:
             return min(measured, key=lambda a: (a.mean, a.arm))
         return max(self.arms, key=lambda a: (a.p, -self.arms.index(a)))
