@@ -241,7 +241,11 @@ class ColltuneRulesExporter(Exporter):
     allow_substitute = False
     catalogue: dict | None = None      # catalogue_index(...) to validate names and parameters
 
-    def _choice(self, entry: Entry, rule: Rule, notes: list[str]) -> str:
+    def _choice(self, entry: Entry, rule: Rule, notes: list[str],
+                table: DecisionTable | None = None) -> str:
+        from ._mapping import is_library_default
+        if table is not None and is_library_default(table, rule):
+            return LIBRARY          # the library's default decision: the interposer passes the call on
         if rule.provider == "colltune" and entry.collective in COLLS:
             name, params = split_label(rule.algorithm)
             params = {**params, **(rule.params or {})}
@@ -279,7 +283,7 @@ class ColltuneRulesExporter(Exporter):
                         hi = entry.rules[i + 1].min_size - 1 if i + 1 < len(entry.rules) else None
                         out.append(f"{coll} nodes={_fmt_range(nlo, nhi)} ppn={_fmt_range(plo, phi)} "
                                    f"bytes={_fmt_range(rule.min_size, hi, 0)} -> "
-                                   f"{self._choice(entry, rule, notes)}")
+                                   f"{self._choice(entry, rule, notes, table)}")
         text = "\n".join(out) + "\n"
         parse_rules(text, f"<{self.name} export>", self.catalogue)   # never write what we cannot read
         return Exported(text, ".rules", env={"COLLTUNE_RULES": "{path}"},

@@ -29,7 +29,14 @@ def add_parser(sub) -> None:
     e.add_argument("--target", help="library version the file is for")
     e.add_argument("--allow-substitute", action="store_true",
                    help="an arm with no equivalent in the library gets its general-purpose "
-                        "algorithm (colltune's algorithms exist only under the interposer)")
+                        "algorithm (colltune's algorithms exist only under the interposer; "
+                        "MPICH's only in MPICH's file)")
+    e.add_argument("--library", choices=("openmpi", "mpich", "smpi"),
+                   help="the library the state was learnt on (default: the samples' job "
+                        "provenance); its default decision is the `library` arm's rule")
+    e.add_argument("--library-default", metavar="SELECTOR",
+                   help="SMPI: the selector the jobs ran (`run --default-selector`, the "
+                        "platform's smpi/coll-selector); not recorded by the samples")
     p.set_defaults(handler=run)
 
 
@@ -78,22 +85,40 @@ def run(args, cli) -> int:
 
 
 def export(args) -> int:
-    from ..online.export import decision_table
+    from ..errors import ConfigError
+    from ..online.export import check_format, decision_table, library_of
     from ..online.state import load
     from ..online.statedir import STATE, job_provenance
     from .export import make_exporter
     st = load(os.path.join(args.state_dir, STATE))
-    table = decision_table(st, job_provenance(args.state_dir, st.fingerprint))
+    provenance = job_provenance(args.state_dir, st.fingerprint)
+    library = args.library or library_of(provenance, st)
+    if args.library_default and library != "smpi" and args.library_default != "default":
+        raise ConfigError(f"--library-default {args.library_default}: {library or 'this library'}'s "
+                          f"default decision is 'default' (the option names SMPI's selector)")
+    table = decision_table(st, provenance, library, args.library_default)
+    exporter = make_exporter(args.format, args.allow_substitute)
+    notes = check_format(st, args.format, exporter.library, args.allow_substitute, library)
+    arms = table.provenance.get("arms") or {}
+    n_default = sum(r.provider == arms.get("library") and r.algorithm == arms.get("library_default")
+                    for e in table.entries for r in e.rules)
+    if n_default and exporter.library not in (arms["library"], "colltune"):
+        notes.append(f"the state was learnt on {arms['library']}: where it chose the library's "
+                     f"default decision, {exporter.library}'s own default decision runs")
+    if n_default and not arms.get("library_default_known", True):
+        notes.append(f"the table names SMPI's selector {arms['library_default']!r}: "
+                     f"{arms['note']}")
     if args.table:
         table.save(args.table)
-    exported = make_exporter(args.format, args.allow_substitute).export(table, args.target)
+    exported = exporter.export(table, args.target)
     with open(args.output, "w") as fh:
         fh.write(exported.text)
     path = os.path.abspath(args.output)
-    print(f"wrote {path} ({args.format}, {len(table.entries)} layouts from {st.run_count} runs)")
+    print(f"wrote {path} ({args.format}, {len(table.entries)} layouts from {st.run_count} runs; "
+          f"{n_default} rule(s) the library's default decision)")
     env = exported.env_for(path)
     if env:
         print("run the application with: " + " ".join(f"{k}={v}" for k, v in env.items()))
-    for note in exported.notes:
+    for note in notes + list(exported.notes):
         print(f"note: {note}")
     return 0
