@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The deployed best of both vs SMPI's `ompi` and `mpich` selectors, tuned by
+colltune's tuner and evaluated also where it did not train (issue 18).
+
+    .venv/bin/python benchmarks/best_of_both.py --platform dragonfly            # resumable
+    .venv/bin/python benchmarks/best_of_both.py --platform dragonfly --no-run   # reprint, seconds
+    .venv/bin/python benchmarks/best_of_both.py --platform fattree64x12 --train 64x12 \
+        --heldout '' --collectives bcast,allreduce --train-sizes 8,512,32K,2M --heldout-sizes 3000,700000
+
+1. Tune: `tune --provider both --strategy exhaustive` (colltune.commands.run_tuning, what the
+   CLI calls) on the TRAINING layouts and sizes. The candidates are colltune's algorithms (the
+   arms the table may choose besides the library default) and the `ompi`/`mpich` selectors;
+   SMPI's own algorithms are left out (`--algorithms`): on SMPI they are never chosen
+   (docs/deploy.md). One table for the platform (the layouts' entries together).
+2. Deploy: `colltune deploy --library smpi` (colltune.deploy.deploy) writes colltune's rules
+   file and the selector the job runs with (`ompi`, the `--default-selector`).
+3. Evaluate: on every training layout and every HELD-OUT layout, at the training sizes and
+   at HELD-OUT sizes (not powers of two, between training sizes), three launches per
+   collective and layout: the bench under the deployment (linked with the interposer,
+   COLLTUNE_RULES = the deployed rules file, --cfg=smpi/coll-selector:ompi: what a job
+   runs), and the bench under each selector alone. Measured, never interpolated; the
+   interposer's report says what ran at each point.
+
+Everything goes to one store per platform (benchmarks/results/best_of_both/PLATFORM.sqlite):
+points already there are not measured again, a crash or timeout (--timeout, per launch) is
+recorded as such and never given a time. SimGrid is deterministic: warm-up + 1 timed call.
+
+Points SMPI cannot allocate here are skipped and listed: SMPI_SHARED_MALLOC maps its 1 MiB
+block once per MiB of each rank's buffers, and the maps of all ranks must stay below
+vm.max_map_count (allgather's receive buffer is ranks x size: at 192 ranks it stops
+near 1 MiB per rank; bcast/reduce/allreduce at 768 ranks near 32 MiB).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from best_of_both_report import print_report  # noqa: E402
+from colltune.campaign import Campaign  # noqa: E402
+from colltune.cli import build_parser  # noqa: E402
+from colltune.commands import run_tuning  # noqa: E402
+from colltune.decision import DecisionTable  # noqa: E402
+from colltune.plan import BenchSpec  # noqa: E402
+from colltune.providers.base import ALGORITHM, Algorithm  # noqa: E402
+from colltune.providers.colltune import read_report  # noqa: E402
+from colltune.providers.openmpi import LabelledMods  # noqa: E402
+from colltune.session import Session  # noqa: E402
+from colltune.sizes import parse_list  # noqa: E402
+
+OUT = Path("benchmarks/results/best_of_both")
+PLANS = {   # training layouts, held-out layout
+    "dragonfly": ("16x12,128x2", "48x4"),
+    "fattree64x12": ("64x12", "32x12"),
+}
+TRAIN_SIZES = "8,32,128,512,2K,8K,32K,128K,512K,2M,8M,64M"
+HELDOUT_SIZES = "100,3000,50000,700000,3000000,24000000"
+SELECTORS = ("ompi", "mpich")
+DEFAULT_SELECTOR = "ompi"
+DEPLOYED = "deployment"       # the store's provider of the deployed runs
+
+
+def layouts(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(x) for x in s.split("x")) for s in text.split(",") if s]
+
+
+def map_limit() -> int:
+    try:
+        return int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return 65530
+
+
+def mappable(coll: str, size: int, nprocs: int) -> bool:
+    """Can SMPI map the bench's shared buffers (1 MiB blocks) of all ranks? (80 % of the limit)"""
+    per_rank = (nprocs + 1) * size if coll == "allgather" else 2 * size
+    return nprocs * math.ceil(per_rank / 2**20) <= 0.8 * map_limit()
+
+
+def feasible(coll: str, sizes: list[int], nodes: int, ppn: int) -> list[int]:
+    return [m for m in sizes if mappable(coll, m, nodes * ppn)]
+
+
+class DeployedBackend:
+    """The backend, whose provider runs the deployment for the DEPLOYED algorithm
+    (the interposed bench, the rules file, the selector) and forces anything else
+    as the backend's own provider does."""
+
+    def __init__(self, backend, rules: str, smpirun_args: list[str], program: str):
+        self._backend, self.rules, self.args, self.program = backend, rules, smpirun_args, program
+        self._reports = tempfile.mkdtemp(prefix="bob-reports-")
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def provider(self):
+        return self
+
+    def force(self, alg: Algorithm):
+        if alg.provider != DEPLOYED:
+            return self._backend.provider().force(alg)
+        fd, report = tempfile.mkstemp(suffix=".jsonl", dir=self._reports)
+        os.close(fd)
+
+        def ran(rec):
+            for r in read_report(report):
+                if (r.get("collective"), r.get("comm_size"), r.get("bytes")) == \
+                        (rec.get("collective"), rec.get("participants"), rec.get("bytes")):
+                    return {"ran": r.get("ran")}
+            return {"ran": "unknown (no interposer report at this point)"}
+        return LabelledMods(launcher_args=list(self.args), program=self.program,
+                            env={"COLLTUNE_RULES": self.rules, "COLLTUNE_REPORT": report},
+                            labels={"deployment": self.rules}, per_point=ran)
+
+
+def deployed_algorithm(coll: str, rules_text: str) -> Algorithm:
+    """The deployment as a store 'algorithm': a new rules file gets new points."""
+    sha = hashlib.sha256(rules_text.encode()).hexdigest()[:10]
+    return Algorithm(DEPLOYED, coll, f"rules-{sha}", ALGORITHM)
+
+
+def tune(session, plat: str, colls, train, sizes) -> DecisionTable:
+    """The tuner a user runs, per training layout (allgather's feasible sizes differ
+    by layout); the entries of all layouts make the platform's table."""
+    provider = session.backend().provider()
+    args = build_parser().parse_args(["tune"])
+    entries, prov = [], None
+    for n, p in train:
+        by_sizes: dict[tuple, list[str]] = {}
+        for c in colls:
+            by_sizes.setdefault(tuple(feasible(c, sizes, n, p)), []).append(c)
+        for szs, cs in by_sizes.items():
+            arms = sorted({f"colltune:{a.label}" for c in cs for a in provider.colltune.algorithms(c)})
+            table, *_ = run_tuning(session, args, cs, [(n, p)], list(szs), f"{plat}-{n}x{p}-train",
+                                   "exhaustive", list(SELECTORS), arms)
+            entries += table.entries
+            prov = prov or {**table.provenance, "campaign": f"{plat}-<layout>-train",
+                            "training_sizes": sizes, "training_layouts": [f"{a}x{b}" for a, b in train]}
+    return DecisionTable("exhaustive", prov, tuple(entries))
+
+
+def evaluate(session, plat, colls, lays, sizes, rules, dep_args) -> None:
+    from colltune import native
+    backend = session.backend()
+    program = str(native.build(backend.impl, "bench-interposed", session.settings.cache_dir))
+    dbk = DeployedBackend(backend, str(rules), dep_args, program)
+    lib = backend.provider().library
+    specs = []
+    for n, p in lays:
+        for c in colls:
+            szs = tuple(feasible(c, sizes, n, p))
+            sels = [s for s in lib.selectors(c) if s.name in SELECTORS]
+            for alg in [deployed_algorithm(c, rules.read_text()), *sels]:
+                specs.append(BenchSpec(c, alg, n, p, szs))
+    with session.store as store:
+        summary = Campaign(f"{plat}-eval", dbk, store, session.settings).run(specs)
+    print(f"evaluation: {summary.launches} launches in {summary.wall_s:.0f} s, "
+          f"{summary.skipped_points} points reused")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--platform", default="dragonfly", choices=sorted(PLANS))
+    ap.add_argument("--train", help="training layouts (default: the platform's plan)")
+    ap.add_argument("--heldout", help="held-out layouts, never tuned on ('' for none)")
+    ap.add_argument("--collectives", default="bcast,allreduce,reduce,allgather")
+    ap.add_argument("--train-sizes", default=TRAIN_SIZES)
+    ap.add_argument("--heldout-sizes", default=HELDOUT_SIZES)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per launch")
+    ap.add_argument("--store", help="default: benchmarks/results/best_of_both/PLATFORM.sqlite")
+    ap.add_argument("--out", default=str(OUT), help="table, rules file, report go here")
+    ap.add_argument("--no-run", action="store_true", help="reprint from the store and table")
+    a = ap.parse_args()
+    plan = PLANS[a.platform]
+    train = layouts(a.train if a.train is not None else plan[0])
+    held = layouts(a.heldout if a.heldout is not None else plan[1])
+    colls = a.collectives.split(",")
+    tsizes, hsizes = parse_list(a.train_sizes), parse_list(a.heldout_sizes)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = a.store or str(out / f"{a.platform}.sqlite")
+    table_path, rules = out / f"{a.platform}.table.json", out / f"{a.platform}.colltune.rules"
+    session = Session({"platform": a.platform, "provider": "both", "default_selector": DEFAULT_SELECTOR,
+                       "jobs": 1, "timeout": a.timeout, "store": store, "min_reps": 1, "max_reps": 1,
+                       "output_dir": tempfile.mkdtemp(prefix="bob-")})
+    if not a.no_run:
+        from colltune.deploy import deploy
+        table = tune(session, a.platform, colls, train, tsizes)
+        table.save(str(table_path))
+        with tempfile.TemporaryDirectory() as d:
+            manifest = deploy(str(table_path), "smpi", d, session.settings.cache_dir)
+            rules.write_text(Path(d, "colltune.rules").read_text())
+        dep_args = manifest["launch"]["COLLTUNE_SMPIRUN_ARGS"].split()
+        evaluate(session, a.platform, colls, train + held, sorted(set(tsizes + hsizes)),
+                 rules.resolve(), dep_args)
+    table = DecisionTable.load(str(table_path))
+    label = {c: deployed_algorithm(c, rules.read_text()).label for c in colls}
+    print_report(a.platform, store, table, rules, label, colls, train, held, tsizes, hsizes,
+                 feasible, DEFAULT_SELECTOR)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

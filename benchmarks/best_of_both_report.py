@@ -1,0 +1,167 @@
+"""The tables of benchmarks/best_of_both.py, from its store and decision table
+(measures nothing). Split out so that `--no-run` and a measuring run print the same."""
+from __future__ import annotations
+
+import json
+import math
+
+from colltune import platforms
+from colltune.exporters.colltune_rules import match, read_rules
+from colltune.results import Results
+from colltune.sizes import human_bytes
+from colltune.store import Store
+from han_vs_selectors import injection_bw
+
+SLOWER = 1.02          # "more than 2 % slower than the library default"
+LB_FROM = 8 << 20      # bcast/allreduce sizes compared with the network bound
+
+
+def _gm(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def _times(store_path: str) -> dict:
+    """(coll, nodes, ppn, size, provider, algorithm) -> (status, seconds, labels)."""
+    with Store(store_path) as store:
+        pts = Results.from_store(store).filter(scenario="plain").points
+    out = {}
+    for r in pts.itertuples():
+        key = (r.collective, int(r.nodes), int(r.ppn), int(r.msg_size), r.provider, r.algorithm)
+        labels = json.loads(r.labels_json) if getattr(r, "labels_json", None) else {}
+        sec = float(r.ttc_median_s) if r.status == "ok" and r.ttc_median_s == r.ttc_median_s else None
+        if key not in out or sec is not None:
+            out[key] = (r.status, sec, labels)
+    return out
+
+
+def lbnet(plat, coll: str, size: int, nodes: int) -> float | None:
+    """han_vs_selectors' network bound: bcast m/B, allreduce 2m(N-1)/N/B."""
+    if coll not in ("bcast", "allreduce") or size < LB_FROM:
+        return None
+    bw, _ = injection_bw(plat.xml_path)
+    return size / bw if coll == "bcast" else 2 * size * (nodes - 1) / nodes / bw
+
+
+def rows(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default):
+    """One row per evaluated point: what the deployed rules file runs there (rules),
+    the times, and at trained points the tuner's own time of the table's arm."""
+    plat, t, lines = platforms.load(plat_name), _times(store), read_rules(str(rules))
+    out, skipped = [], []
+    for n, p in train + held:
+        for c in colls:
+            for m in sorted(set(tsizes + hsizes)):
+                if m not in feasible(c, [m], n, p):
+                    skipped.append((c, n, p, m))
+                    continue
+                kind = "layout" if (n, p) in held else ("train" if m in tsizes else "size")
+                rule = table.lookup(c, n, p, m)
+                line = match(lines, c, n * p, n, p, m)
+                runs = " ".join([line.algorithm, *(f"{k}={v}" for k, v in line.params.items())]) \
+                    if line and line.algorithm != "library" else f"library ({default})"
+                got = {k: t.get((c, n, p, m, prov, alg), (None, None, {})) for k, prov, alg in
+                       (("dep", "deployment", label[c]), ("ompi", "smpi", "ompi"), ("mpich", "smpi", "mpich"),
+                        ("arm", rule.provider, rule.algorithm))}
+                out.append(dict(coll=c, nodes=n, ppn=p, size=m, kind=kind,
+                                chosen=runs,
+                                ran=got["dep"][2].get("ran", ""), status={k: v[0] for k, v in got.items()},
+                                dep=got["dep"][1], ompi=got["ompi"][1], mpich=got["mpich"][1],
+                                arm=got["arm"][1] if kind == "train" else None, lb=lbnet(plat, c, m, n)))
+    return out, skipped
+
+
+def _us(x, status=None):
+    return f"{x * 1e6:11.1f}" if x else f"{(status or '-')[:11]:>11}"
+
+
+def _ratio(a, b):
+    return f"{a / b:7.2f}x" if a and b else f"{'-':>8}"
+
+
+def print_report(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default):
+    rs, skipped = rows(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes,
+                       feasible, default)
+    lays = lambda ls: ",".join(f"{n}x{p}" for n, p in ls) or "none"  # noqa: E731
+    print(f"\n{plat_name}: deployed best of both (tune --provider both, exhaustive, trained on "
+          f"{lays(train)} at {','.join(human_bytes(s) for s in tsizes)}) vs SMPI's selectors; "
+          f"held-out layouts {lays(held)}, held-out sizes {','.join(str(s) for s in hsizes)}")
+    print("SimGrid SMPI (deterministic), time to completion in us; set: train = trained point, "
+          "size = held-out size, layout = held-out layout; 'ran' = what the interposer reported")
+    groups: dict = {}
+    for r in rs:
+        groups.setdefault((r["nodes"], r["ppn"], r["coll"]), []).append(r)
+    summary = []
+    for (n, p, c), g in groups.items():
+        print(f"\n{c} on {n}x{p} = {n * p} ranks" + (" (held-out layout)" if (n, p) in held else ""))
+        print(f"{'size':>9} {'set':<6} {'deployment runs':<24} {'ran':<22} {'deployed':>11} {'ompi':>11} "
+              f"{'mpich':>11} {'ompi/dep':>8} {'mpich/dep':>9} {'dep/LBnet':>9}")
+        for r in g:
+            st = r["status"]
+            print(f"{human_bytes(r['size']):>9} {r['kind']:<6} {r['chosen'][:24]:<24} {str(r['ran'])[:22]:<22} "
+                  f"{_us(r['dep'], st['dep'])} {_us(r['ompi'], st['ompi'])} {_us(r['mpich'], st['mpich'])} "
+                  f"{_ratio(r['ompi'], r['dep'])} {_ratio(r['mpich'], r['dep']):>9} "
+                  f"{_ratio(r['dep'], r['lb']) if r['lb'] else '':>9}")
+        summary.append(((n, p), c, g))
+    print_summary(summary, held, default)
+    print_checks(rs, skipped)
+
+
+def _line(name, g, default):
+    so = [r["ompi"] / r["dep"] for r in g if r["dep"] and r["ompi"]]
+    sm = [r["mpich"] / r["dep"] for r in g if r["dep"] and r["mpich"]]
+    slow = [r for r in g if r["dep"] and r[default] and r["dep"] > SLOWER * r[default]]
+    failed = sum(1 for r in g if not r["dep"])
+    return (f"{name:<34} {len(g):>6} {len(so):>5} {_gm(so):>8.3f}x {min(so, default=float('nan')):>7.3f}x "
+            f"{len(sm):>5} {_gm(sm):>8.3f}x {len(slow):>6} {failed:>6}"), slow
+
+
+def print_summary(summary, held, default):
+    print(f"\nsummary: geometric means of T(selector)/T(deployed) over the points where both were "
+          f"measured; 'slow' = deployed more than {SLOWER - 1:.0%} slower than {default} (the "
+          f"selector the deployment runs with); 'no time' = deployed point failed or missing")
+    head = (f"{'layout / collective':<34} {'points':>6} {'n':>5} {'vs ompi':>9} {'worst':>8} "
+            f"{'n':>5} {'vs mpich':>9} {'slow':>6} {'no time':>6}")
+    print(head)
+    slow_all = []
+    for lay, c, g in summary:
+        line, slow = _line(f"{lay[0]}x{lay[1]} {c}" + (" (held out)" if lay in held else ""), g, default)
+        print(line)
+        slow_all += slow
+    allr = [r for _, _, g in summary for r in g]
+    print()
+    for name, sel in (("(a) trained points", "train"), ("(b) held-out sizes, trained layouts", "size"),
+                      ("(c) held-out layouts", "layout")):
+        print(_line(name, [r for r in allr if r["kind"] == sel], default)[0])
+    for c in sorted({r["coll"] for r in allr}):
+        print(_line(f"all {c}", [r for r in allr if r["coll"] == c], default)[0])
+    print(_line("all points", allr, default)[0])
+    if slow_all:
+        print(f"\npoints more than {SLOWER - 1:.0%} slower than {default}:")
+        for r in slow_all:
+            print(f"  {r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} ({r['kind']}): "
+                  f"{r['chosen']} ran {r['ran']}: {r['dep'] / r[default]:.3f}x {default}'s time")
+
+
+def print_checks(rs, skipped):
+    lb = [r for r in rs if r["lb"] and r["dep"]]
+    if lb:
+        print("\nnetwork bound (LBnet, benchmarks/han_vs_selectors.py): deployed/LBnet at >= 8 MiB: "
+              + ", ".join(f"{r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} "
+                          f"{r['dep'] / r['lb']:.2f}" for r in lb))
+    tr = [r for r in rs if r["kind"] == "train" and r["dep"] and r["arm"]]
+    same = [r for r in tr if abs(r["dep"] / r["arm"] - 1) <= 1e-3]
+    print(f"\ndeployed vs the tuner's own measurement of the chosen arm at trained points: "
+          f"{len(same)}/{len(tr)} within 0.1 %")
+    for r in tr:
+        if r not in same:
+            print(f"  {r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])}: {r['chosen']}, "
+                  f"deployed {r['dep'] * 1e6:.1f} us vs tuned {r['arm'] * 1e6:.1f} us (ran {r['ran']})")
+    fails = [r for r in rs if not r["dep"] or not r["ompi"] or not r["mpich"]]
+    if fails:
+        print("\nfailed or missing points (never given a time): "
+              + "; ".join(f"{r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} "
+                          + ",".join(f"{k} {v or 'missing'}" for k, v in r["status"].items()
+                                     if k != "arm" and v != "ok") for r in fails))
+    if skipped:
+        print("\nnot measurable here (SMPI_SHARED_MALLOC maps past vm.max_map_count), skipped: "
+              + "; ".join(f"{c} {n}x{p} {human_bytes(m)}" for c, n, p, m in skipped))
