@@ -89,6 +89,16 @@ void ct_tree_bcast(ct_sched *s, const ct_args *a, ct_tree_kind kind, int radix, 
     int seg = ct_seg_elems(segbytes, ext, a->count), nseg = (a->count + seg - 1) / seg;
     int lag = parent >= 0, prank = (parent + a->root) % size;
     ct_sched_round(s);
+    if (nseg == 1) {   /* whole message: one child at a time, biggest subtree first, as
+                        * MPICH's binomial; sent together they share the link and every
+                        * subtree starts only when the last send ends */
+        if (parent >= 0) ct_sched_recv(s, a->recvbuf, a->count, a->dtype, prank), ct_sched_round(s);
+        for (int i = 0; i < nchild; i++) {
+            ct_sched_send(s, a->recvbuf, a->count, a->dtype, (child[i] + a->root) % size);
+            ct_sched_round(s);
+        }
+        return;
+    }
     for (int r = 0; r < nseg + lag; r++) {
         if (parent >= 0 && r < nseg) {
             int off = r * seg;
