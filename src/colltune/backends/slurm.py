@@ -46,16 +46,55 @@ _ENV_OPTIONS = ("-genv", "-env")
 
 
 def rank_env(launcher_args: list[str]) -> dict[str, str]:
-    """Provider launcher options (mpiexec syntax) as rank environment for srun."""
+    """Provider launcher options (mpiexec syntax: -genv/-env NAME VALUE, Open MPI's
+    -x NAME=VALUE) as rank environment for srun."""
     env, args = {}, list(launcher_args)
     while args:
         if args[0] in _ENV_OPTIONS and len(args) >= 3:
             env[args[1]] = args[2]
             args = args[3:]
+        elif args[0] == "-x" and len(args) >= 2 and "=" in args[1]:
+            name, _, value = args[1].partition("=")
+            env[name] = value
+            args = args[2:]
         else:
             raise BackendError(f"the slurm backend cannot pass mpiexec options {args} to srun "
-                               f"(only {'/'.join(_ENV_OPTIONS)} NAME VALUE)")
+                               f"(only {'/'.join(_ENV_OPTIONS)} NAME VALUE, -x NAME=VALUE)")
     return env
+
+
+def srun_extra(settings) -> list[str]:
+    """The setting slurm_srun_args as words (ConfigError naming it when it does not parse)."""
+    try:
+        return shlex.split(settings.values["slurm_srun_args"])
+    except ValueError as exc:
+        raise ConfigError(f"setting slurm_srun_args from "
+                          f"{settings.source_of('slurm_srun_args')}: {exc}") from None
+
+
+def srun_plugin(impl, setting: str) -> str:
+    """The srun --mpi plugin that bootstraps impl (setting slurm_mpi; auto: PMI_PLUGIN),
+    checked against the plugins srun offers."""
+    plugin = slurm.PMI_PLUGIN[impl.name] if setting == "auto" else setting
+    offered = slurm.mpi_plugins()
+    if plugin not in offered:
+        raise BackendError(
+            f"srun offers MPI plugins {', '.join(offered) or '(none)'}, not "
+            f"{plugin!r} needed for {LIBRARY[impl.name]} (setting slurm_mpi="
+            f"{setting}); Debian's slurm loads pmix only with libpmix-dev installed")
+    return plugin
+
+
+def srun_command(step_name: str, nodes: int, ppn: int, plugin: str, env: dict[str, str],
+                 argv: list[str], nodelist: list[str] | None = None, extra: list[str] = (),
+                 wrapper: list[str] = ()) -> list[str]:
+    """One srun step of nodes x ppn tasks running ``[*wrapper] env K=V ... argv``: the
+    ranks' environment set by env(1) in the tasks, not in srun itself."""
+    return [slurm.tool("srun"), f"--job-name={step_name}", f"--nodes={nodes}",
+            f"--ntasks={nodes * ppn}", f"--ntasks-per-node={ppn}",
+            *([f"--nodelist={','.join(nodelist)}"] if nodelist else []),
+            "--exclusive", "--kill-on-bad-exit=1", f"--mpi={plugin}", f"--chdir={os.getcwd()}",
+            *extra, *wrapper, "env", *(f"{k}={v}" for k, v in env.items()), *argv]
 
 
 class NodePool:
@@ -91,11 +130,7 @@ class SlurmBackend(Backend):
         self.mpi_name = settings.values["mpi"]
         self.alloc = self.impl = self.bench = self.pool = self._provider = None
         self.plugin = self.slurm_version = None
-        try:
-            self.srun_extra = shlex.split(settings.values["slurm_srun_args"])
-        except ValueError as exc:
-            raise ConfigError(f"setting slurm_srun_args from "
-                              f"{settings.source_of('slurm_srun_args')}: {exc}") from None
+        self.srun_extra = srun_extra(settings)
 
     def prepare(self) -> None:
         from .. import mpi
@@ -108,14 +143,7 @@ class SlurmBackend(Backend):
             self.impl = mpi.find(self.mpi_name)
         except mpi.MPINotFound as exc:
             raise BackendError(str(exc)) from None
-        plugin = self.settings.values["slurm_mpi"]
-        self.plugin = slurm.PMI_PLUGIN[self.impl.name] if plugin == "auto" else plugin
-        offered = slurm.mpi_plugins()
-        if self.plugin not in offered:
-            raise BackendError(
-                f"srun offers MPI plugins {', '.join(offered) or '(none)'}, not "
-                f"{self.plugin!r} needed for {LIBRARY[self.impl.name]} (setting slurm_mpi="
-                f"{plugin}); Debian's slurm loads pmix only with libpmix-dev installed")
+        self.plugin = srun_plugin(self.impl, self.settings.values["slurm_mpi"])
         self.slurm_version = slurm.version()
         self.bench = native.build(self.impl, "bench", self.settings.cache_dir)
         self.pool = NodePool(self.alloc.nodes)
@@ -150,13 +178,10 @@ class SlurmBackend(Backend):
 
     def command(self, launch: Launch, nodes: list[str], step_name: str) -> list[str]:
         env = {**launch.mods.env, **rank_env(launch.mods.launcher_args)}
-        return [slurm.tool("srun"), f"--job-name={step_name}", f"--nodes={launch.nodes}",
-                f"--ntasks={launch.nodes * launch.ppn}", f"--ntasks-per-node={launch.ppn}",
-                f"--nodelist={','.join(nodes)}", "--exclusive", "--kill-on-bad-exit=1",
-                f"--mpi={self.plugin}", f"--chdir={os.getcwd()}", *self.srun_extra,
-                "/bin/sh", "-c", STEP_WRAPPER, "colltune-step",
-                "env", *(f"{k}={v}" for k, v in env.items()),
-                str(self.bench), *launch.bench_args, *self.late_tolerance_args()]
+        return srun_command(step_name, launch.nodes, launch.ppn, self.plugin, env,
+                            [str(self.bench), *launch.bench_args, *self.late_tolerance_args()],
+                            nodelist=nodes, extra=self.srun_extra,
+                            wrapper=["/bin/sh", "-c", STEP_WRAPPER, "colltune-step"])
 
     def late_tolerance_args(self) -> list[str]:
         """The setting late_tolerance_us (0: the clock's own); the records carry it."""

@@ -2,17 +2,21 @@
 
     colltune run [--rules F] [--force SPEC] [-n N | --layout NxP] -- ./app args
     colltune run --backend local --mpi mpich -n 2 --rules F -- app.c args
+    colltune run --backend slurm --mpi openmpi --layout 2x4 --online STATE -- ./app args
 
+Each backend has its runner (colltune/runners/: sim, local, netns, slurm; registered
+by name): how it builds, places and launches the job. The slurm runner starts
+the job as one srun step inside the current allocation (docs/slurm.md).
 A C source is compiled first (cached by content and MPI identity): on the sim
-backend with smpicc and linked with libcolltune.a, on the local backend with
-the library's mpicc. A ready executable runs as is: on the local backend
+backend with smpicc and linked with libcolltune.a, on the real-MPI backends with
+the library's mpicc. A ready executable runs as is: on a real MPI
 libcolltune.so (built against the same MPI) is preloaded into the ranks; on
 the sim backend it must already be linked with libcolltune.a (`--link-flags`
 prints how). The rules file is checked against the catalogue before launch.
 SIGTERM / SIGINT / SIGHUP sent to colltune are passed on to the whole job (launcher
 and every rank), which is SIGKILLed if still there after a grace period, and
-reaped; colltune then exits with 128 + the signal number. The SMPI hostfile goes
-to a temporary folder, removed afterwards. docs/interposer.md.
+reaped (a Slurm step still there is cancelled); colltune then exits with 128 + the
+signal number. Hostfiles go to a temporary folder, removed afterwards. docs/interposer.md.
 
 `--deployment DIR` runs under what `colltune deploy` wrote (docs/deploy.md): the
 manifest's environment (colltune's rules file, the library's rules file settings)
@@ -33,17 +37,15 @@ re-derives the state and loads the run's samples into the results store.
 """
 from __future__ import annotations
 
-import hashlib
-import math
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from ..proc import Interrupted, run_group
+from ..runners.base import compile_app  # noqa: F401  (tests build their programs with it)
 
 
 def add_parser(sub) -> None:
@@ -85,138 +87,14 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=run)
 
 
-def _layout(args, cores: int, max_nodes: int) -> tuple[int, int, int]:
-    """(nodes, ppn, ranks)."""
-    from ..errors import ConfigError
-    if args.layout:
-        try:
-            n, p = (int(x) for x in args.layout.lower().split("x"))
-        except ValueError:
-            raise ConfigError(f"bad --layout {args.layout!r}: expected NODESxPPN, e.g. 4x8") from None
-        if args.np and args.np != n * p:
-            raise ConfigError(f"-n {args.np} contradicts --layout {args.layout} ({n * p} ranks)")
-        return n, p, n * p
-    if not args.np or args.np < 1:
-        raise ConfigError("say how many ranks: -n N or --layout NODESxPPN")
-    ppn = min(args.np, cores)
-    nodes = math.ceil(args.np / ppn)
-    if nodes > max_nodes:
-        raise ConfigError(f"-n {args.np} needs {nodes} nodes of {cores} cores; the platform has {max_nodes}")
-    return nodes, ppn, args.np
-
-
-def _placed_hosts(spec: str | None, plat, nodes: int) -> list[str] | None:
-    """--hosts: None (the first NODES hosts), 'spread' (every k-th host, k = hosts // NODES,
-    so a job crosses leaves / dragonfly groups), a comma list or @FILE (one host per line)."""
-    from ..errors import ConfigError
-    if not spec:
-        return None
-    if spec == "spread":
-        step = max(1, len(plat.hosts) // nodes)
-        return list(plat.hosts[::step][:nodes])
-    if spec.startswith("@"):
-        try:
-            with open(spec[1:]) as fh:
-                return [ln.split("#")[0].strip() for ln in fh if ln.split("#")[0].strip()]
-        except OSError as exc:
-            raise ConfigError(f"--hosts {spec}: cannot read it: {exc.strerror}") from None
-    return [h.strip() for h in spec.split(",") if h.strip()]
-
-
-def compile_app(impl, source: str, cache_dir: str, extra: list[str]) -> Path:
-    """Build a C source with impl's compiler (+ extra link arguments), cached."""
-    from ..errors import BuildError
-    src = Path(source).resolve()
-    key = hashlib.sha256(src.read_bytes() + "\0".join(extra).encode()).hexdigest()[:12]
-    out = Path(cache_dir).resolve() / f"run-{impl.name}-{impl.identity()}" / f"{src.stem}-{key}"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".tmp{os.getpid()}")
-        cmd = [impl.cc, "-O2", str(src), "-o", str(tmp), *extra]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=impl.run_env())
-        if proc.returncode != 0:
-            raise BuildError(f"compiling {source} failed:\n$ {shlex.join(cmd)}\n{proc.stderr[-3000:]}")
-        os.replace(tmp, out)
-    return out
-
-
-def _linked(program: str) -> bool | None:
-    """Does an SMPI program contain the interposer? None when nm cannot tell."""
-    try:
-        proc = subprocess.run(["nm", "-D", "--defined-only", program], capture_output=True,
-                              text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return "ct_rules_match" in proc.stdout if proc.returncode == 0 else None
-
-
-def _check_rules(impl, settings, path: str) -> None:
-    from ..exporters.colltune_rules import catalogue_index, read_rules
-    from ..providers.colltune import catalogue
-    read_rules(path, catalogue_index(catalogue(impl, settings.cache_dir)))
-
-
-def _sim(args, settings, env: dict, program: list[str], scratch: str) -> tuple[list[str], dict]:
-    from .. import mpi, platforms
-    from ..backends.sim import QUIET_LOGS
-    from ..errors import BackendError, ConfigError
-    from ..providers.colltune import libcolltune, link_args
-    impl = mpi.find("smpi")
-    lib = libcolltune(impl, settings.cache_dir)
-    if args.link_flags:
-        return ["echo", f"{impl.cc} app.c -o app {shlex.join(link_args(lib))}"], impl.run_env()
-    if args.rules:
-        _check_rules(impl, settings, args.rules)
-    app = program[0]
-    if app.endswith(".c"):
-        app = str(compile_app(impl, app, settings.cache_dir, link_args(lib)))
-    elif _linked(app) is False:
-        raise ConfigError(f"{app} is not linked with libcolltune; build it with:\n  "
-                          f"{impl.cc} app.c -o app {shlex.join(link_args(lib))}")
-    try:
-        plat = platforms.load(settings.platform)
-    except platforms.PlatformError as exc:
-        raise BackendError(str(exc)) from None
-    nodes, ppn, ranks = _layout(args, plat.cores_per_node, plat.nodes)
-    try:
-        hostfile = plat.write_hostfile(nodes, ppn, os.path.join(scratch, "hostfile"),
-                                       _placed_hosts(args.hosts, plat, nodes))
-    except platforms.PlatformError as exc:
-        raise ConfigError(f"--hosts {args.hosts}: {exc}") from None
-    trace = _selector_args(args, settings)
-    if "COLLTUNE_PROFILE" in env:          # every message, collectives' internals included
-        from ..profile.simtrace import smpirun_args
-        trace += smpirun_args(env["COLLTUNE_PROFILE"])
-    cmd = [impl.launcher, "-np", str(ranks), "-platform", plat.xml_path, "-hostfile", hostfile,
-           *plat.smpirun_cfg_args(), *trace, *QUIET_LOGS, "--log=smpi_colls.thres:warning",
-           "--log=smpi_coll.thres:warning", app,
-           *program[1:]]
-    return cmd, {**impl.run_env(), **env}, ranks
-
-
-def _selector_args(args, settings) -> list[str]:
-    """smpirun arguments of the SMPI selector: the deployment's, or --default-selector."""
-    from ..errors import ConfigError
-    dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS")
-    dep = shlex.split(dep) if dep else []
-    sel = settings.values.get("default_selector") or ""
-    if sel and settings.source_of("default_selector") != "default":
-        mine = [f"--cfg=smpi/coll-selector:{sel}"]
-        if dep and dep != mine:
-            raise ConfigError(f"--default-selector {sel} contradicts the deployment's "
-                              f"{' '.join(dep)}")
-        return mine
-    return dep
-
-
-def _deployment(args, settings) -> dict:
-    """The environment of --deployment DIR (checked against the backend's library);
+def _deployment(args, settings, runner) -> dict:
+    """The environment of --deployment DIR (checked against the runner's library);
     its launch variables go to args.deployment_launch."""
     from .. import deploy
     from ..errors import ConfigError
     manifest, d = deploy.load(args.deployment)
     lib = manifest.get("library")
-    want = "smpi" if settings.backend == "sim" else settings.mpi
+    want = runner.library()
     if lib != want:
         raise ConfigError(f"--deployment {args.deployment}: deployed for {lib}, but the "
                           f"{settings.backend} backend runs {want}")
@@ -228,74 +106,6 @@ def _deployment(args, settings) -> dict:
     if rules:
         args.rules = rules                      # checked against the catalogue like --rules
     return dict(manifest.get("env") or {})
-
-
-def _local(args, settings, env: dict, program: list[str], scratch: str,
-           hosts: int = 1) -> tuple[list[str], dict]:
-    from .. import mpi
-    from ..backends.local import oversubscribe_args
-    from ..errors import BackendError, ConfigError
-    from ..providers.colltune import libcolltune, preload_args
-    try:
-        impl = mpi.find(settings.mpi)
-    except mpi.MPINotFound as exc:
-        raise BackendError(str(exc)) from None
-    lib = libcolltune(impl, settings.cache_dir)
-    if args.link_flags:
-        return ["echo", f"{impl.cc} app.c -o app; mpiexec {shlex.join(preload_args(impl, lib))} "
-                        f"-n N ./app   (or link: {impl.cc} app.c -o app {lib})"], impl.run_env()
-    if args.rules:
-        _check_rules(impl, settings, args.rules)
-    if hosts == 1 and args.layout and not args.layout.lower().startswith("1x"):
-        raise ConfigError(f"the local backend runs on this one host: --layout {args.layout}")
-    _, _, ranks = _layout(args, 10**6, hosts)
-    app = program[0]
-    if app.endswith(".c"):
-        app = str(compile_app(impl, app, settings.cache_dir, []))
-    cmd = [impl.launcher, *preload_args(impl, lib), "-n", str(ranks),
-           *oversubscribe_args(impl, ranks)]
-    if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:
-        cmd += OMPI_MONITORING
-    return cmd + [app, *program[1:]], {**impl.run_env(), **env}, ranks
-
-
-def _netns(args, settings, env: dict, program: list[str], scratch: str) -> tuple[list[str], dict]:
-    """Real Open MPI / MPICH across the hosts of an emulated cluster (`colltune cluster up`):
-    the launcher runs on its first host with the netns backend's placement and transport."""
-    from .. import cluster as emu
-    from ..backends.netns import PLACEMENT, find_cluster
-    from ..errors import ConfigError
-    cmd, full_env, ranks = _local(args, settings, env, program, scratch, hosts=10**6)
-    if args.link_flags:
-        return cmd, full_env, ranks
-    impl_name = settings.mpi
-    if impl_name not in PLACEMENT:
-        raise ConfigError(f"the netns backend runs {' or '.join(PLACEMENT)}, not {impl_name!r}")
-    explicit = settings.source_of("platform") != "default"
-    c = find_cluster(settings.platform if explicit else None)
-    if not args.layout:
-        raise ConfigError(f"the netns backend needs --layout NODESxPPN (cluster {c.name!r} has "
-                          f"{len(c.hosts)} hosts)")
-    nodes, ppn, ranks = _layout(args, 10**6, len(c.hosts))
-    if nodes > len(c.hosts):
-        raise ConfigError(f"--layout {args.layout}: cluster {c.name!r} has {len(c.hosts)} hosts")
-    line, options = PLACEMENT[impl_name]
-    hostfile = os.path.join(scratch, "hostfile")
-    with open(hostfile, "w") as fh:
-        fh.writelines(line(h.name, ppn) + "\n" for h in c.hosts[:nodes])
-    placement = options(c, hostfile, ranks)
-    if OMPI_MONITORING[-2] in cmd:            # monitoring is a pml component: let it load
-        placement = ["ob1,monitoring" if a == "ob1" else a for a in placement]
-    n = cmd.index("-n")                       # the local command: launcher, preload, -n N, ...
-    cmd = [*emu.exec_argv(c, c.hosts[0].name), cmd[0], *cmd[1:n], *placement,
-           "-n", str(ranks), *cmd[n + 2:]]
-    return cmd, full_env, ranks
-
-
-RUNNERS = {"sim": _sim, "local": _local, "netns": _netns}
-# Open MPI's pml monitoring with collective messages in its MPI_T counters (2 filters
-# them out; `--mca pml ob1,monitoring` alone does not load the component)
-OMPI_MONITORING = ["--mca", "pml_monitoring_enable", "1"]
 
 
 def missing_ranks(out_dir: str, ranks: int) -> list[int]:
@@ -313,22 +123,11 @@ def _report_profile(out_dir: str, ranks: int) -> None:
         print(f"colltune run: profile {out_dir}: all {ranks} rank files written", file=sys.stderr)
 
 
-def _world_layout(args, settings) -> tuple[int, int]:
-    """(nodes, ppn) of the job's world communicator."""
-    if settings.backend == "local":
-        return 1, _layout(args, 10**6, 1)[2]
-    if settings.backend == "netns":               # its --layout is required, hosts checked there
-        return _layout(args, 10**6, 10**6)[:2]
-    from .. import platforms
-    plat = platforms.load(settings.platform)
-    return _layout(args, plat.cores_per_node, plat.nodes)[:2]
-
-
-def _tune_first(args, cli, settings) -> str:
+def _tune_first(args, cli, runner) -> str:
     from ..session import new_campaign_name
     from ..sizes import parse_list
     from ..tunefirst import parse_budget, tune_rules
-    layout = _world_layout(args, settings)
+    layout = runner.world_layout()
     colls = [c.strip() for c in args.collectives.split(",") if c.strip()]
     path, _ = tune_rules(cli, args.config, colls, layout, parse_list(args.sizes, "message size", 0),
                          parse_budget(args.budget), args.campaign or new_campaign_name("run"),
@@ -341,12 +140,13 @@ def _tune_first(args, cli, settings) -> str:
 
 def run(args, cli) -> int:
     from ..errors import ConfigError
+    from ..runners import RUNNERS
     from ..session import Session
     settings = Session(cli, args.config).settings
-    runner = RUNNERS.get(settings.backend)
-    if runner is None:
-        raise ConfigError(f"colltune run supports the backends {', '.join(RUNNERS)}, "
+    if settings.backend not in RUNNERS.names():
+        raise ConfigError(f"colltune run supports the backends {', '.join(RUNNERS.names())}, "
                           f"not {settings.backend!r}")
+    runner = RUNNERS.get(settings.backend)(args, settings)
     program = [a for a in args.app]
     if not program and not args.link_flags:
         raise ConfigError("no program: colltune run [options] -- PROGRAM [ARGS...]")
@@ -356,7 +156,7 @@ def run(args, cli) -> int:
     if args.deployment:
         if args.rules or args.tune_first:
             raise ConfigError("--deployment brings its own rules: drop --rules / --tune-first")
-        env.update(_deployment(args, settings))
+        env.update(_deployment(args, settings, runner))
     for var, value in (("COLLTUNE_RULES", args.rules and os.path.abspath(args.rules)),
                        ("COLLTUNE_FORCE", args.force), ("COLLTUNE_VERBOSE", args.verbose and "1"),
                        ("COLLTUNE_REPORT", args.report and os.path.abspath(args.report)),
@@ -370,35 +170,40 @@ def run(args, cli) -> int:
             raise ConfigError(f"--profile {args.profile}: cannot create it: {exc.strerror}") from None
     if args.online and not args.link_flags:
         from ..online.job import prepare
-        env.update(prepare(args, settings, _world_layout(args, settings)))
+        env.update(prepare(args, settings, runner.world_layout()))
     if args.tune_first:
         if args.rules or args.force:
             raise ConfigError("--tune-first writes the rules itself: drop --rules / --force")
-        env["COLLTUNE_RULES"] = os.path.abspath(_tune_first(args, cli, settings))
-    scratch = tempfile.mkdtemp(prefix="colltune-run-")     # the SMPI hostfile
+        env["COLLTUNE_RULES"] = os.path.abspath(_tune_first(args, cli, runner))
+    scratch = tempfile.mkdtemp(prefix="colltune-run-")     # hostfiles
     try:
-        cmd, full_env, *ranks = runner(args, settings, env, program, scratch)
+        cmd, full_env, ranks = runner.command(env, program, scratch)
         if not args.quiet:
             print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
                   + " " + shlex.join(cmd), file=sys.stderr, flush=True)
         timeout = settings.timeout if settings.source_of("timeout") != "default" else None
+        clean = False
         try:
             rc = run_group(cmd, timeout, forward_signals=True, env=full_env).returncode
+            clean = rc == 0
+            runner.finish(clean)
             if args.profile and ranks:
-                _report_profile(env["COLLTUNE_PROFILE"], ranks[0])
+                _report_profile(env["COLLTUNE_PROFILE"], ranks)
             if args.online and not args.link_flags:
                 from ..online.job import finish
                 finish(args, settings)
             return rc
         except subprocess.TimeoutExpired:
             print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)
+            runner.finish(clean)
             if args.profile and ranks:
-                _report_profile(env["COLLTUNE_PROFILE"], ranks[0])
+                _report_profile(env["COLLTUNE_PROFILE"], ranks)
             return 124
         except Interrupted as exc:
             print(f"colltune run: {exc} (exit status {exc.status})", file=sys.stderr)
+            runner.finish(clean)
             if args.profile and ranks:
-                _report_profile(env["COLLTUNE_PROFILE"], ranks[0])
+                _report_profile(env["COLLTUNE_PROFILE"], ranks)
             return exc.status
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,97 @@
+"""The runner interface of `colltune run` and what runners share (layouts, building
+a C source, checking a rules file)."""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+# Open MPI's pml monitoring with collective messages in its MPI_T counters (2 filters
+# them out; `--mca pml ob1,monitoring` alone does not load the component)
+OMPI_MONITORING = ["--mca", "pml_monitoring_enable", "1"]
+
+
+class Runner:
+    """One backend of `colltune run`, made once per run with its arguments and settings.
+
+    ``command`` gives the launch (argv, environment, ranks); ``run`` then starts it with
+    colltune's signal forwarding and timeout and calls ``finish`` afterwards."""
+    name = ""
+
+    def __init__(self, args, settings):
+        self.args, self.settings = args, settings
+
+    def library(self) -> str:
+        """The MPI library the ranks run (a deployment must have been made for it)."""
+        return self.settings.mpi
+
+    def world_layout(self) -> tuple[int, int]:
+        """(nodes, ppn) of the job's world communicator (online priors, --tune-first)."""
+        raise NotImplementedError
+
+    def command(self, env: dict, program: list[str], scratch: str) -> tuple[list[str], dict, int]:
+        """(argv, its environment, ranks); with --link-flags an argv that prints how to
+        build an application for this backend. env: colltune's variables for the ranks;
+        scratch: a temporary folder removed after the job."""
+        raise NotImplementedError
+
+    def finish(self, clean: bool) -> None:
+        """After the job; clean is False after a timeout, a signal or a failed launcher
+        (leftovers of the job to remove)."""
+
+
+def layout(args, cores: int, max_nodes: int) -> tuple[int, int, int]:
+    """(nodes, ppn, ranks) of --layout NODESxPPN or -n N (N ranks, `cores` a node)."""
+    from ..errors import ConfigError
+    if args.layout:
+        try:
+            n, p = (int(x) for x in args.layout.lower().split("x"))
+        except ValueError:
+            raise ConfigError(f"bad --layout {args.layout!r}: expected NODESxPPN, e.g. 4x8") from None
+        if args.np and args.np != n * p:
+            raise ConfigError(f"-n {args.np} contradicts --layout {args.layout} ({n * p} ranks)")
+        return n, p, n * p
+    if not args.np or args.np < 1:
+        raise ConfigError("say how many ranks: -n N or --layout NODESxPPN")
+    ppn = min(args.np, cores)
+    nodes = math.ceil(args.np / ppn)
+    if nodes > max_nodes:
+        raise ConfigError(f"-n {args.np} needs {nodes} nodes of {cores} cores; the platform has {max_nodes}")
+    return nodes, ppn, args.np
+
+
+def compile_app(impl, source: str, cache_dir: str, extra: list[str]) -> Path:
+    """Build a C source with impl's compiler (+ extra link arguments), cached."""
+    from ..errors import BuildError
+    src = Path(source).resolve()
+    key = hashlib.sha256(src.read_bytes() + "\0".join(extra).encode()).hexdigest()[:12]
+    out = Path(cache_dir).resolve() / f"run-{impl.name}-{impl.identity()}" / f"{src.stem}-{key}"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        cmd = [impl.cc, "-O2", str(src), "-o", str(tmp), *extra]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=impl.run_env())
+        if proc.returncode != 0:
+            raise BuildError(f"compiling {source} failed:\n$ {shlex.join(cmd)}\n{proc.stderr[-3000:]}")
+        os.replace(tmp, out)
+    return out
+
+
+def check_rules(impl, settings, path: str) -> None:
+    """A rules file against the catalogue of libcolltune built for impl."""
+    from ..exporters.colltune_rules import catalogue_index, read_rules
+    from ..providers.colltune import catalogue
+    read_rules(path, catalogue_index(catalogue(impl, settings.cache_dir)))
+
+
+def find_mpi(settings):
+    """The real MPI library of the setting mpi (BackendError when absent)."""
+    from .. import mpi
+    from ..errors import BackendError
+    try:
+        return mpi.find(settings.mpi)
+    except mpi.MPINotFound as exc:
+        raise BackendError(str(exc)) from None

@@ -1,0 +1,108 @@
+"""`colltune run` on the sim backend: smpirun on a SimGrid platform, the application
+linked with libcolltune.a (a C source is compiled with smpicc)."""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+from . import RUNNERS
+from .base import Runner, check_rules, compile_app, layout
+
+
+@RUNNERS.register("sim")
+class SimRunner(Runner):
+    name = "sim"
+
+    def library(self) -> str:
+        return "smpi"
+
+    def _platform(self):
+        from .. import platforms
+        from ..errors import BackendError
+        try:
+            return platforms.load(self.settings.platform)
+        except platforms.PlatformError as exc:
+            raise BackendError(str(exc)) from None
+
+    def world_layout(self) -> tuple[int, int]:
+        plat = self._platform()
+        return layout(self.args, plat.cores_per_node, plat.nodes)[:2]
+
+    def command(self, env, program, scratch):
+        from .. import mpi, platforms
+        from ..backends.sim import QUIET_LOGS
+        from ..errors import ConfigError
+        from ..providers.colltune import libcolltune, link_args
+        args, settings = self.args, self.settings
+        impl = mpi.find("smpi")
+        lib = libcolltune(impl, settings.cache_dir)
+        if args.link_flags:
+            return ["echo", f"{impl.cc} app.c -o app {shlex.join(link_args(lib))}"], \
+                impl.run_env(), 0
+        if args.rules:
+            check_rules(impl, settings, args.rules)
+        app = program[0]
+        if app.endswith(".c"):
+            app = str(compile_app(impl, app, settings.cache_dir, link_args(lib)))
+        elif _linked(app) is False:
+            raise ConfigError(f"{app} is not linked with libcolltune; build it with:\n  "
+                              f"{impl.cc} app.c -o app {shlex.join(link_args(lib))}")
+        plat = self._platform()
+        nodes, ppn, ranks = layout(args, plat.cores_per_node, plat.nodes)
+        try:
+            hostfile = plat.write_hostfile(nodes, ppn, os.path.join(scratch, "hostfile"),
+                                           _placed_hosts(args.hosts, plat, nodes))
+        except platforms.PlatformError as exc:
+            raise ConfigError(f"--hosts {args.hosts}: {exc}") from None
+        trace = _selector_args(args, settings)
+        if "COLLTUNE_PROFILE" in env:          # every message, collectives' internals included
+            from ..profile.simtrace import smpirun_args
+            trace += smpirun_args(env["COLLTUNE_PROFILE"])
+        cmd = [impl.launcher, "-np", str(ranks), "-platform", plat.xml_path, "-hostfile", hostfile,
+               *plat.smpirun_cfg_args(), *trace, *QUIET_LOGS, "--log=smpi_colls.thres:warning",
+               "--log=smpi_coll.thres:warning", app, *program[1:]]
+        return cmd, {**impl.run_env(), **env}, ranks
+
+
+def _placed_hosts(spec: str | None, plat, nodes: int) -> list[str] | None:
+    """--hosts: None (the first NODES hosts), 'spread' (every k-th host, k = hosts // NODES,
+    so a job crosses leaves / dragonfly groups), a comma list or @FILE (one host per line)."""
+    from ..errors import ConfigError
+    if not spec:
+        return None
+    if spec == "spread":
+        step = max(1, len(plat.hosts) // nodes)
+        return list(plat.hosts[::step][:nodes])
+    if spec.startswith("@"):
+        try:
+            with open(spec[1:]) as fh:
+                return [ln.split("#")[0].strip() for ln in fh if ln.split("#")[0].strip()]
+        except OSError as exc:
+            raise ConfigError(f"--hosts {spec}: cannot read it: {exc.strerror}") from None
+    return [h.strip() for h in spec.split(",") if h.strip()]
+
+
+def _linked(program: str) -> bool | None:
+    """Does an SMPI program contain the interposer? None when nm cannot tell."""
+    try:
+        proc = subprocess.run(["nm", "-D", "--defined-only", program], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return "ct_rules_match" in proc.stdout if proc.returncode == 0 else None
+
+
+def _selector_args(args, settings) -> list[str]:
+    """smpirun arguments of the SMPI selector: the deployment's, or --default-selector."""
+    from ..errors import ConfigError
+    dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS")
+    dep = shlex.split(dep) if dep else []
+    sel = settings.values.get("default_selector") or ""
+    if sel and settings.source_of("default_selector") != "default":
+        mine = [f"--cfg=smpi/coll-selector:{sel}"]
+        if dep and dep != mine:
+            raise ConfigError(f"--default-selector {sel} contradicts the deployment's "
+                              f"{' '.join(dep)}")
+        return mine
+    return dep

@@ -1,0 +1,78 @@
+"""`colltune run --backend slurm`: an unmodified MPI program as one srun step inside a
+real allocation (the two-node test Slurm of slurm_fixture.py), libcolltune.so
+preloaded in the ranks: online mode twice (the state dir learns across runs), a rules
+file whose COLLTUNE_REPORT shows the rule's algorithms ran, and the error outside an
+allocation."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import CACHE, REPO
+from slurm_fixture import slurm_cluster  # noqa: F401  (fixture)
+
+from colltune import mpi
+
+APP = os.path.join(REPO, "src", "colltune", "apps", "collmix.c")
+FOUND = {impl.name for impl in mpi.discover()}
+LIBS = [pytest.param(n, marks=pytest.mark.skipif(n not in FOUND, reason=f"{n} not installed"))
+        for n in ("openmpi", "mpich")]
+
+
+@pytest.fixture
+def env(slurm_cluster, tmp_path):
+    return {**slurm_cluster.env, "COLLTUNE_STORE": str(tmp_path / "store.sqlite"),
+            "COLLTUNE_CACHE_DIR": CACHE}
+
+
+def run_in_allocation(cluster, env, cwd, *args, nodes=2):
+    """`salloc -N nodes colltune run --backend slurm ...`."""
+    return cluster.run(["salloc", f"--nodes={nodes}", "--exclusive", "--quiet", sys.executable,
+                        "-m", "colltune.cli", "run", "--backend", "slurm", *args],
+                       check=False, env=env, cwd=cwd, timeout=180)
+
+
+def ok(proc):
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "checks, 0 failures" in proc.stdout, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_online_twice_and_rules_as_srun_steps(slurm_cluster, env, tmp_path, lib):
+    state = tmp_path / "state"
+    for run in (1, 2):
+        proc = ok(run_in_allocation(slurm_cluster, env, tmp_path, "--mpi", lib, "--layout",
+                                    "2x1", "--online", str(state), "--", APP, "4"))
+        assert "srun --job-name=colltune-run-" in proc.stderr
+        assert "--nodes=2 --ntasks=2 --ntasks-per-node=1" in proc.stderr
+        assert "env LD_PRELOAD=" in proc.stderr and "libcolltune.so" in proc.stderr
+        assert f"online state {state}: {run} runs" in proc.stderr      # `online update` ran
+        assert len(os.listdir(state / "samples")) == run
+        text = (state / "state.txt").read_text()
+        assert f"run-count {run}\n" in text and "source=measured" in text
+    rules = tmp_path / "r.rules"
+    rules.write_text("colltune-rules 1\nallreduce -> ring\nbcast -> binomial\n")
+    report = tmp_path / "report.jsonl"
+    proc = ok(run_in_allocation(slurm_cluster, env, tmp_path, "--mpi", lib, "--layout", "2x2",
+                                "--rules", str(rules), "--report", str(report), "--", APP, "2"))
+    assert "--nodes=2 --ntasks=4 --ntasks-per-node=2" in proc.stderr
+    ran = {(r["collective"], r["ran"]) for r in map(json.loads, report.read_text().splitlines())}
+    assert ran == {("allreduce", "ring"), ("bcast", "binomial")}, ran
+
+
+def test_outside_an_allocation_or_too_large_layout_is_a_clear_error(slurm_cluster, env,
+                                                                     tmp_path):
+    proc = slurm_cluster.run([sys.executable, "-m", "colltune.cli", "run", "--backend", "slurm",
+                              "--mpi", "mpich", "--layout", "2x1", "--", APP],
+                             check=False, env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "not inside a Slurm allocation (SLURM_JOB_ID is not set)" in proc.stderr
+    assert "salloc -N 2 colltune run --backend slurm" in proc.stderr
+    proc = run_in_allocation(slurm_cluster, env, tmp_path, "--mpi", "mpich", "--layout", "2x1",
+                             "--", APP, nodes=1)
+    assert proc.returncode == 2 and "--layout 2x1: the allocation (job" in proc.stderr, proc.stderr
+    assert "has 1 nodes" in proc.stderr
