@@ -50,7 +50,8 @@ static void round_on(MPI_Comm comm, MPI_Op noncomm)
     MPI_Bcast(pick, 2, MPI_INT, 0, comm);
     for (int k = 0; k < pick[0]; k++) {
         int count = COUNTS[(pick[1] + k) % NCOUNTS], root = (pick[1] + k) % size;
-        int *a = malloc(sizeof(int) * (size_t)count * size), *b = malloc(sizeof(int) * (size_t)count * size);
+        size_t n = (size_t)count * (size > 2 ? size : 2);   /* a + count holds PMPI's answer */
+        int *a = malloc(sizeof(int) * n), *b = malloc(sizeof(int) * n);
         long *la = malloc(sizeof(long) * count), *lb = malloc(sizeof(long) * count), *lr = malloc(sizeof(long) * count);
         for (int i = 0; i < count; i++) {
             a[i] = rank == root ? i * 7 + root : -1;
