@@ -49,18 +49,19 @@ class Job:
         extra = ["--oversubscribe"] if self.impl.name == "openmpi" else []
         return [self.impl.launcher, *extra, *self.pre, "-n", str(layout), str(self.app), *args]
 
-    def env(self, state, log=None, budget=BUDGET):
-        env = {**self.impl.run_env(), "COLLTUNE_ONLINE": str(state), "COLLTUNE_ONLINE_BUDGET": str(budget)}
+    def env(self, state, log=None, budget=BUDGET, **extra):
+        env = {**self.impl.run_env(), "COLLTUNE_ONLINE": str(state), "COLLTUNE_ONLINE_BUDGET": str(budget),
+               **extra}
         if log:
             env["COLLTUNE_ONLINE_LOG"] = str(log)
         return env
 
-    def start(self, layout, state, *args, log=None, budget=BUDGET):
+    def start(self, layout, state, *args, log=None, budget=BUDGET, **extra):
         return subprocess.Popen(self.argv(layout, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=self.env(state, log, budget), cwd=self.tmp)
+                                text=True, env=self.env(state, log, budget, **extra), cwd=self.tmp)
 
-    def __call__(self, layout, state, *args, log=None, budget=BUDGET):
-        proc = self.start(layout, state, *args, log=log, budget=budget)
+    def __call__(self, layout, state, *args, log=None, budget=BUDGET, **extra):
+        proc = self.start(layout, state, *args, log=log, budget=budget, **extra)
         out, err = proc.communicate(timeout=120)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
@@ -223,6 +224,30 @@ def test_sim_no_choice_before_the_library_is_measured(smpi, tmp_path):
     world = [k for k, v in check_logs(log, 6).items() if len(v) == 6]
     seq = [x for x in (log / "choices-0.txt").read_text().splitlines() if x.startswith(world[0])]
     assert {x.split()[4] for x in seq if x.split()[1] == "allgather"} == {"library"}
+
+def test_sim_conservative_draws_lean_on_the_choice(smpi, tmp_path):
+    """COLLTUNE_ONLINE_RISK: a run's expected exploration may cost that share of its
+    collective time. ring (25x the choice bruck) makes drawing from p cost far more than
+    5 %: with risk 0 every draw of the measured blocks is bruck; with a risk no
+    exploration can exceed, the draws follow p (library and ring too)."""
+    fp = parse_state(good_state(smpi, tmp_path)[0] / "state.txt")["fingerprint"]
+    lines = ["colltune-online-state 1", f"fingerprint {fp}", "run-count 2"]
+    for rng in ("0..16", "17..256", "257..4096", "4097..65536", "65537..1048576"):
+        lines += [f"block allgather nodes=2 ppn=3 bytes={rng} calls=18 runs=2 source=measured",
+                  "arm library p=0.3 n=5 mean=2e-06 m2=0", "arm bruck p=0.4 n=5 mean=1e-06 m2=0",
+                  "arm ring p=0.3 n=5 mean=2.5e-05 m2=0"]
+    seen = {}
+    for risk in ("0", "100000"):
+        state, log = tmp_path / f"state-{risk}", tmp_path / f"log-{risk}"
+        state.mkdir()
+        (state / "state.txt").write_text("\n".join(lines) + "\n")
+        assert ok(smpi((2, 3), state, "8", log=log, budget=8, COLLTUNE_ONLINE_RISK=risk))
+        world = [k for k, v in check_logs(log, 6).items() if len(v) == 6]
+        seq = [x for x in (log / "choices-0.txt").read_text().splitlines() if x.startswith(world[0])]
+        seen[risk] = {x.split()[4] for x in seq if x.split()[1] == "allgather"}
+    assert seen["0"] == {"bruck"}
+    assert seen["100000"] == {"bruck", "library", "ring"}
+
 
 def good_state(smpi, tmp_path):
     state = tmp_path / "state"

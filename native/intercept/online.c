@@ -169,23 +169,31 @@ static int arm_ok(const ct_online_arm *arm, const ct_args *a)
 /* Inverse CDF at u over the arms with p > 0; an arm that declines these
  * arguments is dropped and the same u is used over the others: supports()
  * reads only agreed values, so every rank drops the same arms. */
+/* the draw's weight of arm i: lambda of p, the rest on the block's safe arm */
+static inline double weight(const ct_online_block *b, int i, double sum)
+{
+    if (!b->safe) return b->arm[i].p;
+    double w = ct_online.lambda * b->arm[i].p;
+    return b->safe == i + 1 ? w + (1.0 - ct_online.lambda) * sum : w;
+}
+
 static int draw(const ct_online_block *b, double u, const ct_args *a)
 {
-    double sum = 0, acc = 0;
+    double sum = 0, acc = 0, total = 0;
     int pick = -1;
     for (int i = 0; i < b->narms; i++) sum += b->arm[i].p;
     for (int i = 0; i < b->narms && pick < 0; i++)
-        if ((acc += b->arm[i].p) > u * sum) pick = i;
+        if ((acc += weight(b, i, sum)) > u * sum) pick = i;
     if (pick < 0) pick = b->narms - 1;
     if (arm_ok(&b->arm[pick], a)) return pick;
-    sum = acc = 0;
-    for (int i = 0; i < b->narms; i++) sum += arm_ok(&b->arm[i], a) ? b->arm[i].p : 0;
-    if (!(sum > 0)) return -1;             /* nothing runs these arguments: library */
+    acc = 0;
+    for (int i = 0; i < b->narms; i++) total += arm_ok(&b->arm[i], a) ? weight(b, i, sum) : 0;
+    if (!(total > 0)) return -1;           /* nothing runs these arguments: library */
     pick = -1;
     for (int i = 0; i < b->narms; i++)
-        if (arm_ok(&b->arm[i], a) && b->arm[i].p > 0) {
+        if (arm_ok(&b->arm[i], a) && weight(b, i, sum) > 0) {
             pick = i;
-            if ((acc += b->arm[i].p) > u * sum) break;
+            if ((acc += weight(b, i, sum)) > u * total) break;
         }
     return pick;
 }
@@ -380,8 +388,9 @@ int ct_online_init(int world_rank, int thread_multiple, int other_sources)
     int in[2], out[2];
     ct_online.rank = world_rank;
     /* one switch for the whole job: a variable set on some ranks only turns it off */
-    snprintf(agreed, sizeof agreed, "%s|%s|%s|%s|%s", dir ? dir : "", getenv("COLLTUNE_ONLINE_BUDGET"),
-             getenv("COLLTUNE_ONLINE_SAMPLERS"), getenv("COLLTUNE_ONLINE_SEED"), logdir ? "log" : "");
+    snprintf(agreed, sizeof agreed, "%s|%s|%s|%s|%s|%s", dir ? dir : "", getenv("COLLTUNE_ONLINE_BUDGET"),
+             getenv("COLLTUNE_ONLINE_SAMPLERS"), getenv("COLLTUNE_ONLINE_SEED"), logdir ? "log" : "",
+             getenv("COLLTUNE_ONLINE_RISK"));
     in[0] = (int)(mix(fnv_text(agreed)) & 0x7fffffff), in[1] = -in[0];
     PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (out[0] != -out[1]) {
@@ -404,6 +413,7 @@ int ct_online_init(int world_rank, int thread_multiple, int other_sources)
     ct_online.budget = (int)env_long("COLLTUNE_ONLINE_BUDGET", 200, 0, 100000);
     ct_online.max_samplers = (int)env_long("COLLTUNE_ONLINE_SAMPLERS", 1 << 30, 1, 1 << 30);
     ct_online.seed = (uint64_t)env_long("COLLTUNE_ONLINE_SEED", 0, 0, 0x7fffffffL);
+    ct_online.risk = env_long("COLLTUNE_ONLINE_RISK", 5, 0, 1000000) / 100.0;   /* percent */
     struct timespec ts;
     struct tm tm;
     syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);   /* the wall clock, also under SMPI */
@@ -435,6 +445,7 @@ int ct_online_init(int world_rank, int thread_multiple, int other_sources)
         for (int k = 0; k < CT_ONLINE_NCLASS; k++) ct_online_default_block(c, 0, 0, k, &defaults[c][k]);
     }
     load_state();
+    ct_online.lambda = ct_online_conservative(&ct_online.state, ct_online.budget, ct_online.risk);
     clock_sync();
     anchor();
     if (logdir && *logdir) {

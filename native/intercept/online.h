@@ -51,6 +51,7 @@ typedef struct {
 typedef struct {
     int coll, nodes, ppn, cls, measured;
     long long calls, runs;           /* runs: runs that timed the block, the rule's t */
+    int safe;                        /* 1 + the arm conservative draws lean on (0: none) */
     int narms;
     ct_online_arm arm[CT_ONLINE_MAX_ARMS];
 } ct_online_block;
@@ -106,11 +107,15 @@ int ct_online_best(const ct_online_block *b);                       /* lowest me
 /* what a block exploits after its budget: ct_online_best or the timed library arm if faster;
  * the library while its arm was never timed */
 int ct_online_choice(const ct_online_block *b);
+/* conservative exploration: sets each measured block's `safe` arm and returns the
+ * share lambda of draws taken from p (the rest go to the safe arm) */
+double ct_online_conservative(ct_online_state *st, int budget, double risk);
 
 /* online.c -> online_final.c: what the set-up learnt */
 typedef struct {
     int rank, size, budget, max_samplers, state_problem;   /* state_problem: 1 corrupt, 2 foreign */
     uint64_t seed;
+    double risk, lambda;             /* COLLTUNE_ONLINE_RISK; the share of draws from p */
     char dir[4096], started[32], argv0[512], library[256], platform[128], fingerprint[17];
     ct_online_state state;           /* agreed on every rank */
     FILE *log;

@@ -72,6 +72,38 @@ int ct_online_choice(const ct_online_block *b)
     return b->arm[lib].mean < b->arm[best].mean ? lib : best;
 }
 
+/* Conservative exploration (after Wu et al., "Conservative Bandits", 2016): a run's
+ * expected exploration must cost at most `risk` times its expected collective time.
+ * Per measured block with a choice e (mean m_e): c = calls per run so far, s = the
+ * calls drawn per run (min(c, budget)); the expected excess of drawing from p is
+ * s * sum_i p_i (m_i - m_e), an untimed arm priced at the block's slowest timed mean
+ * (pessimism); the reference cost is c * m_lib (the library's mean once timed, else
+ * m_e). lambda = min(1, risk * sum of references / sum of excesses) over all blocks:
+ * draws come from p with probability lambda, else the block's choice. Every rank
+ * reads the same state, so every rank computes the same lambda. */
+double ct_online_conservative(ct_online_state *st, int budget, double risk)
+{
+    double excess = 0, reference = 0;
+    for (int k = 0; k < st->n; k++) {
+        ct_online_block *b = &st->b[k];
+        int e = b->measured && b->runs > 0 ? ct_online_choice(b) : -1, lib = -1;
+        b->safe = 0;
+        if (e < 0 || b->arm[e].n < 1) continue;
+        double worst = 0, sum = 0, x = 0, calls = (double)b->calls / (double)b->runs;
+        for (int i = 0; i < b->narms; i++) {
+            if (b->arm[i].n >= 1 && b->arm[i].mean > worst) worst = b->arm[i].mean;
+            if (CT_ONLINE_IS_LIBRARY(&b->arm[i]) && b->arm[i].n >= 1) lib = i;
+            sum += b->arm[i].p;
+        }
+        for (int i = 0; i < b->narms && sum > 0; i++)
+            x += b->arm[i].p / sum * ((b->arm[i].n >= 1 ? b->arm[i].mean : worst) - b->arm[e].mean);
+        b->safe = e + 1;
+        excess += fmin(calls, budget) * fmax(x, 0.0);
+        reference += calls * (lib >= 0 ? b->arm[lib].mean : b->arm[e].mean);
+    }
+    return excess > risk * reference ? risk * reference / excess : 1.0;
+}
+
 /* With t = runs that timed the block (this one included), K arms, U never timed:
  * timed arms (n >= 1) weigh exp(-(mean/best - 1) t / TAU) (the best weighs 1); arms never
  * timed EXPLORE max(K p, 1) / (t U): together about EXPLORE/t of the draws, so a block
