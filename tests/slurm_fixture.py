@@ -33,6 +33,14 @@ from contextlib import closing
 import pytest
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
+
+
+def mpi_libraries():
+    """pytest params for the MPI libraries the Slurm tests run, skipped where absent."""
+    from colltune import mpi
+    found = {impl.name for impl in mpi.discover()}
+    return [pytest.param(n, marks=pytest.mark.skipif(n not in found, reason=f"{n} not installed"))
+            for n in ("openmpi", "mpich")]
 NODES = ("n1", "n2")
 PARTITION = "debug"
 CLUSTER = "colltune-test"

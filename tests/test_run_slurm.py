@@ -12,14 +12,12 @@ import sys
 import pytest
 
 from conftest import CACHE, REPO
-from slurm_fixture import slurm_cluster  # noqa: F401  (fixture)
+from slurm_fixture import slurm_cluster, mpi_libraries  # noqa: F401  (fixture)
 
-from colltune import mpi
+
 
 APP = os.path.join(REPO, "src", "colltune", "apps", "collmix.c")
-FOUND = {impl.name for impl in mpi.discover()}
-LIBS = [pytest.param(n, marks=pytest.mark.skipif(n not in FOUND, reason=f"{n} not installed"))
-        for n in ("openmpi", "mpich")]
+LIBS = mpi_libraries()
 
 
 @pytest.fixture

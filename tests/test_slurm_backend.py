@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from conftest import CACHE
-from slurm_fixture import NODES, slurm_cluster  # noqa: F401  (fixture)
+from slurm_fixture import NODES, slurm_cluster, mpi_libraries  # noqa: F401  (fixture)
 
-from colltune import config, mpi
+from colltune import config
 
 QUICK = ("--min-reps", "3", "--max-reps", "30", "--rse", "0.2", "--timeout", "120", "-q")
 # Launching, placement and labels are under test, not timings: checked runs only
@@ -22,9 +22,7 @@ CHECKED = (*QUICK, "--check", "only")
 FORCED = {"openmpi": "binomial", "mpich": "binomial"}     # a bcast algorithm both have
 
 
-FOUND = {impl.name for impl in mpi.discover()}
-LIBS = [pytest.param(n, marks=pytest.mark.skipif(n not in FOUND, reason=f"{n} not installed"))
-        for n in ("openmpi", "mpich")]
+LIBS = mpi_libraries()
 
 
 @pytest.fixture
