@@ -14,8 +14,6 @@ import pytest
 from conftest import CACHE, REPO
 from slurm_fixture import slurm_cluster, mpi_libraries  # noqa: F401  (fixture)
 
-
-
 APP = os.path.join(REPO, "src", "colltune", "apps", "collmix.c")
 LIBS = mpi_libraries()
 
