@@ -151,9 +151,9 @@ def evaluate(session, plat, colls, lays, sizes, rules, dep_args) -> None:
     program = str(native.build(backend.impl, "bench-interposed", session.settings.cache_dir))
     dbk = DeployedBackend(backend, str(rules), dep_args, program)
     lib = backend.provider().library
-    specs = []
-    for n, p in lays:
-        for c in colls:
+    specs = []      # collective by collective: an interrupted run has whole collectives
+    for c in colls:
+        for n, p in lays:
             szs = tuple(feasible(c, sizes, n, p))
             sels = [s for s in lib.selectors(c) if s.name in SELECTORS]
             for alg in [deployed_algorithm(c, rules.read_text()), *sels]:
@@ -172,7 +172,9 @@ def main() -> int:
     ap.add_argument("--collectives", default="bcast,allreduce,reduce,allgather")
     ap.add_argument("--train-sizes", default=TRAIN_SIZES)
     ap.add_argument("--heldout-sizes", default=HELDOUT_SIZES)
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per launch")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per training launch")
+    ap.add_argument("--eval-timeout", type=float, default=600.0,
+                    help="seconds per evaluation launch (one launch runs all sizes of the deployment)")
     ap.add_argument("--store", help="default: benchmarks/results/best_of_both/PLATFORM.sqlite")
     ap.add_argument("--out", default=str(OUT), help="table, rules file, report go here")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store and table")
@@ -186,9 +188,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     store = a.store or str(out / f"{a.platform}.sqlite")
     table_path, rules = out / f"{a.platform}.table.json", out / f"{a.platform}.colltune.rules"
-    session = Session({"platform": a.platform, "provider": "both", "default_selector": DEFAULT_SELECTOR,
-                       "jobs": 1, "timeout": a.timeout, "store": store, "min_reps": 1, "max_reps": 1,
-                       "output_dir": tempfile.mkdtemp(prefix="bob-")})
+    cli = {"platform": a.platform, "provider": "both", "default_selector": DEFAULT_SELECTOR, "jobs": 1,
+           "timeout": a.timeout, "store": store, "min_reps": 1, "max_reps": 1,
+           "output_dir": tempfile.mkdtemp(prefix="bob-")}
+    session = Session(cli)
     if not a.no_run:
         from colltune.deploy import deploy
         table = tune(session, a.platform, colls, train, tsizes)
@@ -197,8 +200,8 @@ def main() -> int:
             manifest = deploy(str(table_path), "smpi", d, session.settings.cache_dir)
             rules.write_text(Path(d, "colltune.rules").read_text())
         dep_args = manifest["launch"]["COLLTUNE_SMPIRUN_ARGS"].split()
-        evaluate(session, a.platform, colls, train + held, sorted(set(tsizes + hsizes)),
-                 rules.resolve(), dep_args)
+        evaluate(Session({**cli, "timeout": a.eval_timeout}), a.platform, colls, train + held,
+                 sorted(set(tsizes + hsizes)), rules.resolve(), dep_args)
     table = DecisionTable.load(str(table_path))
     label = {c: deployed_algorithm(c, rules.read_text()).label for c in colls}
     print_report(a.platform, store, table, rules, label, colls, train, held, tsizes, hsizes,

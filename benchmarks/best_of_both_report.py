@@ -28,7 +28,7 @@ def _times(store_path: str) -> dict:
     out = {}
     for r in pts.itertuples():
         key = (r.collective, int(r.nodes), int(r.ppn), int(r.msg_size), r.provider, r.algorithm)
-        labels = json.loads(r.labels_json) if getattr(r, "labels_json", None) else {}
+        labels = json.loads(r.labels_json) if isinstance(getattr(r, "labels_json", None), str) else {}
         sec = float(r.ttc_median_s) if r.status == "ok" and r.ttc_median_s == r.ttc_median_s else None
         if key not in out or sec is not None:
             out[key] = (r.status, sec, labels)
@@ -93,17 +93,24 @@ def print_report(plat_name, store, table, rules, label, colls, train, held, tsiz
     summary = []
     for (n, p, c), g in groups.items():
         print(f"\n{c} on {n}x{p} = {n * p} ranks" + (" (held-out layout)" if (n, p) in held else ""))
-        print(f"{'size':>9} {'set':<6} {'deployment runs':<24} {'ran':<22} {'deployed':>11} {'ompi':>11} "
+        print(f"{'size':>10} {'set':<6} {'deployment runs':<24} {'ran':<22} {'deployed':>11} {'ompi':>11} "
               f"{'mpich':>11} {'ompi/dep':>8} {'mpich/dep':>9} {'dep/LBnet':>9}")
         for r in g:
             st = r["status"]
-            print(f"{human_bytes(r['size']):>9} {r['kind']:<6} {r['chosen'][:24]:<24} {str(r['ran'])[:22]:<22} "
+            print(f"{human_bytes(r['size']):>10} {r['kind']:<6} {r['chosen'][:24]:<24} {str(r['ran'])[:22]:<22} "
                   f"{_us(r['dep'], st['dep'])} {_us(r['ompi'], st['ompi'])} {_us(r['mpich'], st['mpich'])} "
                   f"{_ratio(r['ompi'], r['dep'])} {_ratio(r['mpich'], r['dep']):>9} "
                   f"{_ratio(r['dep'], r['lb']) if r['lb'] else '':>9}")
         summary.append(((n, p), c, g))
     print_summary(summary, held, default)
     print_checks(rs, skipped)
+    with Store(store) as st:
+        runs = st.query_runs()
+    print()
+    for camp in sorted({r["campaign"] for r in runs}):
+        mine = [r for r in runs if r["campaign"] == camp]
+        print(f"campaign {camp}: {len(mine)} launches, {sum(r['wall_s'] or 0 for r in mine) / 60:.1f} min "
+              f"of simulation (one at a time), {sum(r['status'] == 'timeout' for r in mine)} timed out")
 
 
 def _line(name, g, default):
@@ -156,12 +163,15 @@ def print_checks(rs, skipped):
         if r not in same:
             print(f"  {r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])}: {r['chosen']}, "
                   f"deployed {r['dep'] * 1e6:.1f} us vs tuned {r['arm'] * 1e6:.1f} us (ran {r['ran']})")
-    fails = [r for r in rs if not r["dep"] or not r["ompi"] or not r["mpich"]]
+    fails = [(r, k, v) for r in rs for k, v in r["status"].items() if k != "arm" and v not in (None, "ok")]
     if fails:
-        print("\nfailed or missing points (never given a time): "
-              + "; ".join(f"{r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} "
-                          + ",".join(f"{k} {v or 'missing'}" for k, v in r["status"].items()
-                                     if k != "arm" and v != "ok") for r in fails))
+        print("\nfailed points (recorded with their reason, never given a time): "
+              + "; ".join(f"{k} {r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} {v}"
+                          for r, k, v in fails))
+    missing = sum(1 for r in rs for k, v in r["status"].items() if k != "arm" and v is None)
+    if missing:
+        print(f"\nnot measured yet: {missing} measurements of {3 * len(rs)} (a run without --no-run "
+              f"measures them)")
     if skipped:
         print("\nnot measurable here (SMPI_SHARED_MALLOC maps past vm.max_map_count), skipped: "
               + "; ".join(f"{c} {n}x{p} {human_bytes(m)}" for c, n, p, m in skipped))
