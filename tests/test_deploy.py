@@ -61,6 +61,9 @@ def test_tune_both_chooses_the_best_deployable_arm(workdir):
     smpi_algs = {r["algorithm"] for r in recs if r["provider"] == "smpi"
                  and r["algorithm_kind"] == "algorithm"}
     assert smpi_algs == {"binomial_tree", "scatter_LR_allgather", "lr", "rdb"}  # measured ...
+    # colltune's algorithms ran under the selector the deployment runs with
+    assert {(r.get("labels") or {}).get("library_default") for r in recs if r["provider"] == "colltune"} \
+        == {"--cfg=smpi/coll-selector:ompi"}
     deployable = [r for r in recs if r["status"] == "ok" and (
         r["provider"] == "colltune" or (r["provider"], r["algorithm"]) == ("smpi", "ompi"))]
     for e in t.entries:

@@ -73,6 +73,11 @@ class Provider:
     def force(self, algorithm: Algorithm) -> LaunchMods:
         raise NotImplementedError
 
+    def decision_mods(self, selector: str) -> LaunchMods:
+        """How a launch runs the library's whole selection as `selector` (the default
+        decision a deployment runs with), where that is a launch option; none by default."""
+        return LaunchMods()
+
     def lookup(self, collective: str, name: str) -> Algorithm:
         for a in self.algorithms(collective) + self.selectors(collective):
             if a.name == name:

@@ -88,7 +88,16 @@ class BothProvider(Provider):
         raise ConfigError("; ".join(errors))
 
     def force(self, algorithm: Algorithm) -> LaunchMods:
-        return self.colltune.force(algorithm)     # hands library algorithms to the library
+        """colltune's algorithms run under the library's default decision the deployment
+        runs with (SMPI: its selector for the whole run), so what an algorithm hands back
+        to the library, and the library's collectives inside it, are timed as deployed."""
+        mods = self.colltune.force(algorithm)     # hands library algorithms to the library
+        if algorithm.provider == self.colltune.name:
+            under = self.library.decision_mods(self.default_name).launcher_args
+            mods.launcher_args[:0] = under
+            if under and hasattr(mods, "labels"):
+                mods.labels["library_default"] = " ".join(under)
+        return mods
 
     def deployment(self) -> dict:
         lib = self.library

@@ -88,3 +88,6 @@ class SMPIProvider(Provider):
 
     def force(self, algorithm: Algorithm) -> LaunchMods:
         return LaunchMods(launcher_args=[f"--cfg=smpi/{cfg_key(algorithm.collective)}:{algorithm.name}"])
+
+    def decision_mods(self, selector: str) -> LaunchMods:
+        return LaunchMods(launcher_args=[f"--cfg=smpi/coll-selector:{selector}"])
