@@ -203,13 +203,23 @@ def _true_cost(arm: str, nodes: int, ppn: int, cls: int) -> float:
     return 1.5 * math.log2(ranks) * (5e-6 + size / 1e9)      # "library": never best
 
 
-def test_prior_gives_unseen_layout_a_better_than_uniform_arm():
-    arms = ["library", "binomial", "scatter_allgather"]
+BCAST_ARMS = ["library", "binomial", "scatter_allgather"]
+
+
+def _measured_bcast(runs: int = 0) -> State:
+    """bcast at 2, 4, 8, 16 nodes x 12, every size class, every arm timed 30 times."""
     st = State("fp1")
     for nodes in (2, 4, 8, 16):
         for cls in range(6):
             st.add(Block("bcast", nodes, 12, cls, 100, "measured",
-                         [Arm(a, 1 / 3, 30, _true_cost(a, nodes, 12, cls)) for a in arms]))
+                         [Arm(a, 1 / 3, 30, _true_cost(a, nodes, 12, cls)) for a in BCAST_ARMS],
+                         runs=runs))
+    return st
+
+
+def test_prior_gives_unseen_layout_a_better_than_uniform_arm():
+    arms = BCAST_ARMS
+    st = _measured_bcast()
     written = prior.add_priors(st, [(12, 12)], {"bcast": arms})
     assert len(written) == 6 and all(b.source == "prior" for b in written)
     gain = []
@@ -229,12 +239,7 @@ def test_prior_gives_unseen_layout_a_better_than_uniform_arm():
 
 
 def test_untimed_arm_predicted_fast_gets_draws_predicted_slow_does_not():
-    arms = ["library", "binomial", "scatter_allgather"]
-    st = State("fp1")
-    for nodes in (2, 4, 8, 16):
-        for cls in range(6):
-            st.add(Block("bcast", nodes, 12, cls, 100, "measured",
-                         [Arm(a, 1 / 3, 30, _true_cost(a, nodes, 12, cls)) for a in arms], runs=3))
+    st = _measured_bcast(runs=3)
     # a block called twice a run: only the library timed; binomial (the neighbours' winner
     # at small sizes) and scatter_allgather never, both at the rule's small untimed share
     small = st.add(Block("bcast", 12, 12, 0, 2, "measured",
@@ -246,6 +251,10 @@ def test_untimed_arm_predicted_fast_gets_draws_predicted_slow_does_not():
     assert sum(a.p for a in small.arms) == pytest.approx(1)
     # timed arms and measured blocks without untimed arms are left alone
     assert prior.inform_untimed(st) == []
+    # one Models instance serves add_priors and inform_untimed (statedir.update_dir)
+    models = prior.Models(st)
+    prior.add_priors(st, [(12, 12)], {"bcast": BCAST_ARMS}, models=models)
+    assert prior.inform_untimed(st, models=models) == [] and list(models) == ["bcast"]
 
 
 # ---- state dir: re-derivation, foreign state, store, export, CLI -----------------------

@@ -166,9 +166,6 @@ static int arm_ok(const ct_online_arm *arm, const ct_args *a)
     return !arm->alg || (arm->alg->supports(a) == NULL && (arm->alg->run || arm->alg->schedule));
 }
 
-/* Inverse CDF at u over the arms with p > 0; an arm that declines these
- * arguments is dropped and the same u is used over the others: supports()
- * reads only agreed values, so every rank drops the same arms. */
 /* the draw's weight of arm i: lambda of p, the rest on the block's safe arm */
 static inline double weight(const ct_online_block *b, int i, double sum)
 {
@@ -177,6 +174,9 @@ static inline double weight(const ct_online_block *b, int i, double sum)
     return b->safe == i + 1 ? w + (1.0 - ct_online.lambda) * sum : w;
 }
 
+/* Inverse CDF at u over the arms with weight > 0; an arm that declines these
+ * arguments is dropped and the same u is used over the others: supports()
+ * reads only agreed values, so every rank drops the same arms. */
 static int draw(const ct_online_block *b, double u, const ct_args *a)
 {
     double sum = 0, acc = 0, total = 0;

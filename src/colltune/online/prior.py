@@ -53,6 +53,20 @@ def fit(state: State, collective: str, trees: int = 50, seed: int = 0):
     return model
 
 
+class Models(dict):
+    """Each collective's model, fitted on first use (None with fewer than 2 measured
+    blocks); one instance serves add_priors and inform_untimed: prior blocks carry no
+    timings, so adding them does not change what a model is fitted on."""
+
+    def __init__(self, state: State, trees: int = 50, seed: int = 0):
+        super().__init__()
+        self.state, self.trees, self.seed = state, trees, seed
+
+    def __missing__(self, collective: str):
+        model = self[collective] = fit(self.state, collective, self.trees, self.seed)
+        return model
+
+
 def predict_block(model, block: Block) -> None:
     """Set the block's arm probabilities from the model (arms the model never saw keep
     the uniform share: they are explored)."""
@@ -74,12 +88,12 @@ def predict_block(model, block: Block) -> None:
 
 
 def add_priors(state: State, layouts: list[tuple[int, int]], arms_of: dict[str, list[str]],
-               trees: int = 50, seed: int = 0) -> list[Block]:
+               trees: int = 50, seed: int = 0, models: Models | None = None) -> list[Block]:
     """Blocks of these (nodes, ppn) layouts for every collective with arms and every size
     class that the state lacks, or has only as priors: probabilities from the prediction
     (uniform without a model). Returns the blocks written."""
     written = []
-    models: dict = {}
+    models = Models(state, trees, seed) if models is None else models
     for coll, arm_ids in arms_of.items():
         for nodes, ppn in layouts:
             for cls in range(len(EDGES) + 1):
@@ -87,8 +101,6 @@ def add_priors(state: State, layouts: list[tuple[int, int]], arms_of: dict[str, 
                 old = state.blocks.get(key)
                 if old is not None and old.source != "prior":
                     continue
-                if coll not in models:
-                    models[coll] = fit(state, coll, trees, seed)
                 block = Block(coll, nodes, ppn, cls, 0, "prior",
                               [Arm(a, 1.0 / len(arm_ids)) for a in arm_ids])
                 if models[coll] is not None:
@@ -98,7 +110,8 @@ def add_priors(state: State, layouts: list[tuple[int, int]], arms_of: dict[str, 
     return written
 
 
-def inform_untimed(state: State, trees: int = 50, seed: int = 0) -> list[Block]:
+def inform_untimed(state: State, trees: int = 50, seed: int = 0,
+                   models: Models | None = None) -> list[Block]:
     """Arms a measured block has never timed get from the model the share of the next
     run's draws its prediction earns: w = exp(-(max(s_u / s_b, 1) - 1) / TAU), s the
     predicted slowdowns of the arm and of the block's fastest timed arm b, p_u at least
@@ -108,15 +121,13 @@ def inform_untimed(state: State, trees: int = 50, seed: int = 0) -> list[Block]:
     EXPLORE/t only, and may never meet the arm that wins its neighbours. Returns the
     blocks changed."""
     import numpy as np
-    models: dict = {}
+    models = Models(state, trees, seed) if models is None else models
     changed = []
     for b in state.blocks.values():
         timed = [a for a in b.arms if a.n > 0]
         untimed = [a for a in b.arms if a.n == 0]
         if b.source == "prior" or not timed or not untimed:
             continue
-        if b.collective not in models:
-            models[b.collective] = fit(state, b.collective, trees, seed)
         model = models[b.collective]
         best = min(timed, key=lambda a: a.mean)
         if model is None or best.arm not in model.algorithms:

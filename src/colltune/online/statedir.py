@@ -68,8 +68,9 @@ def update_dir(state_dir: str, layouts: list[tuple[int, int]] = (), fingerprint:
     if old is not None:
         for coll, ids in prior.arms_by_collective(old).items():
             arms.setdefault(coll, ids)
-    prior.add_priors(new, sorted(prior_layouts), arms)
-    prior.inform_untimed(new)
+    models = prior.Models(new)
+    prior.add_priors(new, sorted(prior_layouts), arms, models=models)
+    prior.inform_untimed(new, models=models)
     save(new, os.path.join(state_dir, STATE))
     if store is not None:
         from .records import store_samples
