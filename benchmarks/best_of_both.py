@@ -175,6 +175,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per training launch")
     ap.add_argument("--eval-timeout", type=float, default=600.0,
                     help="seconds per evaluation launch (one launch runs all sizes of the deployment)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="launches at once (SMPI is deterministic: the times do not depend on it)")
     ap.add_argument("--store", help="default: benchmarks/results/best_of_both/PLATFORM.sqlite")
     ap.add_argument("--out", default=str(OUT), help="table, rules file, report go here")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store and table")
@@ -188,7 +190,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     store = a.store or str(out / f"{a.platform}.sqlite")
     table_path, rules = out / f"{a.platform}.table.json", out / f"{a.platform}.colltune.rules"
-    cli = {"platform": a.platform, "provider": "both", "default_selector": DEFAULT_SELECTOR, "jobs": 1,
+    cli = {"platform": a.platform, "provider": "both", "default_selector": DEFAULT_SELECTOR, "jobs": a.jobs,
            "timeout": a.timeout, "store": store, "min_reps": 1, "max_reps": 1,
            "output_dir": tempfile.mkdtemp(prefix="bob-")}
     session = Session(cli)

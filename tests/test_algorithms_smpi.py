@@ -62,7 +62,11 @@ def parse_listing(text: str) -> list[dict]:
     for line in text.splitlines():
         m = re.match(r"^(\w+)/(\w+) id=(\d+): (.+)$", line)
         if m:
-            algs.append({"coll": m[1], "name": m[2], "id": int(m[3]), "params": []})
+            algs.append({"coll": m[1], "name": m[2], "id": int(m[3]), "params": [], "tune": []})
+            continue
+        m = re.match(r"^    tune (\S+)$", line)
+        if m:
+            algs[-1]["tune"].append(m[1])
             continue
         m = re.match(r"^    param (\w+) default=(-?\d+) min=(-?\d+) max=(-?\d+) unit=\S+ probe=([-\d,]*) : .+$", line)
         if m:
@@ -81,7 +85,7 @@ def expected_cases(algs: list[dict], world: int, maxsub: int, all_roots: bool, c
     total = 0
     for k in [*range(1, min(maxsub, world) + 1), world]:
         for a in algs:
-            sets = 1 + sum(len(p["probe"]) for p in a["params"])
+            sets = 1 + len(a["tune"]) + sum(len(p["probe"]) for p in a["params"])
             roots = (k if all_roots else len({0, k // 2, k - 1})) if a["coll"] in ROOTED else 1
             combos = 8 if a["coll"] in REDUCTIONS else 3       # (type, op) pairs, testdata.c
             inplace = 1 if a["coll"] == "bcast" else 2
@@ -146,7 +150,7 @@ def test_matrix_smpi_nonblocking_24_ranks_large_counts(smpi, catalogue):
     """Non-blocking calls on 24 ranks with many segments per schedule (counts
     100 and 1031), default parameters (the probes double the cost)."""
     out = smpi(24, ["-s", "0", "-r", "few", "-m", "nb", "-d", "-c", "100,1031"])
-    defaults = [{**a, "params": [{**p, "probe": []} for p in a["params"]]} for a in catalogue]
+    defaults = [{**a, "tune": [], "params": [{**p, "probe": []} for p in a["params"]]} for a in catalogue]
     check_run(out, expected_cases(defaults, 24, 0, False, [100, 1031], "nb"))
 
 

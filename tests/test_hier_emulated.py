@@ -174,7 +174,7 @@ def _matrix(runner: Runner, slots, maxsub: int, alg: dict, counts: list[int],
     args = ["-a", f"{alg['coll']}/han", "-s", str(maxsub), "-r", "all", "-m", "blocking",
             "-c", ",".join(map(str, counts)), *(["-d"] if defaults_only else [])]
     out = runner.run(slots, "colltune-algotest", args)
-    algs = [{**alg, "params": []}] if defaults_only else [alg]
+    algs = [{**alg, "params": [], "tune": []}] if defaults_only else [alg]
     cases = expected_cases(algs, n, maxsub, True, counts, mode="blocking")
     check_run(out, cases)
     declined = _declined(out)
@@ -270,7 +270,7 @@ def test_matrix_catches_wrong_han_data_on_multi_node_communicators(runners, lib)
             expect = sum(3 * k for k in (3, 4, 4))           # every root x 3 types, count 7
         else:
             expect = 3 * 5 * 2                                # 5 commutative pairs x in-place
-        total = expected_cases([{"coll": coll, "params": []}], 4, 4, True, counts, mode="blocking")
+        total = expected_cases([{"coll": coll, "params": [], "tune": []}], 4, 4, True, counts, mode="blocking")
         assert (int(summary[2]), int(summary[1])) == (expect, total - expect), res[-3000:]
         assert len(fails) == expect
         assert all(f["ran"] == "han" and f["count"] == "7" and f["comm"] in ("3", "4")

@@ -332,7 +332,7 @@ def test_han_allgather_large_counts_smpi(smpi, han_catalogue, vnode):
     counts = [1031, 20001]
     out = smpi(24, "colltune-algotest", ["-a", "allgather/han", "-s", "0", "-r", "few", "-m", "blocking",
                                          "-d", "-c", ",".join(map(str, counts))], vnode)
-    algs = [{**a, "params": [{**p, "probe": []} for p in a["params"]]}
+    algs = [{**a, "tune": [], "params": [{**p, "probe": []} for p in a["params"]]}
             for a in han_catalogue if a["coll"] == "allgather"]
     check_run(out, expected_cases(algs, 24, 0, False, counts, "blocking"))
     assert "library fallback ran in 0 cases" in out

@@ -1,6 +1,7 @@
 /* The catalogue: a hand-listed table of the algorithms' static descriptors.
  * Adding an algorithm = adding its file and one line here; lookups, listing
  * and fallback are generic over the table. */
+#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 
@@ -50,4 +51,24 @@ const ct_algorithm *ct_find(ct_coll coll, const char *name)
     for (int i = 0; i < ct_count(); i++)
         if (table[i]->coll == coll && strcmp(table[i]->name, name) == 0) return table[i];
     return NULL;
+}
+
+int ct_params_parse(const ct_algorithm *a, const char *text, int *params)
+{
+    for (int i = 0; i < a->nparams; i++) params[i] = a->params[i].def;
+    for (const char *t = text; t && *t;) {
+        const char *eq = strchr(t, '='), *end = strchr(t, ',');
+        if (!end) end = t + strlen(t);
+        if (!eq || eq > end) return -1;
+        int i = 0;
+        while (i < a->nparams && !(strlen(a->params[i].name) == (size_t)(eq - t) &&
+                                   strncmp(a->params[i].name, t, (size_t)(eq - t)) == 0)) i++;
+        char *stop;
+        long v = strtol(eq + 1, &stop, 10);
+        if (i == a->nparams || stop != end || eq + 1 == end || v < a->params[i].min ||
+            v > a->params[i].max) return -1;
+        params[i] = (int)v;
+        t = *end ? end + 1 : end;
+    }
+    return 0;
 }

@@ -55,10 +55,11 @@ void ct_binomial_reduce(ct_sched *s, const ct_args *a);
 
 /* Recursive-halving helpers for non-powers of two (MPICH's scheme): the first
  * 2*rem ranks fold pairwise, so pof2 "new ranks" remain, each a contiguous
- * range of old ranks in order. */
-void ct_fold_in(ct_sched *s, void *buf, void *tmp, const ct_args *a, int *newrank);
+ * range of old ranks in order. keep: which rank of a pair works on, 1 the
+ * odd one (order-keeping), 0 the even one (commutative ops only). */
+void ct_fold_in(ct_sched *s, void *buf, void *tmp, const ct_args *a, int keep, int *newrank);
 void ct_fold_out(ct_sched *s, void *buf, const ct_args *a);
-int ct_newrank_to_rank(int newrank, int rem);
+int ct_newrank_to_rank(int newrank, int rem, int keep);
 
 /* Block b of count elements split into n nearly equal blocks. */
 static inline int ct_block_start(int count, int n, int b)
@@ -66,9 +67,13 @@ static inline int ct_block_start(int count, int n, int b)
     return b * (count / n) + (b < count % n ? b : count % n);
 }
 
-/* Recursive-halving reduce-scatter among pof2 new ranks: afterwards new rank
- * r holds block r (of pof2 blocks) of the reduction in buf. Commutative op. */
-void ct_rs_halving(ct_sched *s, void *buf, void *tmp, const ct_args *a, int newrank, int pof2);
+/* Recursive-halving reduce-scatter among pof2 new ranks, nearest partner
+ * first (halving.c). Step k keeps the block range [lo[k], lo[k] + pof2/2^(k+1));
+ * afterwards new rank r holds block bitreverse(r) of the reduction in buf.
+ * Returns the number of steps (log2 pof2); lo needs that many entries.
+ * Commutative op. */
+int ct_rs_nearest(ct_sched *s, void *buf, void *tmp, const ct_args *a, int newrank, int pof2,
+                  int keep, int *lo);
 
 /* Scatter + allgather building blocks (scatter.c), on the message as bytes
  * cut into size pieces of chunk bytes in virtual-rank order (root = 0). */

@@ -276,6 +276,7 @@ static void list_catalogue(void)
             for (int q = 0; q < p->nprobe; q++) printf(q ? ",%d" : "%d", p->probe[q]);
             printf(" : %s\n", p->help);
         }
+        for (int t = 0; t < CT_MAX_TUNE && a->tune[t]; t++) printf("    tune %s\n", a->tune[t]);
     }
 }
 
@@ -500,6 +501,15 @@ int main(int argc, char **argv)
             for (int j = 0; j < alg->nparams; j++)
                 params[j] = base[j] = base_value(alg->params[j].name, alg->params[j].def);
             run_block(alg, params, comm, k, cases, bad, sbuf, rbuf);
+            for (int t = 0; t < CT_MAX_TUNE && alg->tune[t] && probes; t++) {
+                int tuned[CT_MAX_PARAMS];
+                if (ct_params_parse(alg, alg->tune[t], tuned) != 0) {
+                    if (wrank == 0) printf("FAIL %s: bad tune preset '%s'\n", full, alg->tune[t]);
+                    failed++;
+                    continue;
+                }
+                run_block(alg, tuned, comm, k, cases, bad, sbuf, rbuf);
+            }
             for (int j = 0; j < alg->nparams && probes; j++)
                 for (int q = 0; q < alg->params[j].nprobe; q++) {
                     params[j] = alg->params[j].probe[q];

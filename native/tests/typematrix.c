@@ -355,6 +355,10 @@ int main(int argc, char **argv)
         int params[CT_MAX_PARAMS] = {0};
         for (int j = 0; j < alg->nparams; j++) params[j] = alg->params[j].def;
         add_config(alg, params);
+        for (int t = 0; t < CT_MAX_TUNE && alg->tune[t] && probes; t++) {
+            int tuned[CT_MAX_PARAMS];
+            if (ct_params_parse(alg, alg->tune[t], tuned) == 0) add_config(alg, tuned);
+        }
         for (int j = 0; j < alg->nparams && probes; j++)
             for (int q = 0; q < alg->params[j].nprobe && nconfigs < 512; q++) {
                 params[j] = alg->params[j].probe[q];

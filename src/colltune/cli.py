@@ -29,6 +29,10 @@ def add_globals(p: argparse.ArgumentParser) -> None:
     g.add_argument("--default-selector", dest="default_selector",
                    help="--provider both: the library's default decision the job runs with "
                         "(SMPI: ompi or mpich; default: the provider's first baseline)")
+    g.add_argument("--tune-presets", dest="tune_presets", choices=[True, False],
+                   type=lambda v: {"yes": True, "no": False}.get(v, v), metavar="{yes,no}",
+                   help="colltune's algorithms also with their catalogue's tuning presets "
+                        "(e.g. ring[segsize=8192]; default yes)")
     g.add_argument("--jobs", type=int, help="launches run concurrently")
     g.add_argument("--timeout", type=float, help="seconds before a launch counts as hung")
     g.add_argument("--warmup", type=int)

@@ -84,6 +84,8 @@ def cmd_info(args, cli) -> int:
             if c in colls:
                 print(f"  {c:<21} {len(colls[c]['algorithms']):>3} algorithms: "
                       f"{', '.join(colls[c]['algorithms'])}")
+                if colls[c].get("presets"):
+                    print(f"  {'':<21} tuning presets: {', '.join(colls[c]['presets'])}")
                 print(f"  {'':<21} selectors: {', '.join(colls[c]['selectors'])}")
     return 0
 

@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     # the library's default decision a deployment runs with, one arm of `--provider both`
     # (docs/deploy.md); "" = the library provider's first baseline (ompi on SMPI, default)
     "default_selector": "",
+    # colltune's algorithms are also measured with their catalogue's tuning presets
+    # (`tune` in each descriptor, e.g. ring[segsize=8192]); False: defaults only
+    "tune_presets": True,
     # active learning (tuners/active.py, docs/active.md: the defaults are justified there)
     "active_threshold": 0.05,       # stop when the summed variance changes by less (relative)
     "active_patience": 2,           # ... for this many consecutive iterations
@@ -107,6 +110,12 @@ class Settings:
 def _coerce(key: str, raw: str, where: str) -> Any:
     """Environment values are strings: convert by the type of the default."""
     kind = type(DEFAULTS[key])
+    if kind is bool:
+        v = {"1": True, "yes": True, "true": True, "0": False, "no": False, "false": False}.get(
+            raw.strip().lower())
+        if v is None:
+            raise ConfigError(f"{where}: {key} must be yes or no (true/false, 1/0), got {raw!r}")
+        return v
     try:
         if kind is int:
             return int(raw)

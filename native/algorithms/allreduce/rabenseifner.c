@@ -14,12 +14,8 @@
  * 512..32 KiB per flow, 1082 us against 729 us for SimGrid's rab_rdb at 1 MiB
  * (benchmarks/rabenseifner_dragonfly.py).
  *
- * Block bookkeeping: the vector is cut into pof2 blocks (ct_block_start); a
- * rank's range of blocks halves at every reduce-scatter step: it keeps the
- * lower half when bit `mask` of its new rank is 0, the upper half otherwise,
- * so new rank r ends with the block whose index is r with its bits reversed.
- * lo[k] records the first block of the range after step k, which the allgather
- * walks back. */
+ * Block bookkeeping: ct_rs_nearest records in lo[k] the first block of the
+ * range a rank keeps after step k; the allgather walks it back. */
 #include "../internal.h"
 
 static const char *supports(const ct_args *a)
@@ -38,28 +34,14 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
     if (a->count == 0 || size == 1) return MPI_SUCCESS;
     char *buf = a->recvbuf, *tmp = ct_sched_alloc(s, (size_t)bytes);
     int pof2 = ct_pof2_floor(size), rem = size - pof2;
-    ct_fold_in(s, buf, tmp, a, &nr);
+    ct_fold_in(s, buf, tmp, a, 1, &nr);
     if (nr >= 0) {
-        int lo[32], k = 0, cur = 0, len = pof2;   /* range [cur, cur+len) in blocks */
-        /* reduce-scatter: nearest partner first, half the range each step */
-        for (int mask = 1; mask < pof2; mask <<= 1, k++) {
-            int half = len / 2, peer = ct_newrank_to_rank(nr ^ mask, rem);
-            int keep = (nr & mask) ? cur + half : cur, give = (nr & mask) ? cur : cur + half;
-            int k0 = ct_block_start(a->count, pof2, keep), k1 = ct_block_start(a->count, pof2, keep + half);
-            int g0 = ct_block_start(a->count, pof2, give), g1 = ct_block_start(a->count, pof2, give + half);
-            ct_sched_round(s);
-            ct_sched_send(s, ct_at(buf, ext, g0), g1 - g0, a->dtype, peer);
-            ct_sched_recv(s, ct_at(tmp, ext, k0), k1 - k0, a->dtype, peer);
-            ct_sched_round(s);
-            ct_sched_reduce(s, ct_at(tmp, ext, k0), ct_at(buf, ext, k0), k1 - k0, a->dtype, a->op);
-            lo[k] = cur = keep;
-            len = half;
-        }
+        int lo[32], k = ct_rs_nearest(s, buf, tmp, a, nr, pof2, 1, lo), len = 1;
         /* allgather: the same steps backwards; before step k this rank holds
          * [lo[k], lo[k]+len), the partner the other half of the step's range */
         for (int mask = pof2 / 2; mask >= 1; mask >>= 1) {
             k--;
-            int peer = ct_newrank_to_rank(nr ^ mask, rem);
+            int peer = ct_newrank_to_rank(nr ^ mask, rem, 1);
             int mine = lo[k], theirs = (nr & mask) ? mine - len : mine + len;
             int m0 = ct_block_start(a->count, pof2, mine), m1 = ct_block_start(a->count, pof2, mine + len);
             int t0 = ct_block_start(a->count, pof2, theirs), t1 = ct_block_start(a->count, pof2, theirs + len);

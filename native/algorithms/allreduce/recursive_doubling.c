@@ -15,9 +15,9 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
     if (a->count == 0 || size == 1) return MPI_SUCCESS;
     char *buf = a->recvbuf, *tmp = ct_sched_alloc(s, (size_t)bytes);
     int pof2 = ct_pof2_floor(size), rem = size - pof2;
-    ct_fold_in(s, buf, tmp, a, &nr);
+    ct_fold_in(s, buf, tmp, a, 1, &nr);
     for (int mask = 1; nr >= 0 && mask < pof2; mask <<= 1) {
-        int pnr = nr ^ mask, peer = ct_newrank_to_rank(pnr, rem);
+        int pnr = nr ^ mask, peer = ct_newrank_to_rank(pnr, rem, 1);
         ct_sched_round(s);
         ct_sched_send(s, buf, a->count, a->dtype, peer);
         ct_sched_recv(s, tmp, a->count, a->dtype, peer);

@@ -10,9 +10,9 @@ static const char *supports(const ct_args *a)
 }
 
 /* Reduce-scatter: in round j of a step, send segment j of the outgoing
- * block, receive segment j of the incoming one and fold segment j-1 (the
- * last fold of a step runs at the start of the next step, before its sends
- * read that block). Then a ring allgather of the blocks. */
+ * block, receive segment j of the incoming one and fold segment j-1 while
+ * they move (the last fold of a step runs in the first round of the next
+ * step). Then a ring allgather of the blocks. */
 static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     int size, rank;
@@ -31,14 +31,20 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
         int s0 = ct_block_start(a->count, size, sb), sn = ct_block_start(a->count, size, sb + 1) - s0;
         int r0 = ct_block_start(a->count, size, rb), rn = ct_block_start(a->count, size, rb + 1) - r0;
         for (int o = 0; o < sn || o < rn; o += seg) {
-            if (fold_in) ct_sched_reduce(s, fold_in, fold_out, fold_n, a->dtype, a->op);
+            char *out = ct_at(buf, ext, s0 + o), *in = tmp + o * ext;
+            /* the fold runs after this round's messages are posted, so it
+             * overlaps them, unless it touches their buffers (one segment
+             * per block: the block it folds is the one sent next) */
+            int first = fold_in && ((o < sn && fold_out == out) || (o < rn && fold_in == in));
+            if (first) ct_sched_reduce(s, fold_in, fold_out, fold_n, a->dtype, a->op);
+            if (o < sn) ct_sched_send(s, out, sn - o < seg ? sn - o : seg, a->dtype, right);
+            if (o < rn) ct_sched_recv(s, in, rn - o < seg ? rn - o : seg, a->dtype, left);
+            if (fold_in && !first) ct_sched_reduce(s, fold_in, fold_out, fold_n, a->dtype, a->op);
             fold_in = NULL;
-            if (o < sn) ct_sched_send(s, ct_at(buf, ext, s0 + o), sn - o < seg ? sn - o : seg, a->dtype, right);
             if (o < rn) {
                 fold_n = rn - o < seg ? rn - o : seg;
-                fold_in = tmp + o * ext;
+                fold_in = in;
                 fold_out = ct_at(buf, ext, r0 + o);
-                ct_sched_recv(s, fold_in, fold_n, a->dtype, left);
             }
             ct_sched_round(s);
         }
@@ -62,5 +68,6 @@ const ct_algorithm ct_allreduce_ring = {
         {.name = "segsize", .unit = "bytes", .help = "segment size inside a block, 0 = whole block",
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
     },
+    .tune = {"segsize=8192"},
     .supports = supports, .schedule = schedule,
 };

@@ -21,5 +21,6 @@ const ct_algorithm ct_bcast_pipeline = {
         {.name = "fanout", .unit = "", .help = "number of chains leaving the root",
          .def = 1, .min = 1, .max = 64, .nprobe = 1, .probe = {4}},
     },
+    .tune = {"segsize=65536"},
     .supports = supports, .schedule = schedule,
 };

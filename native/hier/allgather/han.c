@@ -295,5 +295,6 @@ const ct_algorithm ct_allgather_han = {
         {.name = "ss", .unit = "bytes", .help = "piece size of one intra-node bcast (smod 1), 0 = whole",
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {100}},
     },
+    .tune = {"smod=0"},
     .supports = supports, .run = run,
 };

@@ -47,5 +47,7 @@ const ct_algorithm ct_allreduce_han = {
         {.name = "iadepth", .unit = "", .help = "imod 2: leaders' allreduces in flight: 1 (one per task) or 2 (each one spans two tasks)",
          .def = 1, .min = 1, .max = 2, .nprobe = 0},
     },
+    .tune = {"imod=2", "imod=2,fs=262144,ss=0,sralg=5,iadepth=2",
+             "imod=2,iaalg=3,fs=262144,ss=0,sralg=5,iadepth=2"},
     .supports = supports, .run = run,
 };

@@ -32,6 +32,7 @@ typedef struct {
 
 #define CT_MAX_PARAMS 12
 #define CT_MAX_PROBES 3
+#define CT_MAX_TUNE 4
 
 /* One tunable parameter: default, allowed range [min, max], and a few values
  * the correctness tests try besides the default (probe). */
@@ -51,6 +52,10 @@ typedef struct ct_algorithm {
     const char *description;
     int nparams;
     ct_param params[CT_MAX_PARAMS];
+    /* Parameter settings ("k=v,k=v", the others at their defaults) the tuners
+     * measure besides the defaults, each a candidate of its own (listed as
+     * e.g. ring[segsize=8192]); the correctness tests run them too. */
+    const char *tune[CT_MAX_TUNE];
     /* NULL when the algorithm can run these arguments, else why it declines.
      * Depends only on values that agree on all ranks (count, type, op, comm
      * size, root), so every rank takes the same decision. */
@@ -71,6 +76,9 @@ int ct_coll_from_name(const char *name);          /* -1 when unknown */
 int ct_count(void);                               /* number of algorithms */
 const ct_algorithm *ct_get(int i);                /* 0 <= i < ct_count() */
 const ct_algorithm *ct_find(ct_coll coll, const char *name);
+/* params = the defaults of a, then the "k=v,k=v" settings of text; -1 for an
+ * unknown parameter, a value out of range or bad syntax. */
+int ct_params_parse(const ct_algorithm *a, const char *text, int *params);
 
 /* Run algorithm `name` of `coll` with `params` (NULL: defaults). If it declines,
  * run the library's PMPI_ collective instead. *ran (if not NULL) is set to the

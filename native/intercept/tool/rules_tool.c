@@ -29,6 +29,8 @@ static void list(void)
             printf("%s{\"name\":\"%s\",\"unit\":\"%s\",\"default\":%d,\"min\":%d,\"max\":%d}",
                    j ? "," : "", p->name, p->unit ? p->unit : "", p->def, p->min, p->max);
         }
+        printf("],\"tune\":[");
+        for (int t = 0; t < CT_MAX_TUNE && a->tune[t]; t++) printf(t ? ",\"%s\"" : "\"%s\"", a->tune[t]);
         printf("]}");
     }
     printf("\n]}\n");

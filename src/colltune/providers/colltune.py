@@ -143,11 +143,14 @@ class ColltuneProvider(Provider):
         cache = backend.settings.cache_dir
         self._algs: dict[str, list[Algorithm]] = {}
         self._params: dict[tuple[str, str], dict] = {}
+        presets = backend.settings.values.get("tune_presets", True)
         for a in catalogue(impl, cache)["algorithms"]:
+            self._params[(a["collective"], a["name"])] = {p["name"]: p for p in a["params"]}
             self._algs.setdefault(a["collective"], []).append(
                 Algorithm(self.name, a["collective"], a["name"], ALGORITHM,
                           description=a.get("description", "")))
-            self._params[(a["collective"], a["name"])] = {p["name"]: p for p in a["params"]}
+            for preset in (a.get("tune") or []) if presets else []:
+                self._algs[a["collective"]].append(self.lookup(a["collective"], f"{a['name']}[{preset}]"))
         if is_smpi(impl):
             self._inject = LaunchMods(program=str(native.build(impl, "bench-interposed", cache)))
         else:
@@ -207,6 +210,8 @@ def info_listing(backend) -> dict:
     library = backend.provider()
     for a in catalogue(backend.impl, backend.settings.cache_dir)["algorithms"]:
         coll = out.setdefault(a["collective"], {
-            "algorithms": [], "selectors": [s.name for s in library.selectors(a["collective"])]})
+            "algorithms": [], "presets": [],
+            "selectors": [s.name for s in library.selectors(a["collective"])]})
         coll["algorithms"].append(a["name"])
+        coll["presets"] += [f"{a['name']}[{t}]" for t in a.get("tune") or []]
     return out
