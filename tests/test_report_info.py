@@ -40,6 +40,18 @@ def test_info_lists_backends_mpis_and_algorithms(sim_backend):
     assert "binomial_tree" in text and "Algorithm provider smpi" in text
 
 
+def test_tuning_presets_are_candidates_unless_turned_off(sim_backend):
+    """The catalogue's tune[] settings are listed and measured as candidates of their
+    own (docs/deploy.md); --tune-presets no leaves the defaults only."""
+    from colltune.session import Session
+    info = json.loads(run_cli("info", "--json").stdout)
+    assert "ring[segsize=8192]" in info["providers"]["colltune"]["allreduce"]["presets"]
+    labels = [a.label for a in Session({"provider": "both"}).backend().provider().algorithms("allreduce")]
+    assert "ring" in labels and "ring[segsize=8192]" in labels and "han[imod=2]" in labels
+    off = Session({"provider": "both", "tune_presets": False}).backend().provider().algorithms("allreduce")
+    assert "ring" in [a.label for a in off] and not [a for a in off if a.params]
+
+
 def test_report_renders_in_chromium(workdir):
     run_cli("tune", "--collectives", "bcast,allreduce", "--layouts", "2x2,3x2", "--sizes",
             "8,1000,65536", "--algorithms", "binomial_tree,flattree,rdb,lr", "--campaign", "r", "-q")

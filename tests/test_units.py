@@ -38,6 +38,10 @@ def test_settings_errors_name_the_source(tmp_path):
         config.load({}, environ={"COLLTUNE_JOBS": "many"})
     with pytest.raises(ConfigError, match="jobs from command line"):
         config.load({"jobs": 0}, environ={})
+    with pytest.raises(ConfigError, match="COLLTUNE_TUNE_PRESETS.*yes or no"):
+        config.load({}, environ={"COLLTUNE_TUNE_PRESETS": "maybe"})
+    assert config.load({}, environ={"COLLTUNE_TUNE_PRESETS": "no"}).tune_presets is False
+    assert config.load({}, environ={}).tune_presets is True
     bad = tmp_path / "bad.toml"
     bad.write_text("jbos = 2\n")
     with pytest.raises(ConfigError, match=r"bad.toml: unknown setting\(s\) jbos"):
