@@ -12,7 +12,7 @@ import pytest
 from conftest import CACHE
 
 from colltune import mpi
-from colltune.decision import DecisionTable, Entry, Rule
+from colltune.decision import DecisionTable, Entry, Rule, rules_from_points
 from colltune.errors import InputError
 from colltune.exporters import EXPORTERS
 from colltune.exporters.colltune_rules import (RulesError, catalogue_index, match, parse_rules,
@@ -216,3 +216,41 @@ def test_export_refuses_other_providers_unless_substituted(cat):
     out = exporter.export(table)
     rules = parse_rules(out.text, "x", cat)
     assert {r.algorithm for r in rules} == {"library"} and out.notes
+
+
+def _measured(times: dict) -> tuple:
+    return tuple((size, prov, alg, t) for (size, prov, alg), t in sorted(times.items()))
+
+
+def test_layouts_between_tuned_ones_get_the_robust_arm(cat):
+    """With every arm's times in the table (exhaustive), a tuned layout gets its own
+    winners, a layout between tuned ones the arm with the smallest worst slowdown over
+    the tuned layouts around it (decision.robust_rules), not the nearest's winner."""
+    lib, x, y = ("smpi", "ompi"), ("colltune", "bruck"), ("colltune", "han")
+    a = {8: {lib: 10, x: 20, y: 12}, 128: {lib: 50, x: 100, y: 30}}     # 16x12: lib, then han
+    b = {8: {lib: 10, x: 9, y: 30}, 128: {lib: 40, x: 35, y: 80}}       # 128x2: bruck
+    entries = []
+    for (n, p), t in (((16, 12), a), ((128, 2), b)):
+        best = {s: min(arms, key=arms.get) for s, arms in t.items()}
+        pts = [(s, alg, prv, {}, t[s][(prv, alg)]) for s, (prv, alg) in best.items()]
+        entries.append(Entry("allgather", n, p, rules_from_points(pts),
+                             _measured({(s, *arm): v for s, arms in t.items() for arm, v in arms.items()})))
+    prov = {"arms": {"library": "smpi", "library_default": "ompi"}}
+    table = DecisionTable("exhaustive", prov, tuple(entries))
+    table = DecisionTable.from_dict(json.loads(json.dumps(table.to_dict())))   # measured round-trips
+    exporter = EXPORTERS.get("colltune")()
+    exporter.catalogue = cat
+    rules = parse_rules(exporter.export(table).text, "x", cat)
+    pick = lambda n, p, s: match(rules, "allgather", n * p, n, p, s).algorithm  # noqa: E731
+    assert [pick(16, 12, 8), pick(16, 12, 128)] == ["library", "han"]
+    assert [pick(128, 2, 8), pick(128, 2, 128)] == ["bruck", "bruck"]
+    # 48x4 is nearer 128x2, whose bruck is 2x / 3.3x off at 16x12; the library loses
+    # at most 1.11x / 1.67x at either layout
+    assert [pick(48, 4, 8), pick(48, 4, 128)] == ["library", "library"]
+    # beyond the tuned range: the tuned layout(s) at its edge
+    assert pick(256, 2, 128) == "bruck" and pick(4, 12, 128) == "han"
+    # a table without every arm's times keeps the nearest layout's winners
+    bare = DecisionTable("exhaustive", prov, tuple(Entry(e.collective, e.nodes, e.ppn, e.rules)
+                                                   for e in entries))
+    rules = parse_rules(exporter.export(bare).text, "x", cat)
+    assert pick(48, 4, 8) == "bruck"

@@ -39,6 +39,9 @@ class Entry:
     nodes: int
     ppn: int
     rules: tuple[Rule, ...]
+    # every arm's time at the measured sizes, (size, provider, algorithm, seconds):
+    # what robust_rules needs for layouts the tuner did not measure (exhaustive)
+    measured: tuple = ()
 
     def rule_for(self, size: int) -> Rule:
         chosen = self.rules[0]
@@ -78,7 +81,9 @@ class DecisionTable:
             "size_unit": "bytes-per-rank", "provenance": self.provenance,
             "entries": [{"collective": e.collective, "nodes": e.nodes, "ppn": e.ppn,
                          "rules": [{**asdict(r), "measured_sizes": list(r.measured_sizes)}
-                                   for r in e.rules]} for e in self.entries],
+                                   for r in e.rules],
+                         **({"measured": [list(m) for m in e.measured]} if e.measured else {})}
+                        for e in self.entries],
         }
 
     def save(self, path: str) -> str:
@@ -105,7 +110,8 @@ class DecisionTable:
             rules = tuple(Rule(r["min_size"], r["algorithm"], r["provider"], r.get("params", {}),
                                r.get("expected_s"), tuple(r.get("measured_sizes", ())))
                           for r in e["rules"])
-            entries.append(Entry(e["collective"], e["nodes"], e["ppn"], rules))
+            entries.append(Entry(e["collective"], e["nodes"], e["ppn"], rules,
+                                 tuple(tuple(m) for m in e.get("measured", ()))))
         return cls(data["tuner"], data["provenance"], tuple(entries), data.get("created", ""),
                    data.get("colltune_version", "?"))
 
@@ -138,3 +144,33 @@ def rules_from_points(points: list[tuple[int, str, str, dict, float | None]]) ->
             rules.append(Rule(start, alg, prov, params, t, (size,)))
         prev_size = size
     return tuple(rules)
+
+
+def robust_rules(entries: list[Entry]) -> tuple[Rule, ...]:
+    """Rules for a layout none of `entries` is (the tuned layouts around it): at each
+    size measured on all of them, the arm whose worst slowdown against the best of
+    each layout is smallest (minimax regret; ties: the smaller summed slowdown, then
+    the name). Measurements say nothing about a layout in between, so the choice
+    that loses least wherever the tuner looked is the safe one; the nearest layout's
+    winner lost 2.6x to the library at a held-out layout (docs/deploy.md)."""
+    times: dict[int, list[dict]] = {}
+    for e in entries:
+        by_size: dict[int, dict] = {}
+        for size, prov, alg, sec in e.measured:
+            arm = by_size.setdefault(int(size), {})
+            arm[(prov, alg)] = min(sec, arm.get((prov, alg), math.inf))
+        for size, arms in by_size.items():
+            times.setdefault(size, []).append(arms)
+    points = []
+    for size, per_layout in sorted(times.items()):
+        if len(per_layout) < len(entries):
+            continue                                    # not measured on every layout
+        common = set.intersection(*(set(t) for t in per_layout))
+        if not common:
+            continue
+        def cost(arm):
+            slow = [t[arm] / min(t.values()) for t in per_layout]
+            return (max(slow), sum(slow), arm)
+        prov, alg = min(common, key=cost)
+        points.append((size, alg, prov, {}, None))
+    return rules_from_points(points) if points else ()

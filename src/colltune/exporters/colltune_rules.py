@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..decision import DecisionTable, Entry, Rule
+from ..decision import DecisionTable, Entry, Rule, robust_rules
 from ..errors import InputError
 from ..inputs import read_text
 from . import EXPORTERS
@@ -276,20 +276,53 @@ class ColltuneRulesExporter(Exporter):
             layouts = sorted({(e.nodes, e.ppn) for e in entries})
             out.append(f"# {coll}: tuned layouts (nodes x ppn) "
                        + ", ".join(f"{n}x{p}" for n, p in layouts))
-            for n, nlo, nhi in _cells([e.nodes for e in entries]):
-                for p, plo, phi in _cells([e.ppn for e in entries]):
-                    entry = _entry_at(table, entries, n, p)
-                    for i, rule in enumerate(entry.rules):
-                        hi = entry.rules[i + 1].min_size - 1 if i + 1 < len(entry.rules) else None
-                        out.append(f"{coll} nodes={_fmt_range(nlo, nhi)} ppn={_fmt_range(plo, phi)} "
-                                   f"bytes={_fmt_range(rule.min_size, hi, 0)} -> "
-                                   f"{self._choice(entry, rule, notes, table)}")
+            for nodes, ppn, entry, rules in _regions(table, entries):
+                for i, rule in enumerate(rules):
+                    hi = rules[i + 1].min_size - 1 if i + 1 < len(rules) else None
+                    out.append(f"{coll} nodes={_fmt_range(*nodes)} ppn={_fmt_range(*ppn)} "
+                               f"bytes={_fmt_range(rule.min_size, hi, 0)} -> "
+                               f"{self._choice(entry, rule, notes, table)}")
         text = "\n".join(out) + "\n"
         parse_rules(text, f"<{self.name} export>", self.catalogue)   # never write what we cannot read
         return Exported(text, ".rules", env={"COLLTUNE_RULES": "{path}"},
                         notes=tuple(notes) + (
                             "run under the interposer: `colltune run --rules FILE -- ./app`, or "
                             "LD_PRELOAD libcolltune.so built for your MPI (docs/interposer.md)",))
+
+
+def _gaps(values: list[int]) -> list[tuple[int, int | None, tuple[int, ...]]]:
+    """(lo, hi, tuned values around it): each tuned value alone, the integers strictly
+    between two tuned values (around: both), below the first and above the last."""
+    values = sorted(set(values))
+    out: list[tuple[int, int | None, tuple[int, ...]]] = []
+    if values[0] > 1:
+        out.append((1, values[0] - 1, (values[0],)))
+    for a, b in zip(values, values[1:]):
+        out.append((a, a, (a,)))
+        if b > a + 1:
+            out.append((a + 1, b - 1, (a, b)))
+    out.append((values[-1], None, (values[-1],)))
+    return out
+
+
+def _regions(table: DecisionTable, entries: list[Entry]):
+    """((nodes lo, hi), (ppn lo, hi), entry, rules) covering every layout. With every
+    arm's times in the table (exhaustive tuner): a tuned layout gets its own rules; a
+    layout between tuned ones the robust rules over the tuned layouts around it (all
+    of them if none of those combinations was tuned). Without: the nearest tuned
+    layout's rules (log scale), as DecisionTable.lookup."""
+    if len(entries) == 1 or not all(e.measured for e in entries):
+        for n, nlo, nhi in _cells([e.nodes for e in entries]):
+            for p, plo, phi in _cells([e.ppn for e in entries]):
+                entry = _entry_at(table, entries, n, p)
+                yield (nlo, nhi), (plo, phi), entry, entry.rules
+        return
+    tuned = {(e.nodes, e.ppn): e for e in entries}
+    for nlo, nhi, ns in _gaps([e.nodes for e in entries]):
+        for plo, phi, ps in _gaps([e.ppn for e in entries]):
+            around = [tuned[(n, p)] for n in ns for p in ps if (n, p) in tuned] or list(entries)
+            rules = around[0].rules if len(around) == 1 else robust_rules(around)
+            yield (nlo, nhi), (plo, phi), around[0], rules or _entry_at(table, entries, nlo, plo).rules
 
 
 def _entry_at(table: DecisionTable, entries: list[Entry], nodes: int, ppn: int) -> Entry:

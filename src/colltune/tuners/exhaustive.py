@@ -50,14 +50,21 @@ class ExhaustiveTuner(Tuner):
             # and two providers may have algorithms of the same name
             arms = {(a.provider, a.label) for a in self.arms(coll)}
             pts = results.filter(collective=coll, scenario="plain").arms(arms)
-            entries += self._entries(pts.best(selectors=True))
+            entries += self._entries(pts.best(selectors=True), pts.ok().points)
         return DecisionTable(self.name, provenance, tuple(entries))
 
     @staticmethod
-    def _entries(best) -> list[Entry]:
+    def _entries(best, ok=None) -> list[Entry]:
+        """One entry per layout; with ok (every arm's successful points) each entry
+        also keeps all arms' times, for layouts between the tuned ones (robust_rules)."""
         entries = []
         for (coll, nodes, ppn), g in best.groupby(["collective", "nodes", "ppn"]):
             pts = [(int(r.msg_size), r.algorithm, r.provider, {}, float(r.ttc_median_s))
                    for r in g.itertuples()]
-            entries.append(Entry(coll, int(nodes), int(ppn), rules_from_points(pts)))
+            measured = ()
+            if ok is not None:
+                mine = ok[(ok["collective"] == coll) & (ok["nodes"] == nodes) & (ok["ppn"] == ppn)]
+                measured = tuple(sorted((int(r.msg_size), r.provider, r.algorithm, float(r.ttc_median_s))
+                                        for r in mine.itertuples()))
+            entries.append(Entry(coll, int(nodes), int(ppn), rules_from_points(pts), measured))
         return entries
