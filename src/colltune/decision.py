@@ -146,13 +146,14 @@ def rules_from_points(points: list[tuple[int, str, str, dict, float | None]]) ->
     return tuple(rules)
 
 
-def robust_rules(entries: list[Entry]) -> tuple[Rule, ...]:
+def robust_rules(entries: list[Entry], allowed=None) -> tuple[Rule, ...]:
     """Rules for a layout none of `entries` is (the tuned layouts around it): at each
     size measured on all of them, the arm whose worst slowdown against the best of
     each layout is smallest (minimax regret; ties: the smaller summed slowdown, then
     the name). Measurements say nothing about a layout in between, so the choice
     that loses least wherever the tuner looked is the safe one; the nearest layout's
-    winner lost 2.6x to the library at a held-out layout (docs/deploy.md)."""
+    winner lost 2.6x to the library at a held-out layout (docs/deploy.md). allowed:
+    (provider, algorithm) -> bool, the arms that may be chosen (default: all)."""
     times: dict[int, list[dict]] = {}
     for e in entries:
         by_size: dict[int, dict] = {}
@@ -165,7 +166,8 @@ def robust_rules(entries: list[Entry]) -> tuple[Rule, ...]:
     for size, per_layout in sorted(times.items()):
         if len(per_layout) < len(entries):
             continue                                    # not measured on every layout
-        common = set.intersection(*(set(t) for t in per_layout))
+        common = {a for a in set.intersection(*(set(t) for t in per_layout))
+                  if allowed is None or allowed(*a)}
         if not common:
             continue
         def cost(arm):

@@ -317,11 +317,16 @@ def _regions(table: DecisionTable, entries: list[Entry]):
                 entry = _entry_at(table, entries, n, p)
                 yield (nlo, nhi), (plo, phi), entry, entry.rules
         return
+    from ..deploy import LIBRARY, kind_of
+    # colltune's algorithms and the library's default decision: a library algorithm
+    # would need its own rules file to say the same for this layout, which is keyed
+    # by communicator size only
+    allowed = lambda prov, alg: kind_of(table, Rule(0, alg, prov)) != LIBRARY  # noqa: E731
     tuned = {(e.nodes, e.ppn): e for e in entries}
     for nlo, nhi, ns in _gaps([e.nodes for e in entries]):
         for plo, phi, ps in _gaps([e.ppn for e in entries]):
             around = [tuned[(n, p)] for n in ns for p in ps if (n, p) in tuned] or list(entries)
-            rules = around[0].rules if len(around) == 1 else robust_rules(around)
+            rules = around[0].rules if len(around) == 1 else robust_rules(around, allowed)
             yield (nlo, nhi), (plo, phi), around[0], rules or _entry_at(table, entries, nlo, plo).rules
 
 
