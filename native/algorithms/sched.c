@@ -24,7 +24,7 @@ struct ct_sched {
     op_t *ops;
     int nops, capops;
     int *rstart, nrounds, caprounds;   /* round r = ops[rstart[r] .. rstart[r+1]) */
-    void **mem;
+    struct { void *p; int shared; } *mem;
     int nmem, capmem;
     MPI_Request *req;           /* requests of the current round */
     int nreq, capreq, pending;
@@ -167,13 +167,29 @@ void ct_sched_round(ct_sched *s)
     s->rstart[s->nrounds++] = s->nops;
 }
 
+/* SMPI timing runs: temporaries from SMPI_SHARED_MALLOC (one copy for all
+ * simulated ranks, contents garbage) so that large calls on hundreds of
+ * ranks fit in memory (256 ranks x 2 x 64 MiB of a reduce's temporaries were
+ * killed for memory); the bench turns it on around timed calls on shared
+ * buffers only, never while it checks results. Privatized: per rank. */
+static int shared_scratch;
+void ct_sched_shared_scratch(int on) { shared_scratch = on; }
+
 void *ct_sched_alloc(ct_sched *s, size_t bytes)
 {
     void *p = NULL;
-    if (!s->err && grow((void **)&s->mem, &s->capmem, s->nmem + 1, sizeof(void *)))
+    int shared = 0;
+    if (!s->err && grow((void **)&s->mem, &s->capmem, s->nmem + 1, sizeof s->mem[0])) {
+#ifdef COLLTUNE_SMPI
+        shared = shared_scratch;
+        p = shared ? SMPI_SHARED_MALLOC(bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
+#else
         p = malloc(bytes ? bytes : 1);
+#endif
+    }
     if (!p) { s->err = MPI_ERR_NO_MEM; return NULL; }
-    return s->mem[s->nmem++] = p;
+    s->mem[s->nmem].shared = shared;
+    return s->mem[s->nmem++].p = p;
 }
 
 /* ---- running ---- */
@@ -453,7 +469,12 @@ void ct_sched_free(ct_sched **sp)
     if (s->active) ct_sched_wait(s);
     for (int i = 0; i < s->nops; i++)
         if (s->ops[i].kind == OP_CHILD) ct_sched_free(&s->ops[i].child);
-    for (int i = 0; i < s->nmem; i++) free(s->mem[i]);
+    for (int i = 0; i < s->nmem; i++) {
+#ifdef COLLTUNE_SMPI
+        if (s->mem[i].shared) { SMPI_SHARED_FREE(s->mem[i].p); continue; }
+#endif
+        free(s->mem[i].p);
+    }
     free(s->mem); free(s->ops); free(s->rstart); free(s->req);
     free(s);
     *sp = NULL;

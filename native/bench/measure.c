@@ -190,12 +190,18 @@ static double mean(const double *x, int n)
     return n ? s / n : 0;
 }
 
+/* Linked with colltune's algorithms (colltune-bench-interposed): their scratch is
+ * shared too while timing on shared buffers (colltune/sched.h). Weak: the plain
+ * bench has no such function. */
+extern void ct_sched_shared_scratch(int on) __attribute__((weak));
+
 void point_time(const point_t *pt, record_t *rec)
 {
     const options_t *o = pt->o;
     int overlap = o->scenario == SCEN_OVERLAP, root = pt->rank == 0;
     coll_args_t a;
     setup_args(pt, &a, o->shared_buffers);
+    if (ct_sched_shared_scratch) ct_sched_shared_scratch(o->shared_buffers);
 
     series_t s;
     memset(&s, 0, sizeof s);
@@ -229,6 +235,7 @@ void point_time(const point_t *pt, record_t *rec)
     }
     xfree(a.sbuf, o->shared_buffers);
     xfree(a.rbuf, o->shared_buffers);
+    if (ct_sched_shared_scratch) ct_sched_shared_scratch(0);
     if (!root) return;
 
     int n = s.n[K_MAIN];

@@ -60,6 +60,9 @@ void ct_sched_round(ct_sched *s);
 /* Scratch memory that lives as long as the schedule (NULL when out of memory;
  * the error is kept). */
 void *ct_sched_alloc(ct_sched *s, size_t bytes);
+/* SMPI builds: later ct_sched_alloc scratch comes from SMPI_SHARED_MALLOC (on)
+ * or malloc (off, the default); for timing runs whose data do not matter. */
+void ct_sched_shared_scratch(int on);
 MPI_Comm ct_sched_comm(const ct_sched *s);   /* the caller's communicator */
 
 int ct_sched_start(ct_sched *s);             /* must not be active */
