@@ -223,9 +223,10 @@ def _measured(times: dict) -> tuple:
 
 
 def test_layouts_between_tuned_ones_get_the_robust_arm(cat):
-    """With every arm's times in the table (exhaustive), a tuned layout gets its own
-    winners, a layout between tuned ones the arm with the smallest worst slowdown over
-    the tuned layouts around it (decision.robust_rules), not the nearest's winner."""
+    """With every arm's times in the table (exhaustive), a tuned layout keeps its own
+    winners, a layout between tuned ones gets, among the arms no slower than the library
+    default around it, the one with the smallest worst slowdown (decision.robust_rules),
+    not the nearest layout's winner."""
     lib, x, y = ("smpi", "ompi"), ("colltune", "bruck"), ("colltune", "han")
     a = {8: {lib: 10, x: 20, y: 12}, 128: {lib: 50, x: 100, y: 30}}     # 16x12: lib, then han
     b = {8: {lib: 10, x: 9, y: 30}, 128: {lib: 40, x: 35, y: 80}}       # 128x2: bruck
@@ -243,9 +244,12 @@ def test_layouts_between_tuned_ones_get_the_robust_arm(cat):
     rules = parse_rules(exporter.export(table).text, "x", cat)
     pick = lambda n, p, s: match(rules, "allgather", n * p, n, p, s).algorithm  # noqa: E731
     assert [pick(16, 12, 8), pick(16, 12, 128)] == ["library", "han"]
+    # between measured sizes whose winners differ: han is slower than the library
+    # default at 8 B, so the default holds until han's measured size (no midpoint)
+    assert [pick(16, 12, 100), pick(16, 12, 127)] == ["library", "library"]
     assert [pick(128, 2, 8), pick(128, 2, 128)] == ["bruck", "bruck"]
-    # 48x4 is nearer 128x2, whose bruck is 2x / 3.3x off at 16x12; the library loses
-    # at most 1.11x / 1.67x at either layout
+    # 48x4 is nearer 128x2, whose bruck is 2x / 3.3x off at 16x12; every other arm is
+    # slower than the library default at one of the two layouts
     assert [pick(48, 4, 8), pick(48, 4, 128)] == ["library", "library"]
     # beyond the tuned range: the tuned layout(s) at its edge
     assert pick(256, 2, 128) == "bruck" and pick(4, 12, 128) == "han"
@@ -254,3 +258,14 @@ def test_layouts_between_tuned_ones_get_the_robust_arm(cat):
                                                    for e in entries))
     rules = parse_rules(exporter.export(bare).text, "x", cat)
     assert pick(48, 4, 8) == "bruck"
+
+
+def test_robust_rules_keep_a_colltune_arm_that_is_safe_everywhere():
+    from colltune.decision import robust_rules
+    lib, z, w = ("smpi", "ompi"), ("colltune", "ring"), ("colltune", "han")
+    one = Entry("allreduce", 16, 12, (), _measured({(8, *lib): 10, (8, *z): 9, (8, *w): 5}))
+    two = Entry("allreduce", 128, 2, (), _measured({(8, *lib): 10, (8, *z): 8, (8, *w): 20}))
+    # han wins at 16x12 but is 2x the default at 128x2; ring beats the default at both
+    assert [(r.provider, r.algorithm) for r in robust_rules([one, two], default=lib)] == [z]
+    # without a default to compare with: minimax regret alone (ring 1.8x, ompi 2x, han 2.5x)
+    assert [(r.provider, r.algorithm) for r in robust_rules([one, two])] == [z]

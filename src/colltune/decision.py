@@ -146,13 +146,18 @@ def rules_from_points(points: list[tuple[int, str, str, dict, float | None]]) ->
     return tuple(rules)
 
 
-def robust_rules(entries: list[Entry], allowed=None) -> tuple[Rule, ...]:
-    """Rules for a layout none of `entries` is (the tuned layouts around it): at each
-    size measured on all of them, the arm whose worst slowdown against the best of
-    each layout is smallest (minimax regret; ties: the smaller summed slowdown, then
-    the name). Measurements say nothing about a layout in between, so the choice
-    that loses least wherever the tuner looked is the safe one; the nearest layout's
-    winner lost 2.6x to the library at a held-out layout (docs/deploy.md). allowed:
+def robust_rules(entries: list[Entry], allowed=None, default=None) -> tuple[Rule, ...]:
+    """Rules that generalise safely from the measured points of `entries` (a tuned
+    layout, or the tuned layouts around one that was not). At a size measured on all
+    of them, and in the gap between two measured sizes whose choices differ: among
+    the arms no slower than the library's default decision `default` ((provider,
+    algorithm); at every layout and every size considered), the one whose worst
+    slowdown against the best is smallest (minimax regret; ties: the smaller summed
+    slowdown, then the name); the default itself always qualifies. A deployment
+    promises never to be slower than the default, and nothing was measured in
+    between: the nearest layout's winner lost 2.6x to the default at a held-out
+    layout, minimax regret alone 1.1x (docs/rules.md). At a tuned layout the
+    measured sizes keep their winner; only the gaps are affected. allowed:
     (provider, algorithm) -> bool, the arms that may be chosen (default: all)."""
     times: dict[int, list[dict]] = {}
     for e in entries:
@@ -162,17 +167,36 @@ def robust_rules(entries: list[Entry], allowed=None) -> tuple[Rule, ...]:
             arm[(prov, alg)] = min(sec, arm.get((prov, alg), math.inf))
         for size, arms in by_size.items():
             times.setdefault(size, []).append(arms)
-    points = []
-    for size, per_layout in sorted(times.items()):
-        if len(per_layout) < len(entries):
-            continue                                    # not measured on every layout
-        common = {a for a in set.intersection(*(set(t) for t in per_layout))
-                  if allowed is None or allowed(*a)}
-        if not common:
-            continue
+    times = {s: t for s, t in times.items() if len(t) == len(entries)}
+
+    def choose(sets: list[dict]):
+        common = {a for a in set.intersection(*(set(t) for t in sets))
+                  if allowed is None or allowed(*a) or a == default}
+        if default in common:
+            common = {a for a in common if all(t[a] <= t[default] for t in sets)}
+
         def cost(arm):
-            slow = [t[arm] / min(t.values()) for t in per_layout]
+            slow = [t[arm] / min(t.values()) for t in sets]
             return (max(slow), sum(slow), arm)
-        prov, alg = min(common, key=cost)
-        points.append((size, alg, prov, {}, None))
-    return rules_from_points(points) if points else ()
+        return min(common, key=cost) if common else None
+
+    sizes = [s for s in sorted(times) if choose(times[s])]
+    picks: list[tuple[int, tuple]] = []                  # (min_size, arm), merged below
+    for i, size in enumerate(sizes):
+        arm = choose(times[size])
+        if not picks:
+            picks.append((0, arm))
+        elif arm != picks[-1][1]:
+            prev = sizes[i - 1]
+            gap = choose(times[prev] + times[size]) or arm
+            if gap != picks[-1][1] and size > prev + 1:
+                picks.append((prev + 1, gap))
+            if arm != gap or size == prev + 1:
+                picks.append((size if arm != gap else prev + 1, arm))
+    rules: list[Rule] = []
+    for lo, (prov, alg) in picks:
+        if rules and (rules[-1].provider, rules[-1].algorithm) == (prov, alg):
+            continue
+        rules.append(Rule(lo, alg, prov, {}, None,
+                          tuple(s for s in sizes if s >= lo and choose(times[s]) == (prov, alg))))
+    return tuple(rules)

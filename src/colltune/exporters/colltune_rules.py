@@ -307,10 +307,11 @@ def _gaps(values: list[int]) -> list[tuple[int, int | None, tuple[int, ...]]]:
 
 def _regions(table: DecisionTable, entries: list[Entry]):
     """((nodes lo, hi), (ppn lo, hi), entry, rules) covering every layout. With every
-    arm's times in the table (exhaustive tuner): a tuned layout gets its own rules; a
-    layout between tuned ones the robust rules over the tuned layouts around it (all
-    of them if none of those combinations was tuned). Without: the nearest tuned
-    layout's rules (log scale), as DecisionTable.lookup."""
+    arm's times in the table (exhaustive tuner), decision.robust_rules: a tuned layout
+    keeps its winners at the measured sizes, a layout between tuned ones gets the safe
+    choice over the tuned layouts around it (all of them if none of those
+    combinations was tuned). Without: the nearest tuned layout's rules (log scale),
+    as DecisionTable.lookup."""
     if len(entries) == 1 or not all(e.measured for e in entries):
         for n, nlo, nhi in _cells([e.nodes for e in entries]):
             for p, plo, phi in _cells([e.ppn for e in entries]):
@@ -322,11 +323,14 @@ def _regions(table: DecisionTable, entries: list[Entry]):
     # would need its own rules file to say the same for this layout, which is keyed
     # by communicator size only
     allowed = lambda prov, alg: kind_of(table, Rule(0, alg, prov)) != LIBRARY  # noqa: E731
+    arms = table.provenance.get("arms") or {}
+    default = (arms["library"], arms["library_default"]) if arms.get("library_default") else None
     tuned = {(e.nodes, e.ppn): e for e in entries}
     for nlo, nhi, ns in _gaps([e.nodes for e in entries]):
         for plo, phi, ps in _gaps([e.ppn for e in entries]):
             around = [tuned[(n, p)] for n in ns for p in ps if (n, p) in tuned] or list(entries)
-            rules = around[0].rules if len(around) == 1 else robust_rules(around, allowed)
+            exact = len(around) == 1 and nlo == nhi == around[0].nodes and plo == phi == around[0].ppn
+            rules = robust_rules(around, None if exact else allowed, default)
             yield (nlo, nhi), (plo, phi), around[0], rules or _entry_at(table, entries, nlo, plo).rules
 
 
