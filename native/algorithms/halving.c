@@ -54,15 +54,15 @@ int ct_rs_nearest(ct_sched *s, void *buf, void *tmp, const ct_args *a, int newra
     MPI_Aint ext = ct_extent(a->dtype);
     for (int mask = 1; mask < pof2; mask <<= 1, k++) {
         int half = len / 2, peer = ct_newrank_to_rank(newrank ^ mask, rem, keep);
-        int keep = (newrank & mask) ? cur + half : cur, give = (newrank & mask) ? cur : cur + half;
-        int k0 = ct_block_start(a->count, pof2, keep), k1 = ct_block_start(a->count, pof2, keep + half);
+        int mine = (newrank & mask) ? cur + half : cur, give = (newrank & mask) ? cur : cur + half;
+        int k0 = ct_block_start(a->count, pof2, mine), k1 = ct_block_start(a->count, pof2, mine + half);
         int g0 = ct_block_start(a->count, pof2, give), g1 = ct_block_start(a->count, pof2, give + half);
         ct_sched_round(s);
         ct_sched_send(s, ct_at(buf, ext, g0), g1 - g0, a->dtype, peer);
         ct_sched_recv(s, ct_at(tmp, ext, k0), k1 - k0, a->dtype, peer);
         ct_sched_round(s);
         ct_sched_reduce(s, ct_at(tmp, ext, k0), ct_at(buf, ext, k0), k1 - k0, a->dtype, a->op);
-        lo[k] = cur = keep;
+        lo[k] = cur = mine;
         len = half;
     }
     return k;

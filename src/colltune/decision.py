@@ -180,23 +180,26 @@ def robust_rules(entries: list[Entry], allowed=None, default=None) -> tuple[Rule
             return (max(slow), sum(slow), arm)
         return min(common, key=cost) if common else None
 
-    sizes = [s for s in sorted(times) if choose(times[s])]
+    winner = {s: w for s in sorted(times) if (w := choose(times[s]))}
+    sizes = list(winner)
     picks: list[tuple[int, tuple]] = []                  # (min_size, arm), merged below
-    for i, size in enumerate(sizes):
-        arm = choose(times[size])
+    for prev, size in zip([None] + sizes, sizes):
+        arm = winner[size]
         if not picks:
             picks.append((0, arm))
-        elif arm != picks[-1][1]:
-            prev = sizes[i - 1]
-            gap = choose(times[prev] + times[size]) or arm
-            if gap != picks[-1][1] and size > prev + 1:
-                picks.append((prev + 1, gap))
-            if arm != gap or size == prev + 1:
-                picks.append((size if arm != gap else prev + 1, arm))
+            continue
+        if arm == picks[-1][1]:
+            continue
+        gap = choose(times[prev] + times[size]) or arm
+        if size > prev + 1 and gap != picks[-1][1]:
+            picks.append((prev + 1, gap))            # the sizes in between
+            if gap == arm:
+                continue
+        picks.append((size, arm))
     rules: list[Rule] = []
     for lo, (prov, alg) in picks:
         if rules and (rules[-1].provider, rules[-1].algorithm) == (prov, alg):
             continue
         rules.append(Rule(lo, alg, prov, {}, None,
-                          tuple(s for s in sizes if s >= lo and choose(times[s]) == (prov, alg))))
+                          tuple(s for s in sizes if s >= lo and winner[s] == (prov, alg))))
     return tuple(rules)

@@ -54,17 +54,17 @@ class ExhaustiveTuner(Tuner):
         return DecisionTable(self.name, provenance, tuple(entries))
 
     @staticmethod
-    def _entries(best, ok=None) -> list[Entry]:
-        """One entry per layout; with ok (every arm's successful points) each entry
-        also keeps all arms' times, for layouts between the tuned ones (robust_rules)."""
+    def _entries(best, ok) -> list[Entry]:
+        """One entry per layout, with every arm's successful times (ok) besides the
+        winners: robust_rules generalises from them (docs/rules.md)."""
+        layout = ["collective", "nodes", "ppn"]
+        measured = {k: tuple(sorted((int(r.msg_size), r.provider, r.algorithm, float(r.ttc_median_s))
+                                    for r in g.itertuples()))
+                    for k, g in ok.groupby(layout)}
         entries = []
-        for (coll, nodes, ppn), g in best.groupby(["collective", "nodes", "ppn"]):
+        for (coll, nodes, ppn), g in best.groupby(layout):
             pts = [(int(r.msg_size), r.algorithm, r.provider, {}, float(r.ttc_median_s))
                    for r in g.itertuples()]
-            measured = ()
-            if ok is not None:
-                mine = ok[(ok["collective"] == coll) & (ok["nodes"] == nodes) & (ok["ppn"] == ppn)]
-                measured = tuple(sorted((int(r.msg_size), r.provider, r.algorithm, float(r.ttc_median_s))
-                                        for r in mine.itertuples()))
-            entries.append(Entry(coll, int(nodes), int(ppn), rules_from_points(pts), measured))
+            entries.append(Entry(coll, int(nodes), int(ppn), rules_from_points(pts),
+                                 measured.get((coll, nodes, ppn), ())))
         return entries
