@@ -421,13 +421,18 @@ def test_run_online_twice_on_smpi_c_state_equals_python(tmp_path, workdir):
     assert outs[0] == outs[1] and outs[0]           # the same result whatever the arms
     samples = sorted(os.listdir(d / "samples"))
     assert len(samples) == 2
+    runs = update.samples_files(str(d))
     c_state = state.load(str(d / "state.txt"))      # after run 2, the update colltune run did
     assert c_state.run_count == 2
     blocks = [b for b in c_state.blocks.values() if b.source == "measured"]
     assert {b.collective for b in blocks} == {"allreduce", "bcast"}
     assert all(sum(a.n for a in b.arms) == 120 for b in blocks)      # 60 calls a run, both runs
+    # HAN and the schedules build state on a communicator's first call of them: such calls
+    # are flagged, and their arms learn them amortised over the communicator's 60 calls
+    setups = [x for r in runs for x in r.data["blocks"] if x["setup_calls"]]
+    assert setups and all(x["setup_s"] >= 0 for x in setups)
+    assert sum(b.setups for b in blocks) == sum(x["setup_calls"] for x in setups)
     assert all(max(a.p for a in b.arms) > 1.5 / len(b.arms) for b in blocks)   # learnt something
-    runs = update.samples_files(str(d))
     assert {r.fingerprint for r in runs} == {c_state.fingerprint}
     # run 1's samples are records of the store (colltune run --online updated afterwards)
     from colltune.results import Results
@@ -440,6 +445,7 @@ def test_run_online_twice_on_smpi_c_state_equals_python(tmp_path, workdir):
     again = update.rederive(runs, c_state.fingerprint)
     for b in blocks:
         mine = again.blocks[b.key]
+        assert (mine.setups, mine.setup_s) == (b.setups, b.setup_s)     # C read and kept them
         assert mine.calls == b.calls == sum(
             x["calls"] for r in runs for x in r.data["blocks"]
             if (x["collective"], x["nodes"], x["ppn"]) == b.key[:3]

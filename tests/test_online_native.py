@@ -145,6 +145,8 @@ def check_state_dir(state, runs=1):
         assert doc["job"]["budget"] == BUDGET
         for b in doc["blocks"]:
             assert sum(a["n"] for a in b["arms"]) == b["sampled"] <= b["calls"]
+            # calls that built per-communicator state: their arms learnt them amortised
+            assert 0 <= b["setup_calls"] <= b["sampled"] and b["setup_s"] >= 0
             assert all(a["mean"] > 0 and a["min"] <= a["mean"] for a in b["arms"] if a["n"])
         assert len(doc["records"]) == sum(b["sampled"] for b in doc["blocks"])
         assert all(r[6] > 0 for r in doc["records"])

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include "internal.h"
 
+unsigned long ct_setup_events;
+
 MPI_Aint ct_extent(MPI_Datatype t)
 {
     MPI_Aint lb, ext;

@@ -41,6 +41,7 @@ ct_hier *ct_hier_get(MPI_Comm comm)
     if (found) return h;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
+    ct_setup_events++;
     h = calloc(1, sizeof *h);
     h->win = MPI_WIN_NULL;
     MPI_Comm shared;
@@ -93,6 +94,7 @@ MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j)
 {
     if (!h->up_built[j]) {
         int lead = h->lrank == ct_hier_leader(h, h->node_idx, j);
+        ct_setup_events++;
         MPI_Comm_split(comm, lead ? 0 : MPI_UNDEFINED, h->node_idx, &h->up[j]);
         h->up_built[j] = 1;
     }

@@ -166,12 +166,14 @@ static int arm_ok(const ct_online_arm *arm, const ct_args *a)
     return !arm->alg || (arm->alg->supports(a) == NULL && (arm->alg->run || arm->alg->schedule));
 }
 
-/* the draw's weight of arm i: lambda of p, the rest on the block's safe arm */
+/* the draw's weight of arm i: lambda of p, the rest on the block's safe arm, which
+ * also takes the gated arms' share */
 static inline double weight(const ct_online_block *b, int i, double sum)
 {
     if (!b->safe) return b->arm[i].p;
+    if (b->gated > 0 && b->arm[i].alg) return 0;
     double w = ct_online.lambda * b->arm[i].p;
-    return b->safe == i + 1 ? w + (1.0 - ct_online.lambda) * sum : w;
+    return b->safe == i + 1 ? w + (1.0 - ct_online.lambda) * sum + ct_online.lambda * b->gated : w;
 }
 
 /* Inverse CDF at u over the arms with weight > 0; an arm that declines these
@@ -206,15 +208,27 @@ static int draw(const ct_online_block *b, double u, const ct_args *a)
 static void decide(ct_online_cell *x, MPI_Comm comm)
 {
     int n = (int)x->sampled;
-    double *t = malloc(2 * (size_t)n * sizeof *t);
+    double *t = malloc(3 * (size_t)n * sizeof *t), *setup = t + 2 * n;
     ct_online_block merged = *x->blk;
     if (!t) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
     ct_online_seconds(x);
     for (int i = 0; i < 2 * n; i++) t[i] = x->t ? x->t[i] : -1e300;
-    PMPI_Allreduce(MPI_IN_PLACE, t, 2 * n, MPI_DOUBLE, MPI_MAX, comm);
+    for (int i = 0; i < n; i++) setup[i] = x->arm_of[i] & CT_ONLINE_SETUP ? 1 : 0;
+    PMPI_Allreduce(MPI_IN_PLACE, t, 3 * n, MPI_DOUBLE, MPI_MAX, comm);
+    double sum[CT_ONLINE_MAX_ARMS] = {0}, clean[CT_ONLINE_MAX_ARMS] = {0}, all[CT_ONLINE_MAX_ARMS] = {0};
     for (int i = 0; i < n; i++) {
-        ct_online_arm *a = &merged.arm[x->arm_of[i]];
-        ct_online_welford(&a->n, &a->mean, &a->m2, 1, t[2 * i + 1] - t[2 * i], 0);
+        if (setup[i] > 0) x->arm_of[i] |= CT_ONLINE_SETUP;   /* some rank built state */
+        int arm = x->arm_of[i] & ~CT_ONLINE_SETUP;
+        all[arm]++;
+        if (!(setup[i] > 0)) sum[arm] += t[2 * i + 1] - t[2 * i], clean[arm]++;
+    }
+    for (int i = 0; i < n; i++) {          /* a setup call amortised as at MPI_Finalize */
+        int arm = x->arm_of[i] & ~CT_ONLINE_SETUP;
+        double cost = t[2 * i + 1] - t[2 * i], m = clean[arm] > 0 ? sum[arm] / clean[arm]
+                                                  : x->blk->arm[arm].n > 0 ? x->blk->arm[arm].mean : 0;
+        if (setup[i] > 0 && m > 0 && cost > m) cost = m + (cost - m) * all[arm] / x->calls;
+        ct_online_arm *a = &merged.arm[arm];
+        ct_online_welford(&a->n, &a->mean, &a->m2, 1, cost, 0);
     }
     if (x->t) memcpy(x->t, t, 2 * (size_t)n * sizeof *t), x->reduced = 1;
     free(t);
@@ -251,11 +265,12 @@ int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, 
         const ct_online_arm *arm = pick >= 0 ? &x->blk->arm[pick] : NULL;
         if (x->best == -1 && pick >= 0) {
             uint32_t s = x->sampled;
+            unsigned long setups = ct_setup_events;
             if (x->t) x->t[2 * s] = stamp();
             rc = run_arm(coll, arm, a, ran);
             if (x->t) x->t[2 * s + 1] = stamp();
             if (x->bytes) x->bytes[s] = bytes;
-            x->arm_of[s] = (uint8_t)pick;
+            x->arm_of[s] = (uint8_t)(pick | (ct_setup_events != setups ? CT_ONLINE_SETUP : 0));
             if (++x->sampled == (uint32_t)ct_online.budget) decide(x, a->comm);
         } else {
             rc = run_arm(coll, arm, a, ran);

@@ -51,7 +51,10 @@ typedef struct {
 typedef struct {
     int coll, nodes, ppn, cls, measured;
     long long calls, runs;           /* runs: runs that timed the block, the rule's t */
+    long long setups;                /* sampled calls that built per-communicator state */
+    double setup_s;                  /* what they cost beyond what their arms learnt */
     int safe;                        /* 1 + the arm conservative draws lean on (0: none) */
+    double gated;                    /* p of colltune arms not drawn this run (setup too dear) */
     int narms;
     ct_online_arm arm[CT_ONLINE_MAX_ARMS];
 } ct_online_block;
@@ -107,6 +110,8 @@ int ct_online_best(const ct_online_block *b);                       /* lowest me
 /* what a block exploits after its budget: ct_online_best or the timed library arm if faster;
  * the library while its arm was never timed */
 int ct_online_choice(const ct_online_block *b);
+/* x as written with %.9g and read back: what state.txt and samples files keep */
+double ct_online_g9(double x);
 /* conservative exploration: sets each measured block's `safe` arm and returns the
  * share lambda of draws taken from p (the rest go to the safe arm) */
 double ct_online_conservative(ct_online_state *st, int budget, double risk);
@@ -122,6 +127,12 @@ typedef struct {
 } ct_online_job;
 extern ct_online_job ct_online;
 
+/* arm_of flag: the call also built per-communicator state (ct_setup_events), a
+ * one-time cost of the communicator that its arm learns amortised over the
+ * communicator's calls. Agreed by MAX over the communicator (decide) or over the
+ * samplers (MPI_Finalize), so every rank prices it alike. */
+#define CT_ONLINE_SETUP 0x80
+
 /* per-(communicator, block) sampling, read by online_final.c */
 typedef struct {
     int coll, cls;
@@ -130,7 +141,7 @@ typedef struct {
     int in_seconds;                  /* t holds seconds (else raw stamps: ct_online_seconds) */
     int reduced;                     /* t holds the allreduce(MAX) over the communicator (decide) */
     const ct_online_block *blk;      /* arms and p (state block or compiled presets) */
-    uint8_t *arm_of;                 /* [budget] arm of each sampled call */
+    uint8_t *arm_of;                 /* [budget] arm of each sampled call, | CT_ONLINE_SETUP */
     double *t;                       /* samplers: [2 budget] start, end */
     long long *bytes;                /* sampler 0: [budget] (bytes are agreed) */
 } ct_online_cell;

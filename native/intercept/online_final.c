@@ -74,7 +74,17 @@ static rec_t *collect(int *n)
 }
 
 /* ---- rank 0: per (block, arm) statistics of this run ---------------------------- */
-typedef struct { ct_online_block b; long long sampled; } agg_t;
+typedef struct {
+    ct_online_block b;
+    long long sampled;               /* b.setups, b.setup_s: this run's */
+    double prior[CT_ONLINE_MAX_ARMS];              /* the state's mean (0: none) */
+    double clean_sum[CT_ONLINE_MAX_ARMS], clean_n[CT_ONLINE_MAX_ARMS];   /* calls without setup */
+} agg_t;
+
+/* One sampled call (or a cell's summary, idx < 0): its records r[first..end), its
+ * cost (latest end - latest start over the samplers), whether some rank built
+ * per-communicator state in it, and the cost its arm learns from (amortise). */
+typedef struct { int first, end, setup; double cost, learn; } call_t;
 
 static agg_t *agg_of(agg_t **aggs, int *n, const rec_t *r)
 {
@@ -89,9 +99,11 @@ static agg_t *agg_of(agg_t **aggs, int *n, const rec_t *r)
     agg_t *a = &p[(*n)++];
     memset(a, 0, sizeof *a);
     a->b = *ct_online_block_of(r->coll, r->nodes, r->ppn, r->cls);
-    a->b.nodes = r->nodes, a->b.ppn = r->ppn, a->b.calls = 0;
-    for (int i = 0; i < a->b.narms; i++)
+    a->b.nodes = r->nodes, a->b.ppn = r->ppn, a->b.calls = 0, a->b.setups = 0, a->b.setup_s = 0;
+    for (int i = 0; i < a->b.narms; i++) {
+        a->prior[i] = a->b.arm[i].n > 0 ? a->b.arm[i].mean : 0;
         a->b.arm[i].n = a->b.arm[i].mean = a->b.arm[i].m2 = 0, a->b.arm[i].min = INFINITY;
+    }
     return a;
 }
 
@@ -114,7 +126,7 @@ static void argv0(char *out, size_t len)
 }
 
 static int write_samples(const char *path, const char *run_id, agg_t *aggs, int nagg,
-                         const rec_t *r, int nrec, char *err, size_t errlen)
+                         const rec_t *r, const call_t *c, int ncalls, char *err, size_t errlen)
 {
     char tmp[4500], a0[512];
     FILE *f = ct_online_create(path, tmp, sizeof tmp, err, errlen);
@@ -136,7 +148,8 @@ static int write_samples(const char *path, const char *run_id, agg_t *aggs, int 
         fprintf(f, "%s\n  {\"collective\": \"%s\", \"nodes\": %d, \"ppn\": %d, \"bytes_lo\": %lld, "
                 "\"bytes_hi\": ", i ? "," : "", ct_coll_name((ct_coll)b->coll), b->nodes, b->ppn, lo);
         if (hi >= 0) fprintf(f, "%lld", hi); else fprintf(f, "null");
-        fprintf(f, ", \"calls\": %lld, \"sampled\": %lld, \"arms\": [", b->calls, aggs[i].sampled);
+        fprintf(f, ", \"calls\": %lld, \"sampled\": %lld, \"setup_calls\": %lld, \"setup_s\": %.9g, "
+                "\"arms\": [", b->calls, aggs[i].sampled, b->setups, b->setup_s);
         for (int j = 0; j < b->narms; j++) {
             const ct_online_arm *a = &b->arm[j];
             fprintf(f, "%s{\"arm\": \"%s\", \"p\": %.9g, \"n\": %.0f, \"mean\": %.9g, \"m2\": %.9g, "
@@ -147,44 +160,96 @@ static int write_samples(const char *path, const char *run_id, agg_t *aggs, int 
     }
     fprintf(f, "],\n \"records\": [");
     int first = 1;
-    for (int i = 0; i < nrec;) {          /* one record per sampled call */
-        int j = i;
-        double t0 = -1e300, t1 = -1e300;
+    for (int i = 0; i < ncalls; i++) {    /* one record per sampled call */
+        const rec_t *x = &r[c[i].first];
         long long by = 0;                 /* sampler 0's (agreed bytes; the others send 0) */
-        for (; j < nrec && !by_call(&r[i], &r[j]); j++)
-            t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1), by = r[j].bytes > by ? r[j].bytes : by;
-        if (r[i].idx >= 0) {
-            const ct_online_block *b = ct_online_block_of(r[i].coll, r[i].nodes, r[i].ppn, r[i].cls);
-            fprintf(f, "%s\n  [\"%s\", %d, %d, %d, %lld, \"%s\", %.9g]", first ? "" : ",",
-                    ct_coll_name((ct_coll)r[i].coll), r[i].nodes, r[i].ppn, r[i].size,
-                    by, b->arm[r[i].arm].id, t1 - t0);
-            first = 0;
-        }
-        i = j;
+        if (x->idx < 0) continue;
+        for (int j = c[i].first; j < c[i].end; j++) by = r[j].bytes > by ? r[j].bytes : by;
+        const ct_online_block *b = ct_online_block_of(x->coll, x->nodes, x->ppn, x->cls);
+        fprintf(f, "%s\n  [\"%s\", %d, %d, %d, %lld, \"%s\", %.9g]", first ? "" : ",",
+                ct_coll_name((ct_coll)x->coll), x->nodes, x->ppn, x->size, by,
+                b->arm[x->arm & ~CT_ONLINE_SETUP].id, c[i].learn);
+        first = 0;
     }
     fprintf(f, "\n]}\n");
     return ct_online_commit(f, tmp, path, err, errlen);
 }
 
-/* per-call costs into the per-(block, arm) statistics */
-static agg_t *aggregate(const rec_t *r, int nrec, int *nagg)
+static call_t *calls_of(const rec_t *r, int nrec, int *ncalls)
+{
+    call_t *c = malloc(((size_t)nrec + 1) * sizeof *c);
+    int k = 0;
+    for (int i = 0; c && i < nrec;) {
+        int j = i, setup = 0;
+        double t0 = -1e300, t1 = -1e300;
+        for (; j < nrec && !by_call(&r[i], &r[j]); j++)
+            t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1), setup |= r[j].arm & CT_ONLINE_SETUP;
+        c[k++] = (call_t){i, j, setup != 0, t1 - t0, t1 - t0};
+        i = j;
+    }
+    *ncalls = k;
+    return c;
+}
+
+static int same_cell(const rec_t *a, const rec_t *b)
+{
+    return a->key == b->key && a->coll == b->coll && a->cls == b->cls;
+}
+
+/* A call that built state costs the arm's steady cost m plus a one-time S that the
+ * communicator pays once for all its calls of the block: its arm learns m + S n/c
+ * (n: the arm's samples in that cell, c: the cell's calls), so over the cell the arm's
+ * samples average m + S/c, its cost per call there. m: the arm's calls of the block
+ * without setup in this run, else its mean in the state, else no amortisation (the
+ * whole cost: pessimism). What the call cost beyond that goes to the block's setup_s. */
+static void amortise(const rec_t *r, call_t *c, int ncalls, agg_t *aggs, int nagg)
+{
+    for (int lo = 0, hi; lo < ncalls; lo = hi) {
+        double calls = 0, n[CT_ONLINE_MAX_ARMS] = {0};
+        for (hi = lo; hi < ncalls && same_cell(&r[c[lo].first], &r[c[hi].first]); hi++) {
+            const rec_t *x = &r[c[hi].first];
+            if (x->idx < 0) calls = (double)x->bytes;
+            else if ((x->arm & ~CT_ONLINE_SETUP) < CT_ONLINE_MAX_ARMS) n[x->arm & ~CT_ONLINE_SETUP]++;
+        }
+        for (int i = lo; i < hi; i++) {
+            const rec_t *x = &r[c[i].first];
+            int arm = x->arm & ~CT_ONLINE_SETUP;
+            if (x->idx < 0 || !c[i].setup || arm >= CT_ONLINE_MAX_ARMS || calls < n[arm]) continue;
+            agg_t *a = NULL;
+            for (int k = 0; k < nagg && !a; k++)
+                if (aggs[k].b.coll == x->coll && aggs[k].b.nodes == x->nodes &&
+                    aggs[k].b.ppn == x->ppn && aggs[k].b.cls == x->cls) a = &aggs[k];
+            double m = !a ? 0 : a->clean_n[arm] > 0 ? a->clean_sum[arm] / a->clean_n[arm] : a->prior[arm];
+            if (m > 0 && c[i].cost > m) c[i].learn = m + (c[i].cost - m) * n[arm] / calls;
+            if (a) a->b.setup_s += c[i].cost - c[i].learn;
+        }
+    }
+}
+
+/* per-call costs into the per-(block, arm) statistics: the clean calls first (they
+ * price the setup calls), then every call at the cost its arm learns */
+static agg_t *aggregate(const rec_t *r, call_t *c, int ncalls, int *nagg)
 {
     agg_t *aggs = NULL;
     *nagg = 0;
-    for (int i = 0; i < nrec;) {
-        int j = i;
-        double t0 = -1e300, t1 = -1e300;
-        for (; j < nrec && !by_call(&r[i], &r[j]); j++) t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1);
-        agg_t *a = agg_of(&aggs, nagg, &r[i]);
-        if (!a) break;
-        if (r[i].idx < 0) {
-            a->b.calls += r[i].bytes, a->sampled += (long long)r[i].t0;
-        } else if (r[i].arm < a->b.narms) {
-            ct_online_arm *x = &a->b.arm[r[i].arm];
-            ct_online_welford(&x->n, &x->mean, &x->m2, 1, t1 - t0, 0);
-            x->min = fmin(x->min, t1 - t0);
-        }
-        i = j;
+    for (int i = 0; i < ncalls; i++) {
+        const rec_t *x = &r[c[i].first];
+        agg_t *a = agg_of(&aggs, nagg, x);
+        if (!a) return aggs;
+        int arm = x->arm & ~CT_ONLINE_SETUP;
+        if (x->idx < 0) a->b.calls += x->bytes, a->sampled += (long long)x->t0;
+        else if (c[i].setup) a->b.setups++;
+        else if (arm < a->b.narms) a->clean_sum[arm] += c[i].cost, a->clean_n[arm]++;
+    }
+    amortise(r, c, ncalls, aggs, *nagg);
+    for (int i = 0; i < ncalls; i++) {
+        const rec_t *x = &r[c[i].first];
+        agg_t *a = agg_of(&aggs, nagg, x);
+        int arm = x->arm & ~CT_ONLINE_SETUP;
+        if (!a || x->idx < 0 || arm >= a->b.narms) continue;
+        ct_online_arm *y = &a->b.arm[arm];
+        ct_online_welford(&y->n, &y->mean, &y->m2, 1, c[i].learn, 0);
+        y->min = fmin(y->min, c[i].learn);
     }
     return aggs;
 }
@@ -196,7 +261,7 @@ static void merge_block(ct_online_state *st, const ct_online_block *run)
     if (!b) {
         ct_online_block fresh = *run;
         for (int i = 0; i < fresh.narms; i++) fresh.arm[i].n = fresh.arm[i].mean = fresh.arm[i].m2 = 0;
-        fresh.calls = fresh.runs = 0;
+        fresh.calls = fresh.runs = fresh.setups = 0, fresh.setup_s = 0;
         if (!(b = ct_online_state_add(st, &fresh))) return;
     }
     int timed = 0;
@@ -212,6 +277,8 @@ static void merge_block(ct_online_state *st, const ct_online_block *run)
         timed |= ra->n > 0;
     }
     b->calls += run->calls;
+    b->setups += run->setups;             /* at the samples file's %.9g, as Python merges it */
+    b->setup_s = ct_online_g9(b->setup_s + ct_online_g9(run->setup_s));
     b->runs += timed;
     b->measured = 1;
     ct_online_update_rule(b);
@@ -308,15 +375,21 @@ void ct_online_finalize(void)
         if (ur) fclose(ur);
         snprintf(run_id, sizeof run_id, "%s-%ld-%08x", stamp, pid, rnd);
         qsort(all, (size_t)nrec, sizeof *all, by_call);
-        agg_t *aggs = aggregate(all, nrec, &nagg);
+        int ncalls = 0;
+        call_t *calls = calls_of(all, nrec, &ncalls);
+        agg_t *aggs = calls ? aggregate(all, calls, ncalls, &nagg) : NULL;
+        if (!calls) nagg = 0;
         snprintf(dir, sizeof dir, "%s/samples", ct_online.dir);
         snprintf(path, sizeof path, "%s/%s.json", dir, run_id);
         int rc = mkdir(ct_online.dir, 0777) != 0 && errno != EEXIST ? -1 : 0;
-        if (rc || (mkdir(dir, 0777) != 0 && errno != EEXIST)) {
+        if (!calls) {
+            snprintf(err, sizeof err, "no memory for the costs of %d records", nrec);
+            rc = -1;
+        } else if (rc || (mkdir(dir, 0777) != 0 && errno != EEXIST)) {
             snprintf(err, sizeof err, "%s: cannot create it: %s", rc ? ct_online.dir : dir, strerror(errno));
             rc = -1;
         }
-        if (!rc) rc = write_samples(path, run_id, aggs, nagg, all, nrec, err, sizeof err);
+        if (!rc) rc = write_samples(path, run_id, aggs, nagg, all, calls, ncalls, err, sizeof err);
         if (rc)
             fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: %s; this run's samples are not "
                     "saved, the earlier state is unchanged\n", err);
@@ -324,6 +397,7 @@ void ct_online_finalize(void)
             fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: %s; the state is unchanged, this "
                     "run's samples are in %s (colltune online update merges them)\n", err, path);
         free(aggs);
+        free(calls);
         free(all);
         free(counts);
     }

@@ -72,36 +72,91 @@ int ct_online_choice(const ct_online_block *b)
     return b->arm[lib].mean < b->arm[best].mean ? lib : best;
 }
 
+double ct_online_g9(double x)
+{
+    char text[40];
+    snprintf(text, sizeof text, "%.9g", x);
+    return strtod(text, NULL);
+}
+
 /* Conservative exploration (after Wu et al., "Conservative Bandits", 2016): a run's
  * expected exploration must cost at most `risk` times its expected collective time.
  * Per measured block with a choice e (mean m_e): c = calls per run so far, s = the
- * calls drawn per run (min(c, budget)); the expected excess of drawing from p is
- * s * sum_i p_i (m_i - m_e), an untimed arm priced at the block's slowest timed mean
- * (pessimism); the reference cost is c * m_lib (the library's mean once timed, else
- * m_e). lambda = min(1, risk * sum of references / sum of excesses) over all blocks:
- * draws come from p with probability lambda, else the block's choice. Every rank
- * reads the same state, so every rank computes the same lambda. */
+ * calls drawn per run (min(c, budget)); drawing from p costs per draw
+ * x = sum_i p_i (m_i - m_e), an untimed arm priced at the block's slowest timed mean
+ * (pessimism), plus, when e is the library, the block's mean setup excess S (what a
+ * call that built a communicator's state cost beyond what its arm learnt) once some
+ * draw takes a colltune arm, probability 1 - (1 - q)^s with q their share of p.
+ * Reference cost: c * m_lib (the library's mean once timed, else m_e). A block with
+ * no choice yet leans on the library once timed. A communicator's setup serves all
+ * its blocks, so S is the largest over the blocks of the same (nodes, ppn), and 0 when
+ * one of them chose a colltune arm (the run pays it anyway). S is paid
+ * whole or not at all, so a block whose own share of the risk, risk * c * m_lib, is
+ * below S draws no colltune arm this run (`gated`: their p goes to e). Draws come
+ * from p with probability lambda, else from e; lambda is the largest value in [0, 1]
+ * (bisection: the excess grows with it) with sum over blocks of
+ * s lambda x + (1 - (1 - lambda q)^s) S <= risk * sum of references. Every rank reads
+ * the same state, so every rank computes the same lambda. */
+typedef struct { double draws, x, q, setup; } explore_t;
+
+static double excess_at(const explore_t *e, int n, double lambda)
+{
+    double sum = 0;
+    for (int k = 0; k < n; k++)
+        sum += e[k].draws * lambda * e[k].x + (1.0 - pow(1.0 - lambda * e[k].q, e[k].draws)) * e[k].setup;
+    return sum;
+}
+
 double ct_online_conservative(ct_online_state *st, int budget, double risk)
 {
-    double excess = 0, reference = 0;
+    double reference = 0;
+    int n = 0;
+    explore_t *ex = malloc(((size_t)st->n + 1) * sizeof *ex);
+    if (!ex) return 1.0;
     for (int k = 0; k < st->n; k++) {
         ct_online_block *b = &st->b[k];
         int e = b->measured && b->runs > 0 ? ct_online_choice(b) : -1, lib = -1;
-        b->safe = 0;
-        if (e < 0 || b->arm[e].n < 1) continue;
-        double worst = 0, sum = 0, x = 0, calls = (double)b->calls / (double)b->runs;
+        b->safe = 0, b->gated = 0;
+        double worst = 0, sum = 0, x = 0, q = 0, setup = 0;
         for (int i = 0; i < b->narms; i++) {
             if (b->arm[i].n >= 1 && b->arm[i].mean > worst) worst = b->arm[i].mean;
             if (CT_ONLINE_IS_LIBRARY(&b->arm[i]) && b->arm[i].n >= 1) lib = i;
             sum += b->arm[i].p;
         }
-        for (int i = 0; i < b->narms && sum > 0; i++)
+        if (e < 0 && b->measured && b->runs > 0) e = lib;   /* undecided: lean on the timed library */
+        if (e < 0 || b->arm[e].n < 1) continue;
+        double calls = (double)b->calls / (double)b->runs;
+        double ref = calls * (lib >= 0 ? b->arm[lib].mean : b->arm[e].mean);
+        int paid = b->arm[e].alg != NULL;
+        for (int j = 0; j < st->n && !paid; j++) {  /* a communicator's setup serves all its */
+            const ct_online_block *o = &st->b[j];   /* blocks: the shape's, unless one of them */
+            if (o->nodes != b->nodes || o->ppn != b->ppn) continue;   /* runs colltune anyway */
+            int oe = o->measured && o->runs > 0 ? ct_online_choice(o) : -1;
+            if (oe >= 0 && o->arm[oe].alg) paid = 1, setup = 0;
+            else if (o->setups > 0) setup = fmax(setup, o->setup_s / (double)o->setups);
+        }
+        for (int i = 0; i < b->narms && sum > 0; i++) {
+            if (setup > risk * ref && b->arm[i].alg) {
+                b->gated += b->arm[i].p;
+                continue;
+            }
             x += b->arm[i].p / sum * ((b->arm[i].n >= 1 ? b->arm[i].mean : worst) - b->arm[e].mean);
+            if (b->arm[i].alg) q += b->arm[i].p / sum;
+        }
         b->safe = e + 1;
-        excess += fmin(calls, budget) * fmax(x, 0.0);
-        reference += calls * (lib >= 0 ? b->arm[lib].mean : b->arm[e].mean);
+        ex[n++] = (explore_t){fmin(calls, budget), fmax(x, 0.0), q, b->gated > 0 ? 0 : setup};
+        reference += ref;
     }
-    return excess > risk * reference ? risk * reference / excess : 1.0;
+    double lo = 0, hi = 1, bound = risk * reference;
+    if (excess_at(ex, n, 1.0) > bound)
+        for (int it = 0; it < 50; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (excess_at(ex, n, mid) > bound) hi = mid; else lo = mid;
+        }
+    else
+        lo = 1.0;
+    free(ex);
+    return lo;
 }
 
 /* With t = runs that timed the block (this one included), K arms, U never timed:
@@ -193,14 +248,18 @@ int ct_online_state_parse(const char *text, const char *name, ct_online_state *s
         } else if (!strcmp(tok[0], "block")) {
             ct_online_block b = {0};
             double v[4] = {0};
-            int rn = nt == 8;              /* runs= is absent from states of the earlier rule */
-            if ((nt != 7 && nt != 8) || (b.coll = ct_coll_from_name(tok[1])) < 0 ||
+            double su[2] = {0};
+            int rn = nt >= 8;              /* runs= is absent from states of the earlier rule */
+            if ((nt != 7 && nt != 8 && nt != 10) || (b.coll = ct_coll_from_name(tok[1])) < 0 ||
                 !num(tok[2], "nodes", &v[0]) || !num(tok[3], "ppn", &v[1]) ||
                 (b.cls = range_class(tok[4])) < 0 || !num(tok[5], "calls", &v[2]) ||
                 (rn && !num(tok[6], "runs", &v[3])) ||
-                (strcmp(tok[6 + rn], "source=measured") && strcmp(tok[6 + rn], "source=prior")))
-                FAIL("block: want 'block COLL nodes=N ppn=P bytes=LO..HI calls=C runs=R source=measured|prior'");
+                (strcmp(tok[6 + rn], "source=measured") && strcmp(tok[6 + rn], "source=prior")) ||
+                (nt == 10 && (!num(tok[8], "setups", &su[0]) || !num(tok[9], "setup_s", &su[1]))))
+                FAIL("block: want 'block COLL nodes=N ppn=P bytes=LO..HI calls=C runs=R source=measured|prior"
+                     " [setups=K setup_s=SECONDS]'");
             b.nodes = (int)v[0], b.ppn = (int)v[1], b.calls = (long long)v[2], b.runs = (long long)v[3];
+            b.setups = (long long)su[0], b.setup_s = su[1];
             b.measured = !strcmp(tok[6 + rn], "source=measured");
             if (ct_online_state_find(st, b.coll, b.nodes, b.ppn, b.cls)) FAIL("block listed twice");
             if (!(cur = ct_online_state_add(st, &b))) FAIL("out of memory");
@@ -277,8 +336,10 @@ int ct_online_state_write(const ct_online_state *st, const char *path, char *err
         fprintf(f, "block %s nodes=%d ppn=%d bytes=%lld..", ct_coll_name((ct_coll)b->coll), b->nodes,
                 b->ppn, lo);
         if (hi >= 0) fprintf(f, "%lld", hi);
-        fprintf(f, " calls=%lld runs=%lld source=%s\n", b->calls, b->runs,
+        fprintf(f, " calls=%lld runs=%lld source=%s", b->calls, b->runs,
                 b->measured ? "measured" : "prior");
+        if (b->setups > 0) fprintf(f, " setups=%lld setup_s=%.9g", b->setups, b->setup_s);
+        fputc('\n', f);
         for (int j = 0; j < b->narms; j++) {
             const ct_online_arm *a = &b->arm[j];
             fprintf(f, "arm %s p=%.9g n=%.0f", a->id, a->p, a->n);

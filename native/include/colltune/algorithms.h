@@ -13,6 +13,12 @@
 #include <mpi.h>
 #include "colltune/sched.h"
 
+/* Calls that built per-communicator state (sub-communicators, a shadow
+ * communicator, a shared-memory window) so far in this process: a one-time cost
+ * of the communicator, not of the call. Online sampling reads it around a timed
+ * call and leaves such calls out of an arm's statistics. */
+extern unsigned long ct_setup_events;
+
 typedef enum { CT_BCAST, CT_REDUCE, CT_ALLREDUCE, CT_ALLGATHER, CT_NCOLLS } ct_coll;
 
 /* Arguments of one call, as in the MPI signature of the collective.

@@ -65,6 +65,8 @@ class Block:
     source: str = "measured"
     arms: list[Arm] = field(default_factory=list)
     runs: int = 0                 # runs that timed this block: the update rule's t
+    setups: int = 0               # sampled calls that built per-communicator state
+    setup_s: float = 0.0          # what they cost beyond what their arms learnt
 
     @property
     def key(self) -> tuple[str, int, int, int]:
@@ -126,8 +128,8 @@ def _kv(where: str, words: list[str], keys: dict) -> dict:
 
 
 # an arm with n=0 may leave its statistics out; a state written before the update
-# rule counted runs has no runs= (read as 0)
-OPTIONAL = {"mean", "m2", "runs"}
+# rule counted runs has no runs= (read as 0); a block without setup calls, no setups=
+OPTIONAL = {"mean", "m2", "runs", "setups", "setup_s"}
 
 
 def _count(v: str) -> int:
@@ -173,12 +175,14 @@ def parse(text: str, path: str = "<state>") -> State:
                 raise StateError(f"{where}: run-count: bad value {rest[0]!r}") from None
         elif head == "block" and rest:
             f = _kv(where, rest[1:], {"nodes": _count, "ppn": _count, "bytes": _bytes,
-                                      "calls": _count, "runs": _count, "source": str})
+                                      "calls": _count, "runs": _count, "source": str,
+                                      "setups": _count, "setup_s": _real})
             if f["source"] not in SOURCES:
                 raise StateError(f"{where}: source: bad value {f['source']!r} "
                                  f"(one of {', '.join(SOURCES)})")
             block = Block(rest[0], f["nodes"], f["ppn"], f["bytes"], f["calls"], f["source"],
-                          runs=f.get("runs", 0))
+                          runs=f.get("runs", 0), setups=f.get("setups", 0),
+                          setup_s=f.get("setup_s", 0.0))
             if block.key in state.blocks:
                 raise StateError(f"{where}: block {block.label()} given twice")
             state.add(block)
@@ -212,7 +216,8 @@ def format_state(state: State) -> str:
            f"run-count {state.run_count}"]
     for b in state.blocks.values():
         out.append(f"block {b.collective} nodes={b.nodes} ppn={b.ppn} bytes={class_text(b.cls)} "
-                   f"calls={b.calls} runs={b.runs} source={b.source}")
+                   f"calls={b.calls} runs={b.runs} source={b.source}"
+                   + (f" setups={b.setups} setup_s={_num(b.setup_s)}" if b.setups else ""))
         for a in b.arms:
             stats = f" mean={_num(a.mean)} m2={_num(a.m2)}" if a.n else ""
             out.append(f"arm {a.arm} p={_num(a.p)} n={a.n}{stats}")

@@ -122,6 +122,8 @@ def merge_run(state: State, samples: dict) -> None:
         if block is None:
             block = state.add(Block(*key, arms=[Arm(a["arm"], a.get("p", 0.0)) for a in b["arms"]]))
         block.calls += b.get("calls", 0)
+        block.setups += b.get("setup_calls", 0)          # as C merges them (%.9g)
+        block.setup_s = g9(block.setup_s + g9(b.get("setup_s", 0.0)))
         for a in b["arms"]:
             arm = block.arm(a["arm"])
             if arm is None:                  # the run knew an arm the state did not
