@@ -251,6 +251,33 @@ def test_sim_conservative_draws_lean_on_the_choice(smpi, tmp_path):
     assert seen["100000"] == {"bruck", "library", "ring"}
 
 
+def test_sim_a_setup_the_block_cannot_afford_is_not_explored(smpi, tmp_path):
+    """The library is the choice and bruck nearly as fast: drawing from p costs little, so
+    at the default risk the draws follow p. A block whose calls built communicator state
+    costing far more than its share of the risk (setups= setup_s= in state.txt, per
+    (nodes, ppn)) draws no colltune arm: every draw is the library's."""
+    fp = parse_state(good_state(smpi, tmp_path)[0] / "state.txt")["fingerprint"]
+    seen = {}
+    for setup in ("", " setups=2 setup_s=0.002"):
+        lines = ["colltune-online-state 1", f"fingerprint {fp}", "run-count 2"]
+        for i, rng in enumerate(("0..16", "17..256", "257..4096", "4097..65536", "65537..1048576")):
+            lines += [f"block allgather nodes=2 ppn=3 bytes={rng} calls=18 runs=2 source=measured"
+                      + (setup if i == 0 else ""),       # one block's setup serves the shape
+                      "arm library p=0.5 n=5 mean=2e-06 m2=0", "arm bruck p=0.5 n=5 mean=2.02e-06 m2=0"]
+        state, log = tmp_path / f"state{len(setup)}", tmp_path / f"log{len(setup)}"
+        state.mkdir()
+        (state / "state.txt").write_text("\n".join(lines) + "\n")
+        assert ok(smpi((2, 3), state, "8", log=log, budget=8))
+        world = [k for k, v in check_logs(log, 6).items() if len(v) == 6]
+        seq = [x for x in (log / "choices-0.txt").read_text().splitlines() if x.startswith(world[0])]
+        seen[setup] = {x.split()[4] for x in seq if x.split()[1] == "allgather"}
+        assert parse_state(state / "state.txt")["runs"] == 3
+        if setup:                                       # the setup statistics survive the merge
+            assert re.search(r"bytes=0\.\.16 .* setups=2 setup_s=0\.002\n", (state / "state.txt").read_text())
+    assert seen[""] == {"bruck", "library"}
+    assert seen[" setups=2 setup_s=0.002"] == {"library"}
+
+
 def good_state(smpi, tmp_path):
     state = tmp_path / "state"
     assert ok(smpi((2, 3), state, "4"))
