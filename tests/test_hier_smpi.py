@@ -68,6 +68,22 @@ def test_han_matrix_smpi_every_subcommunicator(smpi, han_catalogue, coll, vnode)
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
+# multileader: vnode 0 gives nodes of 4 ranks (communicators of 8 and 12 ranks even,
+# the others uneven: the flat Rabenseifner), 3 nodes of 3 (6, 9, 12 even), 1 one rank
+# per node (every lane is the whole communicator)
+@pytest.mark.parametrize("vnode", [0, 3, 1])
+def test_multileader_matrix_smpi_every_subcommunicator(smpi, vnode):
+    """Communicators of 1..13 ranks and WORLD, counts 0, 1, 7 and 301 (blocks of 0 and of
+    uneven sizes), int/double/3-byte types, sum/max/non-commutative (declined: library),
+    in place; its lanes' allreduce as Rabenseifner (default) and ring (probe, preset)."""
+    counts = [0, 1, 7, 301]
+    algs = [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"])) if a["name"] == "multileader"]
+    assert algs, "multileader is not in the catalogue"
+    out = smpi(13, "colltune-algotest", ["-a", "allreduce/multileader", "-s", "13", "-r", "all", "-m",
+                                         "blocking", "-c", ",".join(map(str, counts))], vnode)
+    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+
+
 def matrix_around(smpi, han_catalogue, coll: str, base: str, vnode: int) -> None:
     """The blocking matrix (1..13 ranks, every root, counts 0, 1, 7, 301) with
     the probes varied around base values `base` (algotest -b) instead of the
@@ -166,6 +182,16 @@ def test_han_whole_collective_large_message(smpi, settings):
         recs = [json.loads(line) for line in out.splitlines()]
         assert len(recs) == 1 and recs[0]["check"] == "ok" and recs[0]["ran"] == "han", (out, recs)
         assert recs[0]["nodes"] == 8 and recs[0]["completion"] > 0
+
+
+@pytest.mark.parametrize("vnode", [0, 3])
+def test_multileader_large_message(smpi, vnode):
+    """1 MiB allreduce on 32 ranks (8 nodes x 4, or nodes of 3 + 2: uneven, the flat
+    Rabenseifner), checked on every rank; multileader really ran (not declined)."""
+    out = smpi(32, "colltune-taskbench", ["--coll", "allreduce", "--bytes", "1048576", "--whole",
+                                          "flat:multileader", "--check", "--reps", "1"], vnode)
+    recs = [json.loads(line) for line in out.splitlines()]
+    assert len(recs) == 1 and recs[0]["check"] == "ok" and recs[0]["ran"] == "multileader", (out, recs)
 
 
 def test_taskbench_task_records(smpi):

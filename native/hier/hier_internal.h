@@ -13,6 +13,7 @@ typedef struct {
     int *node_size;           /* per node index (nodes ordered by lowest comm rank) */
     MPI_Comm *up;           /* up[j]: the leaders when a root has node-local rank j */
     char *up_built;
+    MPI_Comm lane;          /* the ranks of this node-local rank, one per node (ct_hier_lane) */
     MPI_Win win;            /* shared-memory segment of the node (smod = SHM) */
     char *shm;
     MPI_Aint shm_bytes;
@@ -20,6 +21,7 @@ typedef struct {
 
 ct_hier *ct_hier_get(MPI_Comm comm);                     /* collective on first use */
 MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j);   /* collective on first use of j */
+MPI_Comm ct_hier_lane(ct_hier *h, MPI_Comm comm);        /* collective on first use */
 /* node-local rank of node n's leader when the root has node-local rank j */
 static inline int ct_hier_leader(const ct_hier *h, int n, int j)
 {

@@ -25,6 +25,7 @@ static int free_hier(MPI_Comm comm, int key, void *val, void *extra)
     for (int j = 0; j < h->maxppn; j++)
         if (h->up[j] != MPI_COMM_NULL) MPI_Comm_free(&h->up[j]);
     if (h->win != MPI_WIN_NULL) MPI_Win_free(&h->win);
+    if (h->lane != MPI_COMM_NULL) MPI_Comm_free(&h->lane);
     MPI_Comm_free(&h->node);
     free(h->node_of); free(h->lrank_of); free(h->node_size); free(h->up); free(h->up_built);
     free(h);
@@ -44,6 +45,7 @@ ct_hier *ct_hier_get(MPI_Comm comm)
     ct_setup_events++;
     h = calloc(1, sizeof *h);
     h->win = MPI_WIN_NULL;
+    h->lane = MPI_COMM_NULL;
     MPI_Comm shared;
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
     if (v > 0) {
@@ -99,6 +101,17 @@ MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j)
         h->up_built[j] = 1;
     }
     return h->up[j];
+}
+
+/* One split of comm by node-local rank, ordered by node: lane j holds local rank j
+ * of every node that has one. */
+MPI_Comm ct_hier_lane(ct_hier *h, MPI_Comm comm)
+{
+    if (h->lane == MPI_COMM_NULL) {
+        ct_setup_events++;
+        MPI_Comm_split(comm, h->lrank, h->node_idx, &h->lane);
+    }
+    return h->lane;
 }
 
 int ct_hier_info_get(MPI_Comm comm, ct_hier_info *info)

@@ -208,9 +208,10 @@ static int draw(const ct_online_block *b, double u, const ct_args *a)
 static void decide(ct_online_cell *x, MPI_Comm comm)
 {
     int n = (int)x->sampled;
-    double *t = malloc(3 * (size_t)n * sizeof *t), *setup = t + 2 * n;
+    double *t = malloc(3 * (size_t)n * sizeof *t), *setup;
     ct_online_block merged = *x->blk;
     if (!t) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    setup = t + 2 * n;
     ct_online_seconds(x);
     for (int i = 0; i < 2 * n; i++) t[i] = x->t ? x->t[i] : -1e300;
     for (int i = 0; i < n; i++) setup[i] = x->arm_of[i] & CT_ONLINE_SETUP ? 1 : 0;

@@ -14,7 +14,16 @@ from .sizes import parse_list
 
 
 def _split(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
+    """A comma list; commas inside [...] belong to a label (han[fs=131072,ibalg=6])."""
+    out, depth, cur = [], 0, ""
+    for ch in text or "":
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [t.strip() for t in [*out, cur] if t.strip()]
 
 
 def _layouts(args) -> list[tuple[int, int]]:

@@ -1,0 +1,59 @@
+/* Multi-leader allreduce: every rank of a node leads one block. A reduce-scatter
+ * inside the node leaves node-local rank j with the node's sum of block j; the ranks
+ * of local rank j, one per node (a lane), allreduce that block across the nodes, all
+ * lanes at once; an allgather inside the node gives every rank the whole result.
+ * Each node's network link carries 2 m (N-1)/N bytes, as a flat ring's would, but in
+ * 2 log2 N steps of Rabenseifner (or 2 (N-1) of a ring) between N nodes instead of
+ * 2 (P-1) between P ranks, and no rank reduces the whole vector alone (one leader per
+ * node, as in HAN, does). The node's steps are the library's (MPI_Reduce_scatter,
+ * MPI_Allgatherv), as HAN's smod 0. Commutative ops (the node reduces first); nodes of
+ * different sizes have lanes of different sizes: the flat Rabenseifner then. */
+#include <stdlib.h>
+#include "../hier_internal.h"
+
+static const char *supports(const ct_args *a)
+{
+    const char *r = ct_need_dense(a);
+    return r ? r : ct_need_commutative(a);
+}
+
+static int run(const ct_args *a, const int *p)
+{
+    ct_hier *h = ct_hier_get(a->comm);
+    if (h->uneven) return ct_call(CT_ALLREDUCE, "rabenseifner", NULL, a, NULL);
+    const ct_algorithm *lane_alg = NULL;
+    for (int i = 0; i < ct_count() && !lane_alg; i++)
+        if (ct_get(i)->coll == CT_ALLREDUCE && ct_get(i)->id == p[0]) lane_alg = ct_get(i);
+    if (!lane_alg) return MPI_ERR_ARG;
+    MPI_Comm lane = ct_hier_lane(h, a->comm);
+    int n = h->nlocal, *cnt = malloc(2 * sizeof(int) * (size_t)n), *displ = cnt ? cnt + n : NULL;
+    MPI_Aint ext = ct_extent(a->dtype);
+    if (!cnt) return MPI_ERR_NO_MEM;
+    for (int j = 0, off = 0; j < n; j++)
+        cnt[j] = a->count / n + (j < a->count % n), displ[j] = off, off += cnt[j];
+    char *block = malloc((size_t)(cnt[0] > 0 ? cnt[0] : 1) * (size_t)ext);
+    const void *in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf;
+    int rc = block ? PMPI_Reduce_scatter(in, block, cnt, a->dtype, a->op, h->node) : MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS) {
+        ct_args across = {.sendbuf = MPI_IN_PLACE, .recvbuf = block, .count = cnt[h->lrank],
+                          .dtype = a->dtype, .op = a->op, .root = 0, .comm = lane};
+        rc = ct_call(CT_ALLREDUCE, lane_alg->name, NULL, &across, NULL);
+    }
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Allgatherv(block, cnt[h->lrank], a->dtype, a->recvbuf, cnt, displ, a->dtype, h->node);
+    free(block);
+    free(cnt);
+    return rc;
+}
+
+const ct_algorithm ct_allreduce_multileader = {
+    .id = 6, .name = "multileader", .coll = CT_ALLREDUCE,
+    .description = "hierarchical: node reduce-scatter, one allreduce per node-local rank across the nodes (all at once), node allgather (commutative ops)",
+    .nparams = 1,
+    .params = {
+        {.name = "iaalg", .unit = "", .help = "the lanes' allreduce, catalogue id: 1 recursive_doubling 2 ring 3 rabenseifner 4 reduce_bcast",
+         .def = 3, .min = 1, .max = 4, .nprobe = 1, .probe = {2}},
+    },
+    .tune = {"iaalg=2"},
+    .supports = supports, .run = run,
+};
