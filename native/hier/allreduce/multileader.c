@@ -7,7 +7,8 @@
  * 2 (P-1) between P ranks, and no rank reduces the whole vector alone (one leader per
  * node, as in HAN, does). The node's steps are the library's (MPI_Reduce_scatter,
  * MPI_Allgatherv), as HAN's smod 0. Commutative ops (the node reduces first); nodes of
- * different sizes have lanes of different sizes: the flat Rabenseifner then. */
+ * different sizes have lanes of different sizes, and fewer elements than ranks per
+ * node leave empty blocks: the flat Rabenseifner then. */
 #include <stdlib.h>
 #include "../hier_internal.h"
 
@@ -20,7 +21,9 @@ static const char *supports(const ct_args *a)
 static int run(const ct_args *a, const int *p)
 {
     ct_hier *h = ct_hier_get(a->comm);
-    if (h->uneven) return ct_call(CT_ALLREDUCE, "rabenseifner", NULL, a, NULL);
+    /* blocks of 0 elements: SMPI's `ompi` MPI_Reduce_scatter returned wrong sums with
+     * zero counts (768 ranks, 2 elements), and so few elements gain nothing from lanes */
+    if (h->uneven || a->count < h->nlocal) return ct_call(CT_ALLREDUCE, "rabenseifner", NULL, a, NULL);
     const ct_algorithm *lane_alg = NULL;
     for (int i = 0; i < ct_count() && !lane_alg; i++)
         if (ct_get(i)->coll == CT_ALLREDUCE && ct_get(i)->id == p[0]) lane_alg = ct_get(i);
