@@ -167,11 +167,11 @@ def _declined(out: str) -> int:
 
 def _matrix(runner: Runner, slots, maxsub: int, alg: dict, counts: list[int],
             defaults_only: bool) -> int:
-    """algotest for one han algorithm: sub-communicators of 1..maxsub ranks and
+    """algotest for one hierarchical algorithm: sub-communicators of 1..maxsub ranks and
     WORLD, every root; returns the number of cases checked (all passed, as many
     as the matrix implies, and only non-commutative reductions ran the library)."""
     n = sum(slots)
-    args = ["-a", f"{alg['coll']}/han", "-s", str(maxsub), "-r", "all", "-m", "blocking",
+    args = ["-a", f"{alg['coll']}/{alg['name']}", "-s", str(maxsub), "-r", "all", "-m", "blocking",
             "-c", ",".join(map(str, counts)), *(["-d"] if defaults_only else [])]
     out = runner.run(slots, "colltune-algotest", args)
     algs = [{**alg, "params": [], "tune": []}] if defaults_only else [alg]
@@ -181,7 +181,7 @@ def _matrix(runner: Runner, slots, maxsub: int, alg: dict, counts: list[int],
     if alg["coll"] in REDUCTIONS:           # 3 of the 8 (type, op) pairs are non-commutative
         noncomm = cases * 3 // 8
         assert declined <= noncomm, (alg["coll"], declined, noncomm)
-        if alg["coll"] == "allreduce":      # allreduce/han declines exactly those
+        if alg["coll"] == "allreduce":      # allreduce/han and multileader decline exactly those
             assert declined == noncomm, (declined, noncomm)
     else:
         assert declined == 0, (alg["coll"], declined)
@@ -239,6 +239,17 @@ def test_han_matrix_across_emulated_hosts(runners, lib, layout):
         checked[alg["coll"]] = (_matrix(runner, slots, maxsub, alg, COUNTS, False) +
                                 _matrix(runner, slots, 0, alg, LARGE, True))
     assert all(checked.values()), checked
+
+
+@pytest.mark.parametrize("layout", ["2x2", "1+2"])
+@pytest.mark.parametrize("lib", LIBS)
+def test_multileader_matrix_across_emulated_hosts(runners, lib, layout):
+    """allreduce/multileader on real MPI across hosts: 2x2 (lanes of 2 across the hosts,
+    two at once), 1+2 (uneven: the flat Rabenseifner); sub-communicators and WORLD,
+    counts 0, 1, 7, 1031 with its probe (ring lanes), 65537 with the defaults."""
+    runner, slots, maxsub = runners(lib), LAYOUTS[layout], MAXSUB[layout]
+    alg = next(a for a in runner.catalogue if (a["coll"], a["name"]) == ("allreduce", "multileader"))
+    assert _matrix(runner, slots, maxsub, alg, COUNTS, False) + _matrix(runner, slots, 0, alg, LARGE, True)
 
 
 @pytest.mark.parametrize("lib", LIBS)
