@@ -110,6 +110,8 @@ MPI_Comm ct_hier_lane(ct_hier *h, MPI_Comm comm)
     if (h->lane == MPI_COMM_NULL) {
         ct_setup_events++;
         MPI_Comm_split(comm, h->lrank, h->node_idx, &h->lane);
+        /* a lane's error goes back to the algorithm, which reports it on comm */
+        MPI_Comm_set_errhandler(h->lane, MPI_ERRORS_RETURN);
     }
     return h->lane;
 }

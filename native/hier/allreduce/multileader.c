@@ -35,15 +35,19 @@ static int run(const ct_args *a, const int *p)
     for (int j = 0, off = 0; j < n; j++)
         cnt[j] = a->count / n + (j < a->count % n), displ[j] = off, off += cnt[j];
     char *block = malloc((size_t)(cnt[0] > 0 ? cnt[0] : 1) * (size_t)ext);
-    const void *in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf;
-    int rc = block ? PMPI_Reduce_scatter(in, block, cnt, a->dtype, a->op, h->node) : MPI_ERR_NO_MEM;
-    if (rc == MPI_SUCCESS) {
-        ct_args across = {.sendbuf = MPI_IN_PLACE, .recvbuf = block, .count = cnt[h->lrank],
-                          .dtype = a->dtype, .op = a->op, .root = 0, .comm = lane};
-        rc = ct_call(CT_ALLREDUCE, lane_alg->name, NULL, &across, NULL);
+    if (!block) {
+        free(cnt);
+        return MPI_ERR_NO_MEM;
     }
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Allgatherv(block, cnt[h->lrank], a->dtype, a->recvbuf, cnt, displ, a->dtype, h->node);
+    /* a step that fails locally (a reduction) does not stop the others: the peers
+     * would wait for this rank; the first error is returned at the end */
+    const void *in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf;
+    int rc = PMPI_Reduce_scatter(in, block, cnt, a->dtype, a->op, h->node);
+    ct_args across = {.sendbuf = MPI_IN_PLACE, .recvbuf = block, .count = cnt[h->lrank],
+                      .dtype = a->dtype, .op = a->op, .root = 0, .comm = lane};
+    int rc2 = ct_call(CT_ALLREDUCE, lane_alg->name, NULL, &across, NULL);
+    int rc3 = PMPI_Allgatherv(block, cnt[h->lrank], a->dtype, a->recvbuf, cnt, displ, a->dtype, h->node);
+    rc = rc != MPI_SUCCESS ? rc : rc2 != MPI_SUCCESS ? rc2 : rc3;
     free(block);
     free(cnt);
     return rc;
