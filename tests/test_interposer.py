@@ -171,7 +171,7 @@ def test_rank_dependent_problems_are_agreed(runner, tmp_path):
     assert ok(proc)
     assert warnings(proc) == [f"colltune: warning: COLLTUNE_RULES (on rank 1): {bad}:2: unknown "
                               f"allreduce algorithm 'nope' (known: recursive_doubling, ring, "
-                              f"rabenseifner, reduce_bcast, han, library); COLLTUNE_RULES ignored, "
+                              f"rabenseifner, reduce_bcast, han, multileader, library); COLLTUNE_RULES ignored, "
                               f"collectives go to the MPI library"]
     proc = runner(2, argv=mpmd(other))
     assert ok(proc)
