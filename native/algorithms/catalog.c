@@ -54,6 +54,13 @@ const ct_algorithm *ct_find(ct_coll coll, const char *name)
     return NULL;
 }
 
+const ct_algorithm *ct_find_id(ct_coll coll, int id)
+{
+    for (int i = 0; i < ct_count(); i++)
+        if (table[i]->coll == coll && table[i]->id == id) return table[i];
+    return NULL;
+}
+
 int ct_params_parse(const ct_algorithm *a, const char *text, int *params)
 {
     for (int i = 0; i < a->nparams; i++) params[i] = a->params[i].def;

@@ -163,9 +163,7 @@ int nb_start_shm(nb_op *o);
  * MPI_Iallreduce runs instead and its request is the op's only one. */
 static int start_flat_allreduce(nb_op *o, int alg)
 {
-    const ct_algorithm *a = NULL;
-    for (int i = 0; i < ct_count() && !a; i++)
-        if (ct_get(i)->coll == CT_ALLREDUCE && ct_get(i)->id == alg) a = ct_get(i);
+    const ct_algorithm *a = ct_find_id(CT_ALLREDUCE, alg);
     if (!a) return MPI_ERR_ARG;
     ct_args args = {.sendbuf = MPI_IN_PLACE, .recvbuf = o->buf, .count = o->count, .dtype = o->dt,
                     .op = o->op, .root = 0, .comm = o->comm};

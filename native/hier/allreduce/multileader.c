@@ -24,9 +24,7 @@ static int run(const ct_args *a, const int *p)
     /* blocks of 0 elements: SMPI's `ompi` MPI_Reduce_scatter returned wrong sums with
      * zero counts (768 ranks, 2 elements), and so few elements gain nothing from lanes */
     if (h->uneven || a->count < h->nlocal) return ct_call(CT_ALLREDUCE, "rabenseifner", NULL, a, NULL);
-    const ct_algorithm *lane_alg = NULL;
-    for (int i = 0; i < ct_count() && !lane_alg; i++)
-        if (ct_get(i)->coll == CT_ALLREDUCE && ct_get(i)->id == p[0]) lane_alg = ct_get(i);
+    const ct_algorithm *lane_alg = ct_find_id(CT_ALLREDUCE, p[0]);
     if (!lane_alg) return MPI_ERR_ARG;
     MPI_Comm lane = ct_hier_lane(h, a->comm);
     int n = h->nlocal, *cnt = malloc(2 * sizeof(int) * (size_t)n), *displ = cnt ? cnt + n : NULL;

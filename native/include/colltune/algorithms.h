@@ -82,6 +82,7 @@ int ct_coll_from_name(const char *name);          /* -1 when unknown */
 int ct_count(void);                               /* number of algorithms */
 const ct_algorithm *ct_get(int i);                /* 0 <= i < ct_count() */
 const ct_algorithm *ct_find(ct_coll coll, const char *name);
+const ct_algorithm *ct_find_id(ct_coll coll, int id);   /* by descriptor id (parameters name ids) */
 /* params = the defaults of a, then the "k=v,k=v" settings of text; -1 for an
  * unknown parameter, a value out of range or bad syntax. */
 int ct_params_parse(const ct_algorithm *a, const char *text, int *params);
