@@ -227,7 +227,7 @@ static void decide(ct_online_cell *x, MPI_Comm comm)
         int arm = x->arm_of[i] & ~CT_ONLINE_SETUP;
         double cost = t[2 * i + 1] - t[2 * i], m = clean[arm] > 0 ? sum[arm] / clean[arm]
                                                   : x->blk->arm[arm].n > 0 ? x->blk->arm[arm].mean : 0;
-        if (setup[i] > 0 && m > 0 && cost > m) cost = m + (cost - m) * all[arm] / x->calls;
+        if (setup[i] > 0) cost = ct_online_amortised(cost, m, all[arm], x->calls);
         ct_online_arm *a = &merged.arm[arm];
         ct_online_welford(&a->n, &a->mean, &a->m2, 1, cost, 0);
     }

@@ -133,6 +133,15 @@ extern ct_online_job ct_online;
  * samplers (MPI_Finalize), so every rank prices it alike. */
 #define CT_ONLINE_SETUP 0x80
 
+/* The cost a setup call's arm learns: its steady cost m plus the one-time excess
+ * spread over the communicator's calls of the block (n of them the arm's samples),
+ * so the arm's samples there average m + excess/calls. Without m, or no excess: the
+ * whole cost (pessimism). Used at the budget (decide) and at MPI_Finalize alike. */
+static inline double ct_online_amortised(double cost, double m, double n, double calls)
+{
+    return m > 0 && cost > m && calls > 0 ? m + (cost - m) * n / calls : cost;
+}
+
 /* per-(communicator, block) sampling, read by online_final.c */
 typedef struct {
     int coll, cls;

@@ -83,8 +83,9 @@ typedef struct {
 
 /* One sampled call (or a cell's summary, idx < 0): its records r[first..end), its
  * cost (latest end - latest start over the samplers), whether some rank built
- * per-communicator state in it, and the cost its arm learns from (amortise). */
-typedef struct { int first, end, setup; double cost, learn; } call_t;
+ * per-communicator state in it, the cost its arm learns from (amortise), and the
+ * index of its block's statistics (aggregate). */
+typedef struct { int first, end, setup, agg; double cost, learn; } call_t;
 
 static agg_t *agg_of(agg_t **aggs, int *n, const rec_t *r)
 {
@@ -184,7 +185,7 @@ static call_t *calls_of(const rec_t *r, int nrec, int *ncalls)
         double t0 = -1e300, t1 = -1e300;
         for (; j < nrec && !by_call(&r[i], &r[j]); j++)
             t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1), setup |= r[j].arm & CT_ONLINE_SETUP;
-        c[k++] = (call_t){i, j, setup != 0, t1 - t0, t1 - t0};
+        c[k++] = (call_t){i, j, setup != 0, -1, t1 - t0, t1 - t0};
         i = j;
     }
     *ncalls = k;
@@ -197,12 +198,12 @@ static int same_cell(const rec_t *a, const rec_t *b)
 }
 
 /* A call that built state costs the arm's steady cost m plus a one-time S that the
- * communicator pays once for all its calls of the block: its arm learns m + S n/c
- * (n: the arm's samples in that cell, c: the cell's calls), so over the cell the arm's
- * samples average m + S/c, its cost per call there. m: the arm's calls of the block
- * without setup in this run, else its mean in the state, else no amortisation (the
- * whole cost: pessimism). What the call cost beyond that goes to the block's setup_s. */
-static void amortise(const rec_t *r, call_t *c, int ncalls, agg_t *aggs, int nagg)
+ * communicator pays once for all its calls of the block: its arm learns
+ * ct_online_amortised (n: the arm's samples in that cell, c: the cell's calls), its
+ * cost per call there. m: the arm's calls of the block without setup in this run,
+ * else its mean in the state. What the call cost beyond that goes to the block's
+ * setup_s. */
+static void amortise(const rec_t *r, call_t *c, int ncalls, agg_t *aggs)
 {
     for (int lo = 0, hi; lo < ncalls; lo = hi) {
         double calls = 0, n[CT_ONLINE_MAX_ARMS] = {0};
@@ -215,13 +216,10 @@ static void amortise(const rec_t *r, call_t *c, int ncalls, agg_t *aggs, int nag
             const rec_t *x = &r[c[i].first];
             int arm = x->arm & ~CT_ONLINE_SETUP;
             if (x->idx < 0 || !c[i].setup || arm >= CT_ONLINE_MAX_ARMS || calls < n[arm]) continue;
-            agg_t *a = NULL;
-            for (int k = 0; k < nagg && !a; k++)
-                if (aggs[k].b.coll == x->coll && aggs[k].b.nodes == x->nodes &&
-                    aggs[k].b.ppn == x->ppn && aggs[k].b.cls == x->cls) a = &aggs[k];
-            double m = !a ? 0 : a->clean_n[arm] > 0 ? a->clean_sum[arm] / a->clean_n[arm] : a->prior[arm];
-            if (m > 0 && c[i].cost > m) c[i].learn = m + (c[i].cost - m) * n[arm] / calls;
-            if (a) a->b.setup_s += c[i].cost - c[i].learn;
+            agg_t *a = &aggs[c[i].agg];
+            double m = a->clean_n[arm] > 0 ? a->clean_sum[arm] / a->clean_n[arm] : a->prior[arm];
+            c[i].learn = ct_online_amortised(c[i].cost, m, n[arm], calls);
+            a->b.setup_s += c[i].cost - c[i].learn;
         }
     }
 }
@@ -236,17 +234,18 @@ static agg_t *aggregate(const rec_t *r, call_t *c, int ncalls, int *nagg)
         const rec_t *x = &r[c[i].first];
         agg_t *a = agg_of(&aggs, nagg, x);
         if (!a) return aggs;
+        c[i].agg = (int)(a - aggs);
         int arm = x->arm & ~CT_ONLINE_SETUP;
         if (x->idx < 0) a->b.calls += x->bytes, a->sampled += (long long)x->t0;
         else if (c[i].setup) a->b.setups++;
         else if (arm < a->b.narms) a->clean_sum[arm] += c[i].cost, a->clean_n[arm]++;
     }
-    amortise(r, c, ncalls, aggs, *nagg);
+    amortise(r, c, ncalls, aggs);
     for (int i = 0; i < ncalls; i++) {
         const rec_t *x = &r[c[i].first];
-        agg_t *a = agg_of(&aggs, nagg, x);
+        agg_t *a = &aggs[c[i].agg];
         int arm = x->arm & ~CT_ONLINE_SETUP;
-        if (!a || x->idx < 0 || arm >= a->b.narms) continue;
+        if (x->idx < 0 || arm >= a->b.narms) continue;
         ct_online_arm *y = &a->b.arm[arm];
         ct_online_welford(&y->n, &y->mean, &y->m2, 1, c[i].learn, 0);
         y->min = fmin(y->min, c[i].learn);

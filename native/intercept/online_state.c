@@ -112,10 +112,16 @@ double ct_online_conservative(ct_online_state *st, int budget, double risk)
     double reference = 0;
     int n = 0;
     explore_t *ex = malloc(((size_t)st->n + 1) * sizeof *ex);
-    if (!ex) return 1.0;
+    int *choice = malloc(((size_t)st->n + 1) * sizeof *choice);   /* each block's, once */
+    if (!ex || !choice) {
+        free(ex), free(choice);
+        return 1.0;
+    }
+    for (int k = 0; k < st->n; k++)
+        choice[k] = st->b[k].measured && st->b[k].runs > 0 ? ct_online_choice(&st->b[k]) : -1;
     for (int k = 0; k < st->n; k++) {
         ct_online_block *b = &st->b[k];
-        int e = b->measured && b->runs > 0 ? ct_online_choice(b) : -1, lib = -1;
+        int e = choice[k], lib = -1;
         b->safe = 0, b->gated = 0;
         double worst = 0, sum = 0, x = 0, q = 0, setup = 0;
         for (int i = 0; i < b->narms; i++) {
@@ -131,8 +137,7 @@ double ct_online_conservative(ct_online_state *st, int budget, double risk)
         for (int j = 0; j < st->n && !paid; j++) {  /* a communicator's setup serves all its */
             const ct_online_block *o = &st->b[j];   /* blocks: the shape's, unless one of them */
             if (o->nodes != b->nodes || o->ppn != b->ppn) continue;   /* runs colltune anyway */
-            int oe = o->measured && o->runs > 0 ? ct_online_choice(o) : -1;
-            if (oe >= 0 && o->arm[oe].alg) paid = 1, setup = 0;
+            if (choice[j] >= 0 && o->arm[choice[j]].alg) paid = 1, setup = 0;
             else if (o->setups > 0) setup = fmax(setup, o->setup_s / (double)o->setups);
         }
         for (int i = 0; i < b->narms && sum > 0; i++) {
@@ -156,6 +161,7 @@ double ct_online_conservative(ct_online_state *st, int budget, double risk)
     else
         lo = 1.0;
     free(ex);
+    free(choice);
     return lo;
 }
 
