@@ -41,6 +41,12 @@ def test_state_round_trip():
     again = state.parse(state.format_state(st), "t.txt")
     assert again == st
     assert state.format_state(again) == state.format_state(st)
+    # a block's setup statistics (written only when it had setup calls) round-trip too
+    with_setups = state.parse(GOOD.replace("calls=1234", "calls=1234 setups=2 setup_s=0.000181"), "u.txt")
+    b = with_setups.blocks[("allreduce", 16, 4, 0)]
+    assert (b.setups, b.setup_s) == (2, 0.000181)
+    assert "setups=2 setup_s=0.000181" in state.format_state(with_setups)
+    assert state.parse(state.format_state(with_setups), "v.txt") == with_setups
 
 
 def test_size_classes():
@@ -62,6 +68,10 @@ def test_size_classes():
     (GOOD.replace(" calls=1234", ""), "s.txt:4", "missing calls"),
     (GOOD.replace("n=120", "n=120 colour=red"), "s.txt:6", "unknown field 'colour=red'"),
     (GOOD.replace("run-count 7", "runs 7"), "s.txt:3", "unknown line 'runs 7'"),
+    (GOOD.replace("calls=1234", "calls=1234 setups=2 setup_s=-1e-05"), "s.txt:4",
+     "setup_s: bad value '-1e-05'"),
+    (GOOD.replace("calls=1234", "calls=1234 setups=two setup_s=1e-05"), "s.txt:4",
+     "setups: bad value 'two'"),
     ("colltune-online-state 1\narm library p=1 n=0\n", "s.txt:2", "before any block"),
     (GOOD + "arm library p=0.1 n=0\n", "s.txt:11", "arm 'library' given twice"),
     (GOOD + GOOD.splitlines()[3] + "\n", "s.txt:11", "given twice"),
