@@ -243,12 +243,13 @@ def test_han_matrix_across_emulated_hosts(runners, lib, layout):
 
 @pytest.mark.parametrize("layout", ["2x2", "1+2"])
 @pytest.mark.parametrize("lib", LIBS)
-def test_multileader_matrix_across_emulated_hosts(runners, lib, layout):
-    """allreduce/multileader on real MPI across hosts: 2x2 (lanes of 2 across the hosts,
-    two at once), 1+2 (uneven: the flat Rabenseifner); sub-communicators and WORLD,
-    counts 0, 1, 7, 1031 with its probe (ring lanes), 65537 with the defaults."""
+@pytest.mark.parametrize("coll", ["allreduce", "reduce"])
+def test_multileader_matrix_across_emulated_hosts(runners, coll, lib, layout):
+    """allreduce/ and reduce/multileader on real MPI across hosts: 2x2 (lanes of 2 across
+    the hosts, two at once), 1+2 (uneven: the flat Rabenseifner); sub-communicators and
+    WORLD, every root, counts 0, 1, 7, 1031 with its probe, 65537 with the defaults."""
     runner, slots, maxsub = runners(lib), LAYOUTS[layout], MAXSUB[layout]
-    alg = next(a for a in runner.catalogue if (a["coll"], a["name"]) == ("allreduce", "multileader"))
+    alg = next(a for a in runner.catalogue if (a["coll"], a["name"]) == (coll, "multileader"))
     assert _matrix(runner, slots, maxsub, alg, COUNTS, False) + _matrix(runner, slots, 0, alg, LARGE, True)
 
 

@@ -72,14 +72,16 @@ def test_han_matrix_smpi_every_subcommunicator(smpi, han_catalogue, coll, vnode)
 # the others uneven: the flat Rabenseifner), 3 nodes of 3 (6, 9, 12 even), 1 one rank
 # per node (every lane is the whole communicator)
 @pytest.mark.parametrize("vnode", [0, 3, 1])
-def test_multileader_matrix_smpi_every_subcommunicator(smpi, vnode):
-    """Communicators of 1..13 ranks and WORLD, counts 0, 1, 7 and 301 (blocks of 0 and of
-    uneven sizes), int/double/3-byte types, sum/max/non-commutative (declined: library),
-    in place; its lanes' allreduce as Rabenseifner (default) and ring (probe, preset)."""
+@pytest.mark.parametrize("coll", ["allreduce", "reduce"])
+def test_multileader_matrix_smpi_every_subcommunicator(smpi, coll, vnode):
+    """Communicators of 1..13 ranks and WORLD, every root, counts 0, 1, 7 and 301 (blocks
+    of 0 and of uneven sizes), int/double/3-byte types, sum/max/non-commutative
+    (declined: library), in place; its lanes' algorithm as the default and the probe."""
     counts = [0, 1, 7, 301]
-    algs = [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"])) if a["name"] == "multileader"]
-    assert algs, "multileader is not in the catalogue"
-    out = smpi(13, "colltune-algotest", ["-a", "allreduce/multileader", "-s", "13", "-r", "all", "-m",
+    algs = [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"]))
+            if (a["coll"], a["name"]) == (coll, "multileader")]
+    assert algs, f"{coll}/multileader is not in the catalogue"
+    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/multileader", "-s", "13", "-r", "all", "-m",
                                          "blocking", "-c", ",".join(map(str, counts))], vnode)
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
@@ -185,11 +187,12 @@ def test_han_whole_collective_large_message(smpi, settings):
 
 
 @pytest.mark.parametrize("vnode", [0, 3])
-def test_multileader_large_message(smpi, vnode):
-    """1 MiB allreduce on 32 ranks (8 nodes x 4, or nodes of 3 + 2: uneven, the flat
-    Rabenseifner), checked on every rank; multileader really ran (not declined)."""
-    out = smpi(32, "colltune-taskbench", ["--coll", "allreduce", "--bytes", "1048576", "--whole",
-                                          "flat:multileader", "--check", "--reps", "1"], vnode)
+@pytest.mark.parametrize("coll", ["allreduce", "reduce"])
+def test_multileader_large_message(smpi, coll, vnode):
+    """1 MiB on 32 ranks (8 nodes x 4, or nodes of 3 + 2: uneven, the flat Rabenseifner),
+    root 5 (reduce: not on the first node), checked; multileader really ran (not declined)."""
+    out = smpi(32, "colltune-taskbench", ["--coll", coll, "--bytes", "1048576", "--whole",
+                                          "flat:multileader", "--check", "--reps", "1", "--root", "5"], vnode)
     recs = [json.loads(line) for line in out.splitlines()]
     assert len(recs) == 1 and recs[0]["check"] == "ok" and recs[0]["ran"] == "multileader", (out, recs)
 

@@ -59,6 +59,6 @@ const ct_algorithm ct_allreduce_multileader = {
         {.name = "iaalg", .unit = "", .help = "the lanes' allreduce, catalogue id: 1 recursive_doubling 2 ring 3 rabenseifner 4 reduce_bcast",
          .def = 3, .min = 1, .max = 4, .nprobe = 1, .probe = {2}},
     },
-    .tune = {"iaalg=2"},
+    .tune = {"iaalg=2", "iaalg=1"},
     .supports = supports, .run = run,
 };

@@ -1,0 +1,66 @@
+/* Multi-leader reduce: allreduce/multileader's first two steps, then a gather inside
+ * the root's node only. The library's reduce-scatter inside each node leaves
+ * node-local rank j with block j of the node's sum; the ranks of local rank j, one per
+ * node (a lane), reduce that block to the lane's member on the root's node, all lanes
+ * at once; the library's gatherv inside the root's node collects the blocks at the
+ * root. Every rank of a node leads one block, so no rank (the root included, which in
+ * HAN and in a flat tree reduces the whole vector) reduces more than m/ppn across the
+ * nodes. Commutative ops; nodes of different sizes, or fewer elements than ranks per
+ * node (empty blocks: SMPI's `ompi` MPI_Reduce_scatter, see allreduce/multileader),
+ * run the flat Rabenseifner. */
+#include <stdlib.h>
+#include "../hier_internal.h"
+
+static const char *supports(const ct_args *a)
+{
+    const char *r = ct_need_dense(a);
+    return r ? r : ct_need_commutative(a);
+}
+
+static int run(const ct_args *a, const int *p)
+{
+    ct_hier *h = ct_hier_get(a->comm);
+    if (h->uneven || a->count < h->nlocal) return ct_call(CT_REDUCE, "rabenseifner", NULL, a, NULL);
+    const ct_algorithm *lane_alg = ct_find_id(CT_REDUCE, p[0]);
+    if (!lane_alg) return MPI_ERR_ARG;
+    MPI_Comm lane = ct_hier_lane(h, a->comm);   /* lane ranks = node indices */
+    int n = h->nlocal, *cnt = malloc(2 * sizeof(int) * (size_t)n), *displ = cnt ? cnt + n : NULL;
+    MPI_Aint ext = ct_extent(a->dtype);
+    if (!cnt) return MPI_ERR_NO_MEM;
+    for (int j = 0, off = 0; j < n; j++)
+        cnt[j] = a->count / n + (j < a->count % n), displ[j] = off, off += cnt[j];
+    char *block = malloc((size_t)(cnt[0] > 0 ? cnt[0] : 1) * (size_t)ext);
+    if (!block) {
+        free(cnt);
+        return MPI_ERR_NO_MEM;
+    }
+    int root_node = h->node_of[a->root];
+    /* as in allreduce/multileader: a step that fails locally does not stop the
+     * others; the first error is returned at the end */
+    const void *in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf;
+    int rc = PMPI_Reduce_scatter(in, block, cnt, a->dtype, a->op, h->node);
+    int mine = h->node_idx == root_node;
+    ct_args across = {.sendbuf = mine ? MPI_IN_PLACE : block, .recvbuf = mine ? block : NULL,
+                      .count = cnt[h->lrank], .dtype = a->dtype, .op = a->op, .root = root_node,
+                      .comm = lane};
+    int rc2 = ct_call(CT_REDUCE, lane_alg->name, NULL, &across, NULL);
+    int rc3 = !mine ? MPI_SUCCESS
+                    : PMPI_Gatherv(block, cnt[h->lrank], a->dtype, a->recvbuf, cnt, displ, a->dtype,
+                                   h->lrank_of[a->root], h->node);
+    rc = rc != MPI_SUCCESS ? rc : rc2 != MPI_SUCCESS ? rc2 : rc3;
+    free(block);
+    free(cnt);
+    return rc;
+}
+
+const ct_algorithm ct_reduce_multileader = {
+    .id = 6, .name = "multileader", .coll = CT_REDUCE,
+    .description = "hierarchical: node reduce-scatter, one reduce per node-local rank across the nodes to the root's node (all at once), gather in the root's node (commutative ops)",
+    .nparams = 1,
+    .params = {
+        {.name = "iralg", .unit = "", .help = "the lanes' reduce, catalogue id: 1 linear 2 binomial 3 binary_pipelined 4 rabenseifner",
+         .def = 4, .min = 1, .max = 4, .nprobe = 1, .probe = {2}},
+    },
+    .tune = {"iralg=2"},
+    .supports = supports, .run = run,
+};
