@@ -86,6 +86,33 @@ def test_tune_both_chooses_the_best_deployable_arm(workdir):
     assert proc.returncode == 2 and "cannot be verified on a real library" in proc.stderr
 
 
+def test_tune_both_taskmodel_measures_its_han_choice_against_the_other_arms(workdir):
+    """--provider both --strategy taskmodel: the model picks HAN's configuration per point
+    (task pipelines, no whole HAN call searched), that configuration is measured there
+    beside the other arms, and each rule is the fastest measured arm of its point."""
+    table = workdir / "tm.json"
+    run_cli("tune", "--provider", "both", "--strategy", "taskmodel", "--collectives", "bcast",
+            "--layouts", "2x4", "--sizes", "1024,65536,1048576", "--algorithms", "binomial,pipeline",
+            "--table", str(table), "-q", "--min-reps", "3", "--max-reps", "5")
+    t = DecisionTable.load(str(table))
+    assert t.provenance["taskmodel"]["han_part_of"] == "both"
+    assert t.provenance["taskmodel"]["pipelines_measured"] > 0
+    recs = [json.loads(x) for x in run_cli("results", "export", "--format", "jsonl").stdout.splitlines()]
+    han = {(r["msg_size"], r["algorithm"]) for r in recs if r["provider"] == "colltune"
+           and r["algorithm"].startswith("han[")}
+    assert {m for m, _ in han} == {1024, 65536, 1048576}      # one model choice per size, measured
+    assert len(han) == 3 and all("fs=" in a and "ibalg=" in a for _, a in han)
+    ok = [r for r in recs if r["status"] == "ok" and r["scenario"] == "plain" and (
+        (r["provider"], r["algorithm"]) == ("smpi", "ompi") or r["provider"] == "colltune")]
+    (e,) = t.entries
+    for size in (1024, 65536, 1048576):
+        here = [r for r in ok if r["msg_size"] == size and
+                (not r["algorithm"].startswith("han[") or (size, r["algorithm"]) in han)]
+        rule = e.rule_for(size)
+        best = min(here, key=lambda r: r["ttc_median_s"])
+        assert (rule.provider, rule.algorithm) == (best["provider"], best["algorithm"]), (size, rule)
+
+
 def deploy(tmp_path, lib, name="dep"):
     table = mixed_table(tmp_path / f"{lib}.json", lib)
     out = tmp_path / name

@@ -45,6 +45,9 @@ class Provider:
     # Can a rules file give each message size its own algorithm of this library?
     # (SMPI configures one algorithm per collective for a whole run: no.)
     per_size_rules = True
+    # colltune's own algorithms, when the provider offers them beside others (--provider
+    # both: the task model tuner then measures its HAN choice against the other arms)
+    colltune_part: "Provider | None" = None
 
     def arms(self, collective: str) -> list[Algorithm]:
         """What a tuner may put in a decision table for collective (default: the

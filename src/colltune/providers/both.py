@@ -34,7 +34,7 @@ class BothProvider(Provider):
 
     def __init__(self, backend, library: Provider):
         self.library = library
-        self.colltune = ColltuneProvider(backend, library)
+        self.colltune = self.colltune_part = ColltuneProvider(backend, library)
         self.parts = (library, self.colltune)
         self.default_baselines = library.default_baselines
         self.default_name = (backend.settings.values.get("default_selector")

@@ -3,13 +3,21 @@
 Measures task pipelines with colltune-taskbench instead of whole collectives,
 predicts every configuration of the HAN space at every (nodes, ppn, size) point
 and writes the predicted best as `han` rules of the `colltune` provider.
-It needs the backend and the store, which the campaign does not hand to a
-tuner: `colltune tune` calls ``attach`` (commands.run_tuning) before ``plan``.
+With a provider that offers colltune's algorithms beside others (--provider both,
+docs/deploy.md) the model does the HAN part only: the configuration it predicts best
+at a point is measured there, as every other arm is (the library's default decision,
+its algorithms where deployable, colltune's flat ones; HAN's catalogue presets are
+replaced by the model's choice), and the fastest measured arm wins, as in the
+exhaustive tuner. It needs the backend and the store, which the campaign does not
+hand to a tuner: `colltune tune` calls ``attach`` (commands.run_tuning) before ``plan``.
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from ..decision import DecisionTable, Entry, rules_from_points
 from ..errors import ColltuneError
+from ..plan import BenchSpec
 from ..results import Results
 from ..taskmodel.costs import TaskCosts
 from ..taskmodel.model import STAGES
@@ -17,6 +25,7 @@ from ..taskmodel.runner import TaskRunner
 from ..taskmodel.search import SPACES, best_predicted, configurations
 from . import TUNERS
 from .base import Tuner
+from .exhaustive import ExhaustiveTuner
 
 PROVIDER, ALGORITHM = "colltune", "han"
 
@@ -50,9 +59,34 @@ class TaskModelTuner(Tuner):
                 for m in self.space.sizes:
                     self.choices[(coll, nodes, ppn, m)] = best_predicted(
                         self.costs, coll, nodes, ppn, m, confs)
-        return []
+        if self.provider.colltune_part is None:
+            return []
+        # --provider both: the other arms at every point, the model's HAN choice where chosen
+        self._others = ExhaustiveTuner(self.provider, self.space, self.baselines)
+        specs = [s for s in self._others.plan() if not self._is_han(s.algorithm)]
+        for coll in self.space.collectives:
+            for nodes, ppn in self.space.layouts:
+                by_conf: dict = {}
+                for m in self.space.sizes:
+                    alg = self._han(coll, self.choices[(coll, nodes, ppn, m)][0])
+                    by_conf.setdefault(alg, []).append(m)
+                specs += [BenchSpec(coll, alg, nodes, ppn, tuple(ms), root=self.space.root)
+                          for alg, ms in by_conf.items()]
+        return specs
+
+    @staticmethod
+    def _is_han(alg) -> bool:
+        return (alg.provider, alg.name) == (PROVIDER, ALGORITHM)
+
+    def _han(self, coll: str, conf: dict):
+        """The model's configuration as an algorithm of colltune's part (its label carries
+        every parameter, so each configuration has its own store points)."""
+        label = f"{ALGORITHM}[{','.join(f'{k}={v}' for k, v in sorted(conf.items()))}]"
+        return self.provider.colltune_part.lookup(coll, label)
 
     def decide(self, results: Results, provenance: dict) -> DecisionTable:
+        if self.provider.colltune_part is not None:
+            return self._decide_measured(results, provenance)
         entries = []
         for coll in self.space.collectives:
             for nodes, ppn in self.space.layouts:
@@ -61,6 +95,30 @@ class TaskModelTuner(Tuner):
                 entries.append(Entry(coll, nodes, ppn, rules_from_points(pts)))
         prov = {**provenance, "taskmodel": {"heuristics": self.costs.heuristics,
                                             "space": self.han_space,
+                                            "pipelines_measured": self.costs.measured,
+                                            "pipelines_reused": self.costs.reused,
+                                            "bench_simulated_s": self.costs.bench_s}}
+        return DecisionTable(self.name, prov, tuple(entries))
+
+    def _decide_measured(self, results: Results, provenance: dict) -> DecisionTable:
+        """--provider both: per point the fastest measured arm among the other arms and
+        the model's HAN choice there (a configuration chosen at another size of the
+        layout does not compete at this one: it was not measured there)."""
+        entries = []
+        for coll in self.space.collectives:
+            others = {(a.provider, a.label) for a in self._others.arms(coll) if not self._is_han(a)}
+            for nodes, ppn in self.space.layouts:
+                chosen = {(PROVIDER, self._han(coll, self.choices[(coll, nodes, ppn, m)][0]).label, m)
+                          for m in self.space.sizes}
+                pts = results.filter(collective=coll, nodes=nodes, ppn=ppn, scenario="plain") \
+                    .arms(others | {(p, a) for p, a, _ in chosen})
+                p = pts.points
+                keep = pd.Series([(pr, a) in others or (pr, a, int(m)) in chosen for pr, a, m in
+                                  zip(p["provider"], p["algorithm"], p["msg_size"])], index=p.index, dtype=bool)
+                pts = Results(p[keep].copy(), pts.runs.copy())
+                entries += ExhaustiveTuner._entries(pts.best(selectors=True), pts.ok().points)
+        prov = {**provenance, "taskmodel": {"heuristics": self.costs.heuristics,
+                                            "space": self.han_space, "han_part_of": "both",
                                             "pipelines_measured": self.costs.measured,
                                             "pipelines_reused": self.costs.reused,
                                             "bench_simulated_s": self.costs.bench_s}}
