@@ -173,11 +173,12 @@ def used_sizes(state_dir: str) -> dict:
     return out
 
 
-def bench_best(sizes: dict, presets: dict, platform: str, work: str) -> dict:
+def bench_best(sizes: dict, presets: dict, platform: str, work: str, scenario: tuple = ()) -> dict:
     """The offline benchmark (`colltune bench --provider colltune`, synchronised start, median
     of repetitions) of every preset arm at the layouts and sizes the blocks used; `library`
-    is the job's SMPI selector (LIBRARY_SELECTOR). {block key: {arm: seconds per call, weighted by the
-    calls at each size}}, and the campaign's simulated cost (tuners/active.point_cost)."""
+    is the job's SMPI selector (LIBRARY_SELECTOR); scenario: more `bench` arguments (e.g. the
+    delayed scenario's). {block key: {arm: seconds per call, weighted by the calls at each
+    size}}, and the campaign's simulated cost (tuners/active.point_cost)."""
     from colltune.online.arms import arm_label
     from colltune.results import Results
     from colltune.store import Store
@@ -192,7 +193,7 @@ def bench_best(sizes: dict, presets: dict, platform: str, work: str) -> dict:
                                                         for a in arms),
                "--layouts", ",".join(sorted({f"{k[1]}x{k[2]}" for k in blocks})),
                "--sizes", ",".join(str(b) for b in sorted({b for k in blocks for b in sizes[k]})),
-               "--campaign", "offline", "--store", db, "--cache-dir", CACHE, "-q"]
+               "--campaign", "offline", "--store", db, "--cache-dir", CACHE, "-q", *scenario]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         print(f"  offline bench of {coll}: {len(arms)} arms at {len(blocks)} blocks", flush=True)
     from colltune.tuners.active import point_cost
