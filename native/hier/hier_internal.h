@@ -22,6 +22,15 @@ typedef struct {
 ct_hier *ct_hier_get(MPI_Comm comm);                     /* collective on first use */
 MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j);   /* collective on first use of j */
 MPI_Comm ct_hier_lane(ct_hier *h, MPI_Comm comm);        /* collective on first use */
+/* The multi-leader algorithms' split of a vector of `count` elements into one block per
+ * node-local rank (block j: local rank j's; counts and displacements for the node's
+ * reduce-scatter and gather(v)), and a buffer for this rank's block. */
+typedef struct {
+    int *cnt, *displ;       /* nlocal each, one allocation */
+    char *block;            /* cnt[lrank] elements (at least one byte) */
+} ct_lane_split;
+int ct_lane_split_init(const ct_hier *h, int count, MPI_Aint ext, ct_lane_split *s); /* MPI_ERR_NO_MEM: nothing to free */
+void ct_lane_split_free(ct_lane_split *s);
 /* node-local rank of node n's leader when the root has node-local rank j */
 static inline int ct_hier_leader(const ct_hier *h, int n, int j)
 {

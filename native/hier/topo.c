@@ -116,6 +116,28 @@ MPI_Comm ct_hier_lane(ct_hier *h, MPI_Comm comm)
     return h->lane;
 }
 
+int ct_lane_split_init(const ct_hier *h, int count, MPI_Aint ext, ct_lane_split *s)
+{
+    int n = h->nlocal;
+    s->cnt = malloc(2 * sizeof(int) * (size_t)n);
+    if (!s->cnt) return MPI_ERR_NO_MEM;
+    s->displ = s->cnt + n;
+    for (int j = 0, off = 0; j < n; j++)
+        s->cnt[j] = count / n + (j < count % n), s->displ[j] = off, off += s->cnt[j];
+    s->block = malloc((size_t)(s->cnt[h->lrank] > 0 ? s->cnt[h->lrank] : 1) * (size_t)ext);
+    if (!s->block) {
+        free(s->cnt);
+        return MPI_ERR_NO_MEM;
+    }
+    return MPI_SUCCESS;
+}
+
+void ct_lane_split_free(ct_lane_split *s)
+{
+    free(s->block);
+    free(s->cnt);
+}
+
 int ct_hier_info_get(MPI_Comm comm, ct_hier_info *info)
 {
     ct_hier *h = ct_hier_get(comm);

@@ -9,7 +9,6 @@
  * MPI_Allgatherv), as HAN's smod 0. Commutative ops (the node reduces first); nodes of
  * different sizes have lanes of different sizes, and fewer elements than ranks per
  * node leave empty blocks: the flat Rabenseifner then. */
-#include <stdlib.h>
 #include "../hier_internal.h"
 
 static const char *supports(const ct_args *a)
@@ -27,27 +26,19 @@ static int run(const ct_args *a, const int *p)
     const ct_algorithm *lane_alg = ct_find_id(CT_ALLREDUCE, p[0]);
     if (!lane_alg) return MPI_ERR_ARG;
     MPI_Comm lane = ct_hier_lane(h, a->comm);
-    int n = h->nlocal, *cnt = malloc(2 * sizeof(int) * (size_t)n), *displ = cnt ? cnt + n : NULL;
-    MPI_Aint ext = ct_extent(a->dtype);
-    if (!cnt) return MPI_ERR_NO_MEM;
-    for (int j = 0, off = 0; j < n; j++)
-        cnt[j] = a->count / n + (j < a->count % n), displ[j] = off, off += cnt[j];
-    char *block = malloc((size_t)(cnt[0] > 0 ? cnt[0] : 1) * (size_t)ext);
-    if (!block) {
-        free(cnt);
-        return MPI_ERR_NO_MEM;
-    }
+    ct_lane_split s;
+    if (ct_lane_split_init(h, a->count, ct_extent(a->dtype), &s) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
     /* a step that fails locally (a reduction) does not stop the others: the peers
      * would wait for this rank; the first error is returned at the end */
     const void *in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf;
-    int rc = PMPI_Reduce_scatter(in, block, cnt, a->dtype, a->op, h->node);
-    ct_args across = {.sendbuf = MPI_IN_PLACE, .recvbuf = block, .count = cnt[h->lrank],
+    int rc = PMPI_Reduce_scatter(in, s.block, s.cnt, a->dtype, a->op, h->node);
+    ct_args across = {.sendbuf = MPI_IN_PLACE, .recvbuf = s.block, .count = s.cnt[h->lrank],
                       .dtype = a->dtype, .op = a->op, .root = 0, .comm = lane};
     int rc2 = ct_call(CT_ALLREDUCE, lane_alg->name, NULL, &across, NULL);
-    int rc3 = PMPI_Allgatherv(block, cnt[h->lrank], a->dtype, a->recvbuf, cnt, displ, a->dtype, h->node);
+    int rc3 = PMPI_Allgatherv(s.block, s.cnt[h->lrank], a->dtype, a->recvbuf, s.cnt, s.displ, a->dtype,
+                              h->node);
     rc = rc != MPI_SUCCESS ? rc : rc2 != MPI_SUCCESS ? rc2 : rc3;
-    free(block);
-    free(cnt);
+    ct_lane_split_free(&s);
     return rc;
 }
 

@@ -8,7 +8,6 @@
  * nodes. Commutative ops; nodes of different sizes, or fewer elements than ranks per
  * node (empty blocks: SMPI's `ompi` MPI_Reduce_scatter, see allreduce/multileader),
  * run the flat Rabenseifner. */
-#include <stdlib.h>
 #include "../hier_internal.h"
 
 static const char *supports(const ct_args *a)
@@ -24,32 +23,22 @@ static int run(const ct_args *a, const int *p)
     const ct_algorithm *lane_alg = ct_find_id(CT_REDUCE, p[0]);
     if (!lane_alg) return MPI_ERR_ARG;
     MPI_Comm lane = ct_hier_lane(h, a->comm);   /* lane ranks = node indices */
-    int n = h->nlocal, *cnt = malloc(2 * sizeof(int) * (size_t)n), *displ = cnt ? cnt + n : NULL;
-    MPI_Aint ext = ct_extent(a->dtype);
-    if (!cnt) return MPI_ERR_NO_MEM;
-    for (int j = 0, off = 0; j < n; j++)
-        cnt[j] = a->count / n + (j < a->count % n), displ[j] = off, off += cnt[j];
-    char *block = malloc((size_t)(cnt[0] > 0 ? cnt[0] : 1) * (size_t)ext);
-    if (!block) {
-        free(cnt);
-        return MPI_ERR_NO_MEM;
-    }
-    int root_node = h->node_of[a->root];
+    ct_lane_split s;
+    if (ct_lane_split_init(h, a->count, ct_extent(a->dtype), &s) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
+    int root_node = h->node_of[a->root], mine = h->node_idx == root_node;
     /* as in allreduce/multileader: a step that fails locally does not stop the
      * others; the first error is returned at the end */
     const void *in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf;
-    int rc = PMPI_Reduce_scatter(in, block, cnt, a->dtype, a->op, h->node);
-    int mine = h->node_idx == root_node;
-    ct_args across = {.sendbuf = mine ? MPI_IN_PLACE : block, .recvbuf = mine ? block : NULL,
-                      .count = cnt[h->lrank], .dtype = a->dtype, .op = a->op, .root = root_node,
+    int rc = PMPI_Reduce_scatter(in, s.block, s.cnt, a->dtype, a->op, h->node);
+    ct_args across = {.sendbuf = mine ? MPI_IN_PLACE : s.block, .recvbuf = mine ? s.block : NULL,
+                      .count = s.cnt[h->lrank], .dtype = a->dtype, .op = a->op, .root = root_node,
                       .comm = lane};
     int rc2 = ct_call(CT_REDUCE, lane_alg->name, NULL, &across, NULL);
     int rc3 = !mine ? MPI_SUCCESS
-                    : PMPI_Gatherv(block, cnt[h->lrank], a->dtype, a->recvbuf, cnt, displ, a->dtype,
-                                   h->lrank_of[a->root], h->node);
+                    : PMPI_Gatherv(s.block, s.cnt[h->lrank], a->dtype, a->recvbuf, s.cnt, s.displ,
+                                   a->dtype, h->lrank_of[a->root], h->node);
     rc = rc != MPI_SUCCESS ? rc : rc2 != MPI_SUCCESS ? rc2 : rc3;
-    free(block);
-    free(cnt);
+    ct_lane_split_free(&s);
     return rc;
 }
 
