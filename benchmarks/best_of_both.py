@@ -119,6 +119,10 @@ class DeployedBackend:
                             labels={"deployment": self.rules}, per_point=ran)
 
 
+def _rule_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
 def deployed_algorithm(coll: str, rules_text: str) -> Algorithm:
     """The deployment as a store 'algorithm': a new rules file gets new points."""
     sha = hashlib.sha256(rules_text.encode()).hexdigest()[:10]
@@ -200,7 +204,11 @@ def main() -> int:
         table.save(str(table_path))
         with tempfile.TemporaryDirectory() as d:
             manifest = deploy(str(table_path), "smpi", d, session.settings.cache_dir)
-            rules.write_text(Path(d, "colltune.rules").read_text())
+            new = Path(d, "colltune.rules").read_text()
+            # the deployment's store label is the rules file's sha: keep the file (and its
+            # "# created" line) when the rules are the same, so a re-run reuses its points
+            if not rules.exists() or _rule_lines(rules.read_text()) != _rule_lines(new):
+                rules.write_text(new)
         dep_args = manifest["launch"]["COLLTUNE_SMPIRUN_ARGS"].split()
         evaluate(Session({**cli, "timeout": a.eval_timeout}), a.platform, colls, train + held,
                  sorted(set(tsizes + hsizes)), rules.resolve(), dep_args)
