@@ -34,11 +34,15 @@ class BothProvider(Provider):
 
     def __init__(self, backend, library: Provider):
         self.library = library
-        self.colltune = self.colltune_part = ColltuneProvider(backend, library)
+        self.colltune = ColltuneProvider(backend, library)
         self.parts = (library, self.colltune)
         self.default_baselines = library.default_baselines
         self.default_name = (backend.settings.values.get("default_selector")
                              or (library.default_baselines or ("default",))[0])
+
+    @property
+    def colltune_part(self) -> Provider:
+        return self.colltune
 
     def collectives(self) -> list[str]:
         out: list[str] = []

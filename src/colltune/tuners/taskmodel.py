@@ -64,12 +64,12 @@ class TaskModelTuner(Tuner):
         # --provider both: the other arms at every point, the model's HAN choice where chosen
         self._others = ExhaustiveTuner(self.provider, self.space, self.baselines)
         specs = [s for s in self._others.plan() if not self._is_han(s.algorithm)]
+        self._han_alg = {key: self._han(key[0], conf) for key, (conf, _) in self.choices.items()}
         for coll in self.space.collectives:
             for nodes, ppn in self.space.layouts:
                 by_conf: dict = {}
                 for m in self.space.sizes:
-                    alg = self._han(coll, self.choices[(coll, nodes, ppn, m)][0])
-                    by_conf.setdefault(alg, []).append(m)
+                    by_conf.setdefault(self._han_alg[(coll, nodes, ppn, m)], []).append(m)
                 specs += [BenchSpec(coll, alg, nodes, ppn, tuple(ms), root=self.space.root)
                           for alg, ms in by_conf.items()]
         return specs
@@ -93,12 +93,14 @@ class TaskModelTuner(Tuner):
                 pts = [(m, ALGORITHM, PROVIDER, dict(self.choices[(coll, nodes, ppn, m)][0]),
                         self.choices[(coll, nodes, ppn, m)][1]) for m in self.space.sizes]
                 entries.append(Entry(coll, nodes, ppn, rules_from_points(pts)))
-        prov = {**provenance, "taskmodel": {"heuristics": self.costs.heuristics,
-                                            "space": self.han_space,
+        return DecisionTable(self.name, self._provenance(provenance), tuple(entries))
+
+    def _provenance(self, provenance: dict, **extra) -> dict:
+        return {**provenance, "taskmodel": {"heuristics": self.costs.heuristics,
+                                            "space": self.han_space, **extra,
                                             "pipelines_measured": self.costs.measured,
                                             "pipelines_reused": self.costs.reused,
                                             "bench_simulated_s": self.costs.bench_s}}
-        return DecisionTable(self.name, prov, tuple(entries))
 
     def _decide_measured(self, results: Results, provenance: dict) -> DecisionTable:
         """--provider both: per point the fastest measured arm among the other arms and
@@ -108,8 +110,7 @@ class TaskModelTuner(Tuner):
         for coll in self.space.collectives:
             others = {(a.provider, a.label) for a in self._others.arms(coll) if not self._is_han(a)}
             for nodes, ppn in self.space.layouts:
-                chosen = {(PROVIDER, self._han(coll, self.choices[(coll, nodes, ppn, m)][0]).label, m)
-                          for m in self.space.sizes}
+                chosen = {(PROVIDER, self._han_alg[(coll, nodes, ppn, m)].label, m) for m in self.space.sizes}
                 pts = results.filter(collective=coll, nodes=nodes, ppn=ppn, scenario="plain") \
                     .arms(others | {(p, a) for p, a, _ in chosen})
                 p = pts.points
@@ -117,9 +118,4 @@ class TaskModelTuner(Tuner):
                                   zip(p["provider"], p["algorithm"], p["msg_size"])], index=p.index, dtype=bool)
                 pts = Results(p[keep].copy(), pts.runs.copy())
                 entries += ExhaustiveTuner._entries(pts.best(selectors=True), pts.ok().points)
-        prov = {**provenance, "taskmodel": {"heuristics": self.costs.heuristics,
-                                            "space": self.han_space, "han_part_of": "both",
-                                            "pipelines_measured": self.costs.measured,
-                                            "pipelines_reused": self.costs.reused,
-                                            "bench_simulated_s": self.costs.bench_s}}
-        return DecisionTable(self.name, prov, tuple(entries))
+        return DecisionTable(self.name, self._provenance(provenance, han_part_of="both"), tuple(entries))
