@@ -187,14 +187,21 @@ def test_han_whole_collective_large_message(smpi, settings):
 
 
 @pytest.mark.parametrize("vnode", [0, 3])
-@pytest.mark.parametrize("coll", ["allreduce", "reduce"])
-def test_multileader_large_message(smpi, coll, vnode):
+@pytest.mark.parametrize("coll,params", [("allreduce", ""), ("reduce", ""),
+                                         ("allreduce", "fs=65536"), ("allreduce", "fs=65536,iaalg=2"),
+                                         ("allreduce", "fs=3000,iaalg=1")])
+def test_multileader_large_message(smpi, coll, params, vnode):
     """1 MiB on 32 ranks (8 nodes x 4, or nodes of 3 + 2: uneven, the flat Rabenseifner),
-    root 5 (reduce: not on the first node), checked; multileader really ran (not declined)."""
+    root 5 (reduce: not on the first node), checked; multileader really ran (not declined).
+    allreduce with fs: 16 or 350 segments in the three steps at once (two per step)."""
     out = smpi(32, "colltune-taskbench", ["--coll", coll, "--bytes", "1048576", "--whole",
-                                          "flat:multileader", "--check", "--reps", "1", "--root", "5"], vnode)
+                                          "flat:multileader", "--check", "--reps", "1", "--root", "5",
+                                          *(["--params", params] if params else [])], vnode)
     recs = [json.loads(line) for line in out.splitlines()]
     assert len(recs) == 1 and recs[0]["check"] == "ok" and recs[0]["ran"] == "multileader", (out, recs)
+    for kv in filter(None, params.split(",")):
+        k, v = kv.split("=")
+        assert recs[0]["params"][k] == int(v), recs[0]
 
 
 def test_taskbench_task_records(smpi):

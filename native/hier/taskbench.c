@@ -1,7 +1,7 @@
 /* colltune-taskbench: times HAN tasks (or whole collectives) per process and
  * prints JSON records, one line each, on rank 0 (interface: docs/hier.md).
  *
- *   colltune-taskbench --coll bcast|reduce|allreduce --bytes N [--params k=v,...]
+ *   colltune-taskbench --coll bcast|reduce|allreduce --bytes N [--params k=v,...] (HAN's; flat:NAME's)
  *       [--root R] [--reps N] [--warmup N] [--vnode V] [--check [--tamper]] [--max] [--shared]
  *       (--tasks "ib(0);sbib(1);sb(0)" | --whole han|library|flat:NAME)
  *
@@ -134,10 +134,13 @@ int main(int argc, char **argv)
     if (root < 0 || root >= size) die("--root out of range", NULL);
     if (tamper && !do_check) die("--tamper needs --check", NULL);
     ct_coll coll = (ct_coll)c;
-    const ct_algorithm *han = ct_find(coll, "han");
+    /* --params are HAN's, or with --whole flat:NAME that algorithm's */
+    const char *flat = whole && !strncmp(whole, "flat:", 5) ? whole + 5 : NULL;
+    const ct_algorithm *han = ct_find(coll, "han"), *desc = flat ? ct_find(coll, flat) : han;
+    if (!desc) die("unknown flat algorithm", flat);
     int p[CT_MAX_PARAMS];
-    parse_params(han, params, p);
-    ct_han_params hp = ct_han_params_from(coll, p);
+    parse_params(desc, params, p);
+    ct_han_params hp = flat ? (ct_han_params){0} : ct_han_params_from(coll, p);
     ct_hier_set_vnode_size(vnode);
     int count = (int)(bytes / (long)sizeof(int));
     size_t nb = sizeof(int) * (size_t)(count + 1);
@@ -160,8 +163,6 @@ int main(int argc, char **argv)
     double *all = malloc(sizeof(double) * 2 * (size_t)size);
 
     if (whole) {
-        const char *flat = !strncmp(whole, "flat:", 5) ? whole + 5 : NULL;
-        if (flat && !ct_find(coll, flat)) die("unknown flat algorithm", flat);
         if (!flat && strcmp(whole, "han") && strcmp(whole, "library")) die("bad --whole", whole);
         for (int rep = -warmup; rep < reps; rep++) {
             const char *ran = "library";
@@ -169,7 +170,7 @@ int main(int argc, char **argv)
             sync_ranks();
             double t[2] = {MPI_Wtime(), 0};
             int rc = !strcmp(whole, "library") ? ct_library_call(coll, &a)
-                     : ct_call(coll, flat ? flat : "han", flat ? NULL : p, &a, &ran);
+                     : ct_call(coll, desc->name, p, &a, &ran);
             t[1] = MPI_Wtime();
             if (tamper && count > 0 && rank == (coll == CT_REDUCE ? root : size - 1))
                 rbuf[count - 1] += 1;
@@ -187,7 +188,7 @@ int main(int argc, char **argv)
                 printf("{\"kind\":\"whole\",\"coll\":\"%s\",\"impl\":\"%s\",\"ran\":\"%s\",\"bytes\":%ld,"
                        "\"ranks\":%d,\"nodes\":%d,\"root\":%d,\"rep\":%d,", collname, whole, ran, bytes,
                        size, info.nnodes, root, rep);
-                print_params(han, p);
+                print_params(desc, p);
                 printf(",\"completion\":%.9e,\"max_rank\":%.9e,\"check\":\"%s\"}\n", hi - lo, mx,
                        !do_check ? "off" : anybad ? "wrong_result" : "ok");
                 fflush(stdout);
@@ -237,7 +238,7 @@ int main(int argc, char **argv)
                 printf("{\"kind\":\"task\",\"coll\":\"%s\",\"task\":\"%s\",\"seq\":%d,\"rep\":%d,"
                        "\"bytes\":%ld,\"segments\":%d,\"ranks\":%d,\"nodes\":%d,\"root\":%d,", collname,
                        seq[k], k, rep, bytes, segs, size, info.nnodes, root);
-                print_params(han, p);
+                print_params(desc, p);
                 printf(",\"max_leader\":%.9e,\"max_all\":%.9e", ml, ma);
                 printf(",\"times\":[");
                 for (int r = 0; r < size; r++) printf("%s%.9e", r ? "," : "", gat[(size_t)r * w + 2 + k]);

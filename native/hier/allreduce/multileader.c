@@ -8,7 +8,8 @@
  * node, as in HAN, does). The node's steps are the library's (MPI_Reduce_scatter,
  * MPI_Allgatherv), as HAN's smod 0. Commutative ops (the node reduces first); nodes of
  * different sizes have lanes of different sizes, and fewer elements than ranks per
- * node leave empty blocks: the flat Rabenseifner then. */
+ * node leave empty blocks: the flat Rabenseifner then. fs > 0 cuts the vector into
+ * segments that are in the three steps at once (multileader_pipeline.c). */
 #include "../hier_internal.h"
 
 static const char *supports(const ct_args *a)
@@ -26,6 +27,8 @@ static int run(const ct_args *a, const int *p)
     const ct_algorithm *lane_alg = ct_find_id(CT_ALLREDUCE, p[0]);
     if (!lane_alg) return MPI_ERR_ARG;
     MPI_Comm lane = ct_hier_lane(h, a->comm);
+    int nseg = ct_multileader_segments(h, a->count, ct_extent(a->dtype), p[1]);
+    if (nseg > 0 && lane_alg->schedule) return ct_multileader_pipeline(a, h, lane, lane_alg, nseg);
     ct_lane_split s;
     if (ct_lane_split_init(h, a->count, ct_extent(a->dtype), &s) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
     /* a step that fails locally (a reduction) does not stop the others: the peers
@@ -45,11 +48,13 @@ static int run(const ct_args *a, const int *p)
 const ct_algorithm ct_allreduce_multileader = {
     .id = 6, .name = "multileader", .coll = CT_ALLREDUCE,
     .description = "hierarchical: node reduce-scatter, one allreduce per node-local rank across the nodes (all at once), node allgather (commutative ops)",
-    .nparams = 1,
+    .nparams = 2,
     .params = {
         {.name = "iaalg", .unit = "", .help = "the lanes' allreduce, catalogue id: 1 recursive_doubling 2 ring 3 rabenseifner 4 reduce_bcast",
          .def = 3, .min = 1, .max = 4, .nprobe = 1, .probe = {2}},
+        {.name = "fs", .unit = "bytes", .help = "segment size: segments in the node's reduce-scatter, the lanes' allreduce and the node's allgather at once (colltune's rings inside the node); 0 = one pass, the library's steps inside the node",
+         .def = 0, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {64}},
     },
-    .tune = {"iaalg=2", "iaalg=1"},
+    .tune = {"iaalg=2", "iaalg=1", "iaalg=2,fs=1048576", "iaalg=3,fs=2097152"},
     .supports = supports, .run = run,
 };
