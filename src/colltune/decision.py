@@ -146,19 +146,29 @@ def rules_from_points(points: list[tuple[int, str, str, dict, float | None]]) ->
     return tuple(rules)
 
 
-def robust_rules(entries: list[Entry], allowed=None, default=None) -> tuple[Rule, ...]:
+# Where nothing was measured (a size between two trained sizes, or a layout that was
+# not trained), an arm replaces the library's default only if it beat the default by at
+# least this factor at every measured point around: a narrower win did not survive the
+# sizes in between (dragonfly 128x2: multileader fs=1 MiB beat `ompi` by 1.07x at 2 MiB
+# and 1.12x at 8 MiB, and lost 1.095x at 3000000 B; docs/rules.md).
+UNMEASURED_MARGIN = 1.10
+
+
+def robust_rules(entries: list[Entry], allowed=None, default=None, exact: bool = False,
+                 margin: float = UNMEASURED_MARGIN) -> tuple[Rule, ...]:
     """Rules that generalise safely from the measured points of `entries` (a tuned
     layout, or the tuned layouts around one that was not). At a size measured on all
-    of them, and in the gap between two measured sizes whose choices differ: among
-    the arms no slower than the library's default decision `default` ((provider,
-    algorithm); at every layout and every size considered), the one whose worst
-    slowdown against the best is smallest (minimax regret; ties: the smaller summed
-    slowdown, then the name); the default itself always qualifies. A deployment
-    promises never to be slower than the default, and nothing was measured in
-    between: the nearest layout's winner lost 2.6x to the default at a held-out
-    layout, minimax regret alone 1.1x (docs/rules.md). At a tuned layout the
-    measured sizes keep their winner; only the gaps are affected. allowed:
-    (provider, algorithm) -> bool, the arms that may be chosen (default: all)."""
+    of them, and between two measured sizes: among the arms no slower than the library's
+    default decision `default` ((provider, algorithm)) at every layout and size considered
+    -- by `margin` faster where nothing was measured, i.e. everywhere but the measured
+    sizes of a tuned layout (`exact`) -- the one whose worst slowdown against the best is
+    smallest (minimax regret; ties: the smaller summed slowdown, then the default, then
+    the name); the
+    default itself always qualifies. A deployment promises never to be slower than the
+    default: the nearest layout's winner lost 2.6x to the default at a held-out layout,
+    minimax regret alone 1.1x (docs/rules.md). At a tuned layout the measured sizes keep
+    their winner; only the sizes in between are affected. allowed: (provider, algorithm)
+    -> bool, the arms that may be chosen (default: all)."""
     times: dict[int, list[dict]] = {}
     for e in entries:
         by_size: dict[int, dict] = {}
@@ -169,33 +179,29 @@ def robust_rules(entries: list[Entry], allowed=None, default=None) -> tuple[Rule
             times.setdefault(size, []).append(arms)
     times = {s: t for s, t in times.items() if len(t) == len(entries)}
 
-    def choose(sets: list[dict]):
+    def choose(sets: list[dict], factor: float):
         common = {a for a in set.intersection(*(set(t) for t in sets))
                   if allowed is None or allowed(*a) or a == default}
         if default in common:
-            common = {a for a in common if all(t[a] <= t[default] for t in sets)}
+            common = {a for a in common
+                      if a == default or all(t[a] * factor <= t[default] for t in sets)}
 
-        def cost(arm):
+        def cost(arm):          # a tie with the default goes to the default: nothing to gain
             slow = [t[arm] / min(t.values()) for t in sets]
-            return (max(slow), sum(slow), arm)
+            return (max(slow), sum(slow), arm != default, arm)
         return min(common, key=cost) if common else None
 
-    winner = {s: w for s in sorted(times) if (w := choose(times[s]))}
+    winner = {s: w for s in sorted(times) if (w := choose(times[s], 1.0 if exact else margin))}
     sizes = list(winner)
     picks: list[tuple[int, tuple]] = []                  # (min_size, arm), merged below
     for prev, size in zip([None] + sizes, sizes):
         arm = winner[size]
-        if not picks:
-            picks.append((0, arm))
-            continue
-        if arm == picks[-1][1]:
-            continue
-        gap = choose(times[prev] + times[size]) or arm
-        if size > prev + 1 and gap != picks[-1][1]:
-            picks.append((prev + 1, gap))            # the sizes in between
-            if gap == arm:
-                continue
-        picks.append((size, arm))
+        if picks and size > prev + 1:                    # the sizes in between
+            gap = choose(times[prev] + times[size], margin) or arm
+            if gap != picks[-1][1]:
+                picks.append((prev + 1, gap))
+        if not picks or arm != picks[-1][1]:
+            picks.append((0 if not picks else size, arm))
     rules: list[Rule] = []
     for lo, (prov, alg) in picks:
         if rules and (rules[-1].provider, rules[-1].algorithm) == (prov, alg):

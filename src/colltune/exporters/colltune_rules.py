@@ -301,7 +301,8 @@ def _gaps(values: list[int]) -> list[tuple[int, int | None, tuple[int, ...]]]:
         out.append((a, a, (a,)))
         if b > a + 1:
             out.append((a + 1, b - 1, (a, b)))
-    out.append((values[-1], None, (values[-1],)))
+    out.append((values[-1], values[-1], (values[-1],)))
+    out.append((values[-1] + 1, None, (values[-1],)))
     return out
 
 
@@ -312,7 +313,7 @@ def _regions(table: DecisionTable, entries: list[Entry]):
     choice over the tuned layouts around it (all of them if none of those
     combinations was tuned). Without: the nearest tuned layout's rules (log scale),
     as DecisionTable.lookup."""
-    if len(entries) == 1 or not all(e.measured for e in entries):
+    if not all(e.measured for e in entries):
         for n, nlo, nhi in _cells([e.nodes for e in entries]):
             for p, plo, phi in _cells([e.ppn for e in entries]):
                 entry = _entry_at(table, entries, n, p)
@@ -330,7 +331,7 @@ def _regions(table: DecisionTable, entries: list[Entry]):
         for plo, phi, ps in _gaps([e.ppn for e in entries]):
             around = [tuned[(n, p)] for n in ns for p in ps if (n, p) in tuned] or list(entries)
             exact = len(around) == 1 and nlo == nhi == around[0].nodes and plo == phi == around[0].ppn
-            rules = robust_rules(around, None if exact else allowed, default)
+            rules = robust_rules(around, None if exact else allowed, default, exact=exact)
             yield (nlo, nhi), (plo, phi), around[0], rules or _entry_at(table, entries, nlo, plo).rules
 
 
