@@ -269,3 +269,43 @@ def test_robust_rules_keep_a_colltune_arm_that_is_safe_everywhere():
     assert [(r.provider, r.algorithm) for r in robust_rules([one, two], default=lib)] == [z]
     # without a default to compare with: minimax regret alone (ring 1.8x, ompi 2x, han 2.5x)
     assert [(r.provider, r.algorithm) for r in robust_rules([one, two])] == [z]
+
+
+def _one_layout_table(times: dict, nodes: int = 64, ppn: int = 12) -> DecisionTable:
+    """An exhaustive table of one tuned layout: times {size: {(provider, alg): s}}."""
+    best = {s: min(arms, key=arms.get) for s, arms in times.items()}
+    pts = [(s, alg, prv, {}, times[s][(prv, alg)]) for s, (prv, alg) in best.items()]
+    entry = Entry("allreduce", nodes, ppn, rules_from_points(pts),
+                  _measured({(s, *arm): v for s, arms in times.items() for arm, v in arms.items()}))
+    prov = {"arms": {"library": "smpi", "library_default": "ompi"}}
+    return DecisionTable.from_dict(json.loads(json.dumps(
+        DecisionTable("exhaustive", prov, (entry,)).to_dict())))
+
+
+def test_unmeasured_sizes_and_layouts_need_a_margin_over_the_default(cat):
+    """Where nothing was measured an arm replaces the default only if it beat it by
+    decision.UNMEASURED_MARGIN at every point around; the measured sizes of the tuned
+    layout keep their winners however narrow; a tie goes to the default. One tuned
+    layout gets these rules too (not the nearest layout's)."""
+    from colltune.decision import UNMEASURED_MARGIN
+    assert UNMEASURED_MARGIN > 1.05
+    lib, x, y, z = ("smpi", "ompi"), ("colltune", "ring"), ("colltune", "rabenseifner"), \
+        ("colltune", "recursive_doubling")
+    t = {8: {lib: 10, x: 20, y: 30, z: 10},          # z ties the default
+         64: {lib: 10, x: 9.7, y: 30, z: 12},        # x wins by 3 %
+         512: {lib: 40, x: 20, y: 30, z: 50},        # x wins by 2x
+         4096: {lib: 100, x: 50, y: 45, z: 200}}     # y wins, x by 2x
+    exporter = EXPORTERS.get("colltune")()
+    exporter.catalogue = cat
+    rules = parse_rules(exporter.export(_one_layout_table(t)).text, "x", cat)
+    pick = lambda n, p, s: match(rules, "allreduce", n * p, n, p, s).algorithm  # noqa: E731
+    # the tuned layout: measured winners (a tie: the default), margins in between
+    assert [pick(64, 12, s) for s in (8, 64, 512, 4096)] == ["library", "ring", "ring", "rabenseifner"]
+    assert pick(64, 12, 30) == "library"          # x won by 3 % at 64 B: not enough in between
+    assert pick(64, 12, 100) == "library"
+    assert pick(64, 12, 2000) == "ring"           # 2x at 512 B and at 4 KiB: x in between
+    assert pick(64, 12, 1 << 20) == "rabenseifner"
+    # untuned layouts, even at the measured sizes: the margin everywhere
+    for n, p in ((32, 12), (64, 4), (128, 12), (64, 16)):
+        assert [pick(n, p, s) for s in (8, 64, 512, 2000, 4096)] == \
+            ["library", "library", "ring", "ring", "rabenseifner"], (n, p)
