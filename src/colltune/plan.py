@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .providers.base import Algorithm
+from .providers.base import SELECTOR, Algorithm
 from .store import point_key
 
 SCENARIOS = ("plain", "delayed", "overlap")
@@ -74,10 +74,14 @@ class BenchSpec:
         return args
 
     def key_of(self, point: dict[str, Any], context: dict[str, Any]) -> str:
+        # selectors are measured as a job runs them (every collective's selector; see
+        # SMPIProvider.force): points measured before, with only this collective's,
+        # are not reused
+        scope = {"selector_scope": "job"} if self.algorithm.kind == SELECTOR else {}
         return point_key(collective=self.collective, algorithm=self.algorithm.label,
                          provider=self.algorithm.provider, nodes=self.nodes, ppn=self.ppn,
                          scenario=self.scenario, root=self.root, dtype=self.dtype,
-                         **point, **context)
+                         **scope, **point, **context)
 
 
 def check_bytes_per_rank(collective: str, msg_size: int, nprocs: int) -> int:

@@ -87,6 +87,12 @@ class SMPIProvider(Provider):
         return self._make(collective, SELECTOR)
 
     def force(self, algorithm: Algorithm) -> LaunchMods:
+        # A selector is what a job with it runs: the selector for every collective,
+        # so the collectives its algorithms call inside (reduce + bcast, ...) are its
+        # own too. `smpi/allreduce:ompi` alone leaves those to SMPI's default: 168 us
+        # against 55 us for a 3000 B allreduce on the dragonfly at 48x4.
+        if algorithm.kind == SELECTOR:
+            return self.decision_mods(algorithm.name)
         return LaunchMods(launcher_args=[f"--cfg=smpi/{cfg_key(algorithm.collective)}:{algorithm.name}"])
 
     def decision_mods(self, selector: str) -> LaunchMods:
