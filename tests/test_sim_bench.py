@@ -83,3 +83,24 @@ def test_overlap_scenario(sim_backend, settings, tmp_path):
         assert r["pure_median_s"] > 0 and 0 <= r["overlap_pct"] <= 100
         assert r["ttc_median_s"] >= tc * 1e-6      # compute time is inside the total
     assert recs[4096]["ttc_median_s"] > recs[1]["ttc_median_s"]
+
+
+def test_a_selector_is_measured_as_a_job_runs_it(sim_backend, settings, tmp_path):
+    """A selector arm sets SMPI's selector for every collective (what a job with it runs:
+    the collectives its algorithms call inside are its own too), and points measured
+    with only this collective's selector are not reused (their key differs)."""
+    from dataclasses import replace
+
+    from colltune.providers.base import ALGORITHM, SELECTOR
+    prov = sim_backend.provider()
+    sel = _alg(sim_backend, "allreduce", "ompi")
+    assert sel.kind == SELECTOR
+    assert prov.force(sel).launcher_args == prov.decision_mods("ompi").launcher_args \
+        == ["--cfg=smpi/coll-selector:ompi"]
+    assert prov.force(_alg(sim_backend, "allreduce", "rdb")).launcher_args == ["--cfg=smpi/allreduce:rdb"]
+    spec = BenchSpec("allreduce", sel, 2, 4, (3000,))
+    as_algorithm = replace(spec, algorithm=replace(sel, kind=ALGORITHM))
+    point = next(iter(spec.points()))
+    assert spec.key_of(point, {}) != as_algorithm.key_of(point, {})
+    rec = _run(sim_backend, settings, tmp_path, spec).records[0]
+    assert rec["valid"] is True and rec["ttc_median_s"] > 0
