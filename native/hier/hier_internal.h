@@ -31,7 +31,7 @@ typedef struct {
 } ct_lane_split;
 int ct_lane_split_init(const ct_hier *h, int count, MPI_Aint ext, ct_lane_split *s); /* MPI_ERR_NO_MEM: nothing to free */
 void ct_lane_split_free(ct_lane_split *s);
-/* allreduce/multileader with segments in flight (allreduce/multileader_pipeline.c):
+/* allreduce/multileader with segments in flight (multileader_pipeline.c):
  * how many segments of about fs bytes (0: fs off), and the call itself */
 int ct_multileader_segments(const ct_hier *h, int count, MPI_Aint ext, int fs);
 int ct_multileader_pipeline(const ct_args *a, ct_hier *h, MPI_Comm lane, const ct_algorithm *lane_alg,

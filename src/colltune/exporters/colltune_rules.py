@@ -311,9 +311,13 @@ def _regions(table: DecisionTable, entries: list[Entry]):
     arm's times in the table (exhaustive tuner), decision.robust_rules: a tuned layout
     keeps its winners at the measured sizes, a layout between tuned ones gets the safe
     choice over the tuned layouts around it (all of them if none of those
-    combinations was tuned). Without: the nearest tuned layout's rules (log scale),
-    as DecisionTable.lookup."""
-    if not all(e.measured for e in entries):
+    combinations was tuned); this holds for one tuned layout too when the table has a
+    library default to be safe against. Otherwise: the nearest tuned layout's rules
+    (log scale), as DecisionTable.lookup (a table of colltune's algorithms alone keeps
+    its midpoints between measured sizes)."""
+    arms = table.provenance.get("arms") or {}
+    default = (arms["library"], arms["library_default"]) if arms.get("library_default") else None
+    if not all(e.measured for e in entries) or (len(entries) == 1 and default is None):
         for n, nlo, nhi in _cells([e.nodes for e in entries]):
             for p, plo, phi in _cells([e.ppn for e in entries]):
                 entry = _entry_at(table, entries, n, p)
@@ -324,8 +328,6 @@ def _regions(table: DecisionTable, entries: list[Entry]):
     # would need its own rules file to say the same for this layout, which is keyed
     # by communicator size only
     allowed = lambda prov, alg: kind_of(table, Rule(0, alg, prov)) != LIBRARY  # noqa: E731
-    arms = table.provenance.get("arms") or {}
-    default = (arms["library"], arms["library_default"]) if arms.get("library_default") else None
     tuned = {(e.nodes, e.ppn): e for e in entries}
     for nlo, nhi, ns in _gaps([e.nodes for e in entries]):
         for plo, phi, ps in _gaps([e.ppn for e in entries]):

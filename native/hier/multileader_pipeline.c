@@ -15,7 +15,7 @@
  * after another), and the driver waits on all open requests at once
  * (ct_sched_wait_with), so no step waits for another's progress call. */
 #include <stdlib.h>
-#include "../hier_internal.h"
+#include "hier_internal.h"
 
 enum { RS, AR, AG, NSTEP };
 /* Segments one step works on at once. Two let a rank's reductions of one segment
