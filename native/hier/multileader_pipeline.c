@@ -29,18 +29,18 @@ typedef struct {
     const ct_hier *h;
     MPI_Aint ext;
     const char *in;          /* the contributions: sendbuf, or recvbuf in place */
-    int nseg, seg_cnt, seg_rem;
+    int nseg;
 } pipe_t;
 
-/* Element offset and count of block j of segment k: segments of seg_cnt (the first
- * seg_rem one more), each cut into nlocal blocks as ct_lane_split cuts a vector. */
+/* Element offset and count of block j of segment k: the vector cut into nseg nearly
+ * equal segments, each into nlocal nearly equal blocks (ct_block_start both times). */
 static void block_of(const pipe_t *p, int k, int j, MPI_Aint *off, int *cnt)
 {
-    int n = p->h->nlocal;
-    int c = p->seg_cnt + (k < p->seg_rem);
-    MPI_Aint start = (MPI_Aint)k * p->seg_cnt + (k < p->seg_rem ? k : p->seg_rem);
-    *cnt = c / n + (j < c % n);
-    *off = start + (MPI_Aint)j * (c / n) + (j < c % n ? j : c % n);
+    int n = p->h->nlocal, start = ct_block_start(p->a->count, p->nseg, k);
+    int c = ct_block_start(p->a->count, p->nseg, k + 1) - start;
+    int b = ct_block_start(c, n, j);
+    *cnt = ct_block_start(c, n, j + 1) - b;
+    *off = (MPI_Aint)start + b;
 }
 
 /* Reduce-scatter of segment k on the node's ring: at step t, rank r passes the
@@ -126,8 +126,7 @@ int ct_multileader_pipeline(const ct_args *a, ct_hier *h, MPI_Comm lane, const c
                             int nseg)
 {
     pipe_t p = {.a = a, .h = h, .ext = ct_extent(a->dtype), .nseg = nseg,
-                .in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf,
-                .seg_cnt = a->count / nseg, .seg_rem = a->count % nseg};
+                .in = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf};
     ct_sched **s = calloc((size_t)nseg * NSTEP, sizeof *s);
     if (!s) return MPI_ERR_NO_MEM;
     int rc = ct_sched_comm_prepare(h->node);

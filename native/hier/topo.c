@@ -122,8 +122,8 @@ int ct_lane_split_init(const ct_hier *h, int count, MPI_Aint ext, ct_lane_split 
     s->cnt = malloc(2 * sizeof(int) * (size_t)n);
     if (!s->cnt) return MPI_ERR_NO_MEM;
     s->displ = s->cnt + n;
-    for (int j = 0, off = 0; j < n; j++)
-        s->cnt[j] = count / n + (j < count % n), s->displ[j] = off, off += s->cnt[j];
+    for (int j = 0; j < n; j++)
+        s->displ[j] = ct_block_start(count, n, j), s->cnt[j] = ct_block_start(count, n, j + 1) - s->displ[j];
     s->block = malloc((size_t)(s->cnt[h->lrank] > 0 ? s->cnt[h->lrank] : 1) * (size_t)ext);
     if (!s->block) {
         free(s->cnt);
