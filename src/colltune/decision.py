@@ -154,17 +154,16 @@ def rules_from_points(points: list[tuple[int, str, str, dict, float | None]]) ->
 UNMEASURED_MARGIN = 1.10
 
 
-def robust_rules(entries: list[Entry], allowed=None, default=None, exact: bool = False,
-                 margin: float = UNMEASURED_MARGIN) -> tuple[Rule, ...]:
+def robust_rules(entries: list[Entry], allowed=None, default=None,
+                 exact: bool = False) -> tuple[Rule, ...]:
     """Rules that generalise safely from the measured points of `entries` (a tuned
     layout, or the tuned layouts around one that was not). At a size measured on all
     of them, and between two measured sizes: among the arms no slower than the library's
     default decision `default` ((provider, algorithm)) at every layout and size considered
-    -- by `margin` faster where nothing was measured, i.e. everywhere but the measured
-    sizes of a tuned layout (`exact`) -- the one whose worst slowdown against the best is
-    smallest (minimax regret; ties: the smaller summed slowdown, then the default, then
-    the name); the
-    default itself always qualifies. A deployment promises never to be slower than the
+    -- by UNMEASURED_MARGIN faster where nothing was measured, i.e. everywhere but the
+    measured sizes of a tuned layout (`exact`) -- the one whose worst slowdown against the
+    best is smallest (minimax regret; ties: the smaller summed slowdown, then the default,
+    then the name); the default itself always qualifies. A deployment promises never to be slower than the
     default: the nearest layout's winner lost 2.6x to the default at a held-out layout,
     minimax regret alone 1.1x (docs/rules.md). At a tuned layout the measured sizes keep
     their winner; only the sizes in between are affected. allowed: (provider, algorithm)
@@ -191,13 +190,13 @@ def robust_rules(entries: list[Entry], allowed=None, default=None, exact: bool =
             return (max(slow), sum(slow), arm != default, arm)
         return min(common, key=cost) if common else None
 
-    winner = {s: w for s in sorted(times) if (w := choose(times[s], 1.0 if exact else margin))}
+    winner = {s: w for s in sorted(times) if (w := choose(times[s], 1.0 if exact else UNMEASURED_MARGIN))}
     sizes = list(winner)
     picks: list[tuple[int, tuple]] = []                  # (min_size, arm), merged below
     for prev, size in zip([None] + sizes, sizes):
         arm = winner[size]
         if picks and size > prev + 1:                    # the sizes in between
-            gap = choose(times[prev] + times[size], margin) or arm
+            gap = choose(times[prev] + times[size], UNMEASURED_MARGIN) or arm
             if gap != picks[-1][1]:
                 picks.append((prev + 1, gap))
         if not picks or arm != picks[-1][1]:
