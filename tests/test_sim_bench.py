@@ -104,3 +104,48 @@ def test_a_selector_is_measured_as_a_job_runs_it(sim_backend, settings, tmp_path
     assert spec.key_of(point, {}) != as_algorithm.key_of(point, {})
     rec = _run(sim_backend, settings, tmp_path, spec).records[0]
     assert rec["valid"] is True and rec["ttc_median_s"] > 0
+
+
+def test_charged_sum_charges_library_and_colltune_reductions_alike(sim_backend, settings, tmp_path):
+    """SMPI charges no reduction arithmetic, colltune's algorithms charge theirs: with
+    --reduction-op charged-sum the operator charges itself, so a library algorithm pays
+    for its reductions (recursive doubling on 8 ranks: log2 8 = 3 whole vectors) and
+    colltune's pays once, not twice (the same time as with MPI_SUM)."""
+    from dataclasses import replace
+
+    from colltune import config
+    from colltune.backends.sim import SimBackend
+    from colltune.platforms import load as load_platform
+
+    size = 1 << 16
+    charged = replace(settings, values={**settings.values, "reduction_op": "charged-sum"})
+    lib = BenchSpec("allreduce", _alg(sim_backend, "allreduce", "rdb"), 2, 4, (size,))
+    assert "--op" not in lib.bench_args(settings, "first")
+    assert lib.bench_args(charged, "first")[-2:] == ["--op", "charged-sum"]
+    t = {}
+    for name, s in (("sum", settings), ("charged", charged)):
+        rec = _run(sim_backend, s, tmp_path, lib, name=f"lib-{name}").records[0]
+        assert rec["valid"] is True
+        t[name] = rec["ttc_median_s"]
+    per_vector = size / load_platform("small").charge_rates["reduction_bytes_per_s"]
+    assert t["charged"] - t["sum"] >= 2.5 * per_vector, t
+
+    ours_backend = SimBackend(config.load({"cache_dir": settings.cache_dir, "platform": "small",
+                                           "provider": "colltune"}, environ={}), "small")
+    ours_backend.prepare()
+    ring = BenchSpec("allreduce", _alg(ours_backend, "allreduce", "ring"), 2, 4, (size,))
+    t = {}
+    for name, s in (("sum", settings), ("charged", charged)):
+        rec = _run(ours_backend, s, tmp_path, ring, name=f"ours-{name}").records[0]
+        assert rec["valid"] is True
+        t[name] = rec["ttc_median_s"]
+    assert t["charged"] == pytest.approx(t["sum"], rel=1e-9), t
+
+    # the operator is in a reduction's key (MPI_SUM points keep theirs), not in a bcast's
+    point = next(iter(lib.points()))
+    ctx = {"bench": {"warmup": 1, "reduction_op": "sum"}}
+    ctx_charged = {"bench": {"warmup": 1, "reduction_op": "charged-sum"}}
+    assert lib.key_of(point, ctx) == lib.key_of(point, {"bench": {"warmup": 1}})
+    assert lib.key_of(point, ctx) != lib.key_of(point, ctx_charged)
+    bc = BenchSpec("bcast", _alg(sim_backend, "bcast", "binomial_tree"), 2, 4, (size,))
+    assert bc.key_of(point, ctx) == bc.key_of(point, ctx_charged)

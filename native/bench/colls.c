@@ -156,9 +156,9 @@ static int bcast_check(const coll_args_t *a, char *e, size_t l)
 static void reduce_elems(size_t c, int p, int r, int root, size_t *s, size_t *rv)
 { (void)p; *s = c; *rv = r == root ? c : 0; }
 static int reduce_run(const coll_args_t *a)
-{ return MPI_Reduce(a->sbuf, a->rbuf, a->count, a->dtype, MPI_SUM, a->root, a->comm); }
+{ return MPI_Reduce(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->root, a->comm); }
 static int reduce_start(const coll_args_t *a, MPI_Request *q)
-{ return MPI_Ireduce(a->sbuf, a->rbuf, a->count, a->dtype, MPI_SUM, a->root, a->comm, q); }
+{ return MPI_Ireduce(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->root, a->comm, q); }
 static void reduce_fill(const coll_args_t *a)
 { fill_values(a, (size_t)a->count); if (a->rank == a->root) poison_sums(a, (size_t)a->count); }
 static int reduce_check(const coll_args_t *a, char *e, size_t l)
@@ -168,9 +168,9 @@ static int reduce_check(const coll_args_t *a, char *e, size_t l)
 static void allreduce_elems(size_t c, int p, int r, int root, size_t *s, size_t *rv)
 { (void)p; (void)r; (void)root; *s = c; *rv = c; }
 static int allreduce_run(const coll_args_t *a)
-{ return MPI_Allreduce(a->sbuf, a->rbuf, a->count, a->dtype, MPI_SUM, a->comm); }
+{ return MPI_Allreduce(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->comm); }
 static int allreduce_start(const coll_args_t *a, MPI_Request *q)
-{ return MPI_Iallreduce(a->sbuf, a->rbuf, a->count, a->dtype, MPI_SUM, a->comm, q); }
+{ return MPI_Iallreduce(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->comm, q); }
 static void allreduce_fill(const coll_args_t *a)
 { fill_values(a, (size_t)a->count); poison_sums(a, (size_t)a->count); }
 static int allreduce_check(const coll_args_t *a, char *e, size_t l)
@@ -255,9 +255,9 @@ static int alltoall_check(const coll_args_t *a, char *e, size_t l)
 static void rsb_elems(size_t c, int p, int r, int root, size_t *s, size_t *rv)
 { (void)r; (void)root; *s = c * (size_t)p; *rv = c; }
 static int rsb_run(const coll_args_t *a)
-{ return MPI_Reduce_scatter_block(a->sbuf, a->rbuf, a->count, a->dtype, MPI_SUM, a->comm); }
+{ return MPI_Reduce_scatter_block(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->comm); }
 static int rsb_start(const coll_args_t *a, MPI_Request *q)
-{ return MPI_Ireduce_scatter_block(a->sbuf, a->rbuf, a->count, a->dtype, MPI_SUM, a->comm, q); }
+{ return MPI_Ireduce_scatter_block(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->comm, q); }
 static void rsb_fill(const coll_args_t *a)
 { fill_values(a, (size_t)a->count * (size_t)a->size); poison_sums(a, (size_t)a->count); }
 static int rsb_check(const coll_args_t *a, char *e, size_t l)

@@ -21,13 +21,14 @@ typedef struct {
     int count;
     dtype_kind_t kind;
     MPI_Datatype dtype;
+    MPI_Op op;          /* reductions: MPI_SUM or the charged sum (--op) */
     int root, rank, size;
     MPI_Comm comm;
 } coll_args_t;
 
 typedef struct coll_desc {
     const char *name;
-    int reduces;     /* uses MPI_SUM; default dtype float */
+    int reduces;     /* sums (--op); default dtype float */
     int rooted;      /* takes --root */
     int has_data;    /* 0 for barrier: count is always 0 */
     /* elements needed in the send and receive buffers of `rank` */

@@ -175,6 +175,7 @@ int main(int argc, char **argv)
     /* every rank exits with the same code: rank 0 knows all failures */
     ctl_bcast(&failed, 1, MPI_INT, MPI_COMM_WORLD);
     options_free(&o);
+    reduction_free();
     MPI_Finalize();
     return failed ? 3 : 0;
 }

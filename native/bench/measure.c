@@ -52,6 +52,7 @@ static void setup_args(const point_t *pt, coll_args_t *a, int shared)
     a->count = pt->count;
     a->kind = pt->o->dtype;
     a->dtype = dtype_mpi(pt->o->dtype, c->reduces);
+    a->op = reduction_op(pt->o->op);
     a->root = c->rooted ? pt->o->root : 0;
     a->rank = pt->rank;
     a->size = pt->size;

@@ -17,6 +17,8 @@ const char options_usage[] =
     "  --sizes LIST            bytes per rank, comma-separated integers >= 0 (barrier: default 0)\n"
     "  --procs LIST            participant counts (first P ranks); default: world size\n"
     "  --dtype T               char | int | float | double (default: float for reductions, else char)\n"
+    "  --op OP                 reductions: sum (MPI_SUM, default) | charged-sum (a user-defined sum\n"
+    "                          charging its arithmetic on SMPI, as colltune's algorithms are)\n"
     "  --root N                root of rooted collectives (default 0)\n"
     "  --delays-us LIST        delayed scenario: delays of the late rank, one point each\n"
     "  --delayed-rank R        delayed scenario: first | last (default last)\n"
@@ -183,6 +185,8 @@ int options_parse(int argc, char **argv, options_t *o, char *err, size_t errlen)
             else FAIL("--delayed-rank: invalid value '%s' (first, last)", val);
         } else if (!strcmp(name, "dtype")) {
             if (dtype_parse(val, &o->dtype)) FAIL("--dtype: unknown datatype '%s' (char, int, float, double)", val);
+        } else if (!strcmp(name, "op")) {
+            if (op_parse(val, &o->op)) FAIL("--op: unknown operator '%s' (sum, charged-sum)", val);
         } else if (!strcmp(name, "root")) {
             if (one_int(val, &o->root)) FAIL("--root: invalid value '%s' (an integer >= 0)", val);
         } else if (!strcmp(name, "warmup")) {
@@ -250,6 +254,7 @@ int options_parse(int argc, char **argv, options_t *o, char *err, size_t errlen)
         if (o->sizes[k] / (long long)dtype_size(o->dtype) > INT_MAX)
             FAIL("--sizes: %lld bytes of %s exceed the largest MPI count", o->sizes[k], dtype_name(o->dtype));
     if (o->max_reps < o->min_reps) FAIL("--max-reps: %d is below --min-reps %d", o->max_reps, o->min_reps);
+    if (o->op != OP_SUM && !o->coll->reduces) FAIL("--op: %s does not reduce (got '%s')", o->coll->name, op_name(o->op));
     if (o->root != 0 && !o->coll->rooted) FAIL("--root: %s has no root (got %d)", o->coll->name, o->root);
     if (o->table_path && !strcmp(o->table_path, "-") && !o->json_path)
         FAIL("--table -: the table takes stdout, so give --json FILE for the JSON lines");

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "colls.h"
+#include "reduction.h"
 
 typedef enum { SCEN_PLAIN, SCEN_DELAYED, SCEN_OVERLAP } scenario_t;
 typedef enum { CHECK_NONE, CHECK_FIRST, CHECK_ONLY } check_mode_t;
@@ -23,6 +24,7 @@ typedef struct {
     check_mode_t check;
     int shared_buffers;
     dtype_kind_t dtype;
+    op_kind_t op;                       /* reducing collectives */
     int root;
     const char *json_path;              /* NULL = stdout */
     const char *table_path;             /* NULL = none, "-" = stdout */

@@ -108,6 +108,15 @@ def run_all(work):
                   and all(m["ttc_median_s"] > 0 for m in ms if m["bytes"] > 0 or coll == "barrier"))
             check(f"{coll} {scen}", ok, f"rc={rc} {err[-500:]} {ms[:1]}")
 
+    # the charged sum gives the same checked results, every reducing collective and datatype
+    for coll in ("reduce", "allreduce", "reduce_scatter_block"):
+        for dt in ("char", "int", "float", "double"):
+            rc, recs, err = bench.run(5, ["--coll", coll, "--op", "charged-sum", "--dtype", dt,
+                                          "--sizes", "0,8,1000,4096", "--check", "only"])
+            ms = measurements(recs)
+            check(f"{coll} charged-sum {dt}", rc == 0 and len(ms) == 4 and all(m["valid"] is True for m in ms),
+                  f"rc={rc} {err[-500:]} {ms[:1]}")
+
     # determinism: two identical runs print identical files
     args = ["--coll", "allreduce", "--sizes", "4,1000,65536", "--procs", "3,6"]
     _, r1, _ = bench.run(6, args)
@@ -149,7 +158,9 @@ def run_all(work):
     for bad, word in ((["--coll", "nope"], "--coll"), (["--coll", "bcast", "--sizes", "1,x"], "--sizes"),
                       (["--coll", "bcast", "--sizes", "1", "--procs", "9"], "--procs"),
                       (["--coll", "bcast", "--sizes", "1", "--scenario", "delayed"], "--delays-us"),
-                      (["--coll", "bcast", "--sizes", "1", "--hang-at-size", "-1"], "--hang-at-size")):
+                      (["--coll", "bcast", "--sizes", "1", "--hang-at-size", "-1"], "--hang-at-size"),
+                      (["--coll", "allreduce", "--sizes", "8", "--op", "max"], "--op"),
+                      (["--coll", "bcast", "--sizes", "8", "--op", "charged-sum"], "does not reduce")):
         rc, _, err = bench.run(4, bad)
         check(f"error {' '.join(bad)}", rc == 2 and word in err, f"rc={rc} {err[-300:]}")
 

@@ -76,7 +76,7 @@ class Campaign:
         # Results.from_store(store, name, also_keys=...) gives the campaign's whole space
         self.reused_keys: set[str] = set()
         self.context["bench"] = {k: settings.values[k]
-                                 for k in ("warmup", "min_reps", "max_reps", "rse")}
+                                 for k in ("warmup", "min_reps", "max_reps", "rse", "reduction_op")}
 
     # -- planning -------------------------------------------------------
     def jobs(self, specs: list[BenchSpec], summary: CampaignSummary) -> list[Job]:

@@ -40,6 +40,9 @@ def add_globals(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-reps", dest="max_reps", type=int)
     g.add_argument("--rse", type=float, help="target relative standard error of the median")
     g.add_argument("--check", choices=["none", "first", "only"], help="verify result data")
+    g.add_argument("--reduction-op", dest="reduction_op", choices=["sum", "charged-sum"],
+                   help="reductions: sum (MPI_SUM, default) or charged-sum (a user-defined sum "
+                        "charging its arithmetic on SMPI, the library's collectives as colltune's)")
     g.add_argument("--check-memory-mb", dest="check_memory_mb", type=float)
     g.add_argument("--cache-dir", dest="cache_dir")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -39,6 +39,10 @@ DEFAULTS: dict[str, Any] = {
     # (1 us on real MPI): a larger value for hosts shared with other jobs
     "late_tolerance_us": 0.0,
     "check": "first",
+    # operator of the reducing collectives: "sum" (MPI_SUM) or "charged-sum", a
+    # user-defined sum charging its arithmetic on SMPI whoever calls it (the library's
+    # algorithms as colltune's; SMPI charges MPI_SUM for neither, colltune charges its own)
+    "reduction_op": "sum",
     "check_memory_mb": 2048.0,
     "cache_dir": ".colltune-cache",
     # algorithm provider on top of the backend's MPI library; "" = the library's own

@@ -14,6 +14,10 @@ from .providers.base import SELECTOR, Algorithm
 from .store import point_key
 
 SCENARIOS = ("plain", "delayed", "overlap")
+# the bench's collectives that reduce (its descriptors' `reduces`): the only ones an
+# operator (setting reduction_op) applies to
+REDUCING = ("reduce", "allreduce", "reduce_scatter_block")
+DEFAULT_OP = "sum"
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,10 @@ class BenchSpec:
     tcalc_us: tuple[float, ...] = ()
     root: int = 0
     dtype: str | None = None
+
+    @property
+    def reduces(self) -> bool:
+        return self.collective in REDUCING
 
     @property
     def nprocs(self) -> int:
@@ -66,6 +74,8 @@ class BenchSpec:
             args += ["--procs", ",".join(map(str, self.procs))]
         if self.dtype:
             args += ["--dtype", self.dtype]
+        if self.reduces and settings.reduction_op != DEFAULT_OP:
+            args += ["--op", settings.reduction_op]
         if self.scenario == "delayed":
             args += ["--delays-us", ",".join(f"{d:g}" for d in self.delays_us),
                      "--delayed-rank", self.delayed_rank or "last"]
@@ -78,6 +88,11 @@ class BenchSpec:
         # SMPIProvider.force): points measured before, with only this collective's,
         # are not reused
         scope = {"selector_scope": "job"} if self.algorithm.kind == SELECTOR else {}
+        # the operator is part of what a reduction measured (points with MPI_SUM keep
+        # their key); it means nothing to the other collectives
+        bench = context.get("bench", {})
+        if "reduction_op" in bench and (not self.reduces or bench["reduction_op"] == DEFAULT_OP):
+            context = {**context, "bench": {k: v for k, v in bench.items() if k != "reduction_op"}}
         return point_key(collective=self.collective, algorithm=self.algorithm.label,
                          provider=self.algorithm.provider, nodes=self.nodes, ppn=self.ppn,
                          scenario=self.scenario, root=self.root, dtype=self.dtype,
