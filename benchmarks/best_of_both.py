@@ -47,7 +47,7 @@ from colltune.campaign import Campaign  # noqa: E402
 from colltune.cli import build_parser  # noqa: E402
 from colltune.commands import run_tuning  # noqa: E402
 from colltune.decision import DecisionTable  # noqa: E402
-from colltune.plan import BenchSpec  # noqa: E402
+from colltune.plan import DEFAULT_OP, BenchSpec  # noqa: E402
 from colltune.providers.base import ALGORITHM, Algorithm  # noqa: E402
 from colltune.providers.colltune import read_report  # noqa: E402
 from colltune.providers.openmpi import LabelledMods  # noqa: E402
@@ -183,6 +183,10 @@ def main() -> int:
                     help="launches at once (SMPI is deterministic: the times do not depend on it)")
     ap.add_argument("--store", help="default: benchmarks/results/best_of_both/PLATFORM.sqlite")
     ap.add_argument("--out", default=str(OUT), help="table, rules file, report go here")
+    ap.add_argument("--reduction-op", default=DEFAULT_OP, choices=["sum", "charged-sum"],
+                    help="operator of reduce/allreduce (setting reduction_op): charged-sum also charges "
+                         "the selectors' reductions, as colltune's are; its table, rules file and report "
+                         "are PLATFORM-charged.*, its points share the store")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store and table")
     a = ap.parse_args()
     plan = PLANS[a.platform]
@@ -193,8 +197,10 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     store = a.store or str(out / f"{a.platform}.sqlite")
-    table_path, rules = out / f"{a.platform}.table.json", out / f"{a.platform}.colltune.rules"
+    stem = a.platform + ("" if a.reduction_op == DEFAULT_OP else "-charged")
+    table_path, rules = out / f"{stem}.table.json", out / f"{stem}.colltune.rules"
     cli = {"platform": a.platform, "provider": "both", "default_selector": DEFAULT_SELECTOR, "jobs": a.jobs,
+           "reduction_op": a.reduction_op,
            "timeout": a.timeout, "store": store, "min_reps": 1, "max_reps": 1,
            "output_dir": tempfile.mkdtemp(prefix="bob-")}
     session = Session(cli)
@@ -215,7 +221,7 @@ def main() -> int:
     table = DecisionTable.load(str(table_path))
     label = {c: deployed_algorithm(c, rules.read_text()).label for c in colls}
     print_report(a.platform, store, table, rules, label, colls, train, held, tsizes, hsizes,
-                 feasible, DEFAULT_SELECTOR)
+                 feasible, DEFAULT_SELECTOR, a.reduction_op)
     return 0
 
 

@@ -7,6 +7,7 @@ import math
 
 from colltune import platforms
 from colltune.exporters.colltune_rules import match, read_rules
+from colltune.plan import DEFAULT_OP, REDUCING
 from colltune.results import Results
 from colltune.sizes import human_bytes
 from colltune.store import Store
@@ -21,12 +22,17 @@ def _gm(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
-def _times(store_path: str) -> dict:
-    """(coll, nodes, ppn, size, provider, algorithm) -> (status, seconds, labels)."""
+def _times(store_path: str, op: str = DEFAULT_OP) -> dict:
+    """(coll, nodes, ppn, size, provider, algorithm) -> (status, seconds, labels); the
+    reductions' points measured with operator `op` only (setting reduction_op)."""
     with Store(store_path) as store:
-        pts = Results.from_store(store).filter(scenario="plain").points
+        res = Results.from_store(store).filter(scenario="plain")
+    op_of = {r.run_id: json.loads(r.settings_json or "{}").get("reduction_op", DEFAULT_OP)
+             for r in res.runs.itertuples()}
     out = {}
-    for r in pts.itertuples():
+    for r in res.points.itertuples():
+        if r.collective in REDUCING and op_of.get(r.run_id) != op:
+            continue
         key = (r.collective, int(r.nodes), int(r.ppn), int(r.msg_size), r.provider, r.algorithm)
         labels = json.loads(r.labels_json) if isinstance(getattr(r, "labels_json", None), str) else {}
         sec = float(r.ttc_median_s) if r.status == "ok" and r.ttc_median_s == r.ttc_median_s else None
@@ -43,10 +49,11 @@ def lbnet(plat, coll: str, size: int, nodes: int) -> float | None:
     return size / bw if coll == "bcast" else 2 * size * (nodes - 1) / nodes / bw
 
 
-def rows(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default):
+def rows(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default,
+         op=DEFAULT_OP):
     """One row per evaluated point: what the deployed rules file runs there (rules),
     the times, and at trained points the tuner's own time of the table's arm."""
-    plat, t, lines = platforms.load(plat_name), _times(store), read_rules(str(rules))
+    plat, t, lines = platforms.load(plat_name), _times(store, op), read_rules(str(rules))
     out, skipped = [], []
     for n, p in train + held:
         for c in colls:
@@ -78,13 +85,17 @@ def _ratio(a, b):
     return f"{a / b:7.2f}x" if a and b else f"{'-':>8}"
 
 
-def print_report(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default):
+def print_report(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default,
+                 op=DEFAULT_OP):
     rs, skipped = rows(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes,
-                       feasible, default)
+                       feasible, default, op)
     lays = lambda ls: ",".join(f"{n}x{p}" for n, p in ls) or "none"  # noqa: E731
     print(f"\n{plat_name}: deployed best of both (tune --provider both, exhaustive, trained on "
           f"{lays(train)} at {','.join(human_bytes(s) for s in tsizes)}) vs SMPI's selectors; "
           f"held-out layouts {lays(held)}, held-out sizes {','.join(str(s) for s in hsizes)}")
+    print(f"reductions with {op}: " + ("MPI_SUM, whose arithmetic SMPI charges to nobody and colltune "
+          "charges to its own algorithms" if op == DEFAULT_OP else "a user-defined sum that charges its "
+          "arithmetic whoever calls it, the selectors' algorithms as colltune's"))
     print("SimGrid SMPI (deterministic), time to completion in us; set: train = trained point, "
           "size = held-out size, layout = held-out layout; 'ran' = what the interposer reported")
     groups: dict = {}

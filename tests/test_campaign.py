@@ -212,3 +212,28 @@ def test_bad_input_is_named(workdir):
     assert err.returncode == 2 and "bad message size 'x'" in err.stderr
     err = run_cli("tune", "--platform", "marsupial", check=False)
     assert err.returncode == 2 and "marsupial" in err.stderr and "small" in err.stderr
+
+
+def test_a_campaign_decides_on_its_own_plan_only(workdir):
+    """The same campaign name tuned again with --reduction-op charged-sum: the store keeps
+    the MPI_SUM points (other keys) and the table is made from the charged ones alone —
+    never from the cheaper uncharged times of the earlier plan."""
+    args = ["tune", "--collectives", "allreduce", "--layouts", "2x3", "--sizes", "65536",
+            "--algorithms", "rdb,lr", "--baselines", "ompi", "--campaign", "c", "-q"]
+    table_path = os.path.join(os.environ["COLLTUNE_OUTPUT_DIR"], "c.table.json")
+
+    def measured():
+        (entry,) = json.load(open(table_path))["entries"]
+        arms = [(m[1], m[2]) for m in entry["measured"]]
+        assert len(arms) == len(set(arms)), entry["measured"]     # one time per arm
+        assert entry["rules"][0]["expected_s"] == min(m[3] for m in entry["measured"])
+        return {(m[1], m[2]): m[3] for m in entry["measured"]}
+    run_cli(*args)
+    plain = measured()
+    run_cli(*args, "--reduction-op", "charged-sum")
+    charged = measured()
+    assert set(charged) == set(plain) == {("smpi", "rdb"), ("smpi", "lr")}
+    assert all(charged[a] > plain[a] for a in plain), (plain, charged)
+    recs = [json.loads(x) for x in run_cli("results", "export", "--format", "jsonl",
+                                            "--campaign", "c").stdout.splitlines()]
+    assert len(recs) == 2 * 3

@@ -75,6 +75,10 @@ class Campaign:
         # store keys of points this campaign skipped as already measured (by any campaign):
         # Results.from_store(store, name, also_keys=...) gives the campaign's whole space
         self.reused_keys: set[str] = set()
+        # store keys of every point planned (measured now or before): what the campaign's
+        # results are when its name already holds points of another plan (e.g. measured
+        # with MPI_SUM before a --reduction-op charged-sum run, or before a key change)
+        self.planned_keys: set[str] = set()
         self.context["bench"] = {k: settings.values[k]
                                  for k in ("warmup", "min_reps", "max_reps", "rse", "reduction_op")}
 
@@ -84,6 +88,7 @@ class Campaign:
         jobs = []
         for spec in specs:
             keys = {_ident(p): spec.key_of(p, self.context) for p in spec.points()}
+            self.planned_keys |= set(keys.values())
             done = self.store.done_keys(keys.values())
             if self.retry_failed:
                 failed = done - self.store.done_keys_with_status(done, OK)

@@ -161,6 +161,8 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
         # points of this space that another campaign measured count too (e.g. a
         # --provider both campaign after a library one: the same store keys)
         results = Results.from_store(store, name, also_keys=campaign.reused_keys)
+        if campaign.planned_keys:       # not the campaign's points of an earlier plan
+            results = results.filter(key=campaign.planned_keys)
     table = tuner.decide(results, {**backend.provenance(), "campaign": name,
                                    "baselines": baselines, "arms": provider.deployment()})
     return table, results, summary, baselines
