@@ -42,12 +42,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from best_of_both_report import print_report  # noqa: E402
+from best_of_both_report import print_report, rows  # noqa: E402
 from colltune.campaign import Campaign  # noqa: E402
 from colltune.cli import build_parser  # noqa: E402
 from colltune.commands import run_tuning  # noqa: E402
 from colltune.decision import DecisionTable  # noqa: E402
-from colltune.plan import DEFAULT_OP, BenchSpec  # noqa: E402
+from colltune.plan import DEFAULT_OP, REDUCING, BenchSpec  # noqa: E402
 from colltune.providers.base import ALGORITHM, Algorithm  # noqa: E402
 from colltune.providers.colltune import read_report  # noqa: E402
 from colltune.providers.openmpi import LabelledMods  # noqa: E402
@@ -220,8 +220,16 @@ def main() -> int:
                  sorted(set(tsizes + hsizes)), rules.resolve(), dep_args)
     table = DecisionTable.load(str(table_path))
     label = {c: deployed_algorithm(c, rules.read_text()).label for c in colls}
+    others = []
+    if a.reduction_op != DEFAULT_OP:    # the operator-free collectives of the MPI_SUM run
+        rest = [c for c in ("bcast", "reduce", "allreduce", "allgather") if c not in REDUCING + tuple(colls)]
+        sum_table, sum_rules = out / f"{a.platform}.table.json", out / f"{a.platform}.colltune.rules"
+        if rest and sum_table.exists() and sum_rules.exists():
+            others, _ = rows(a.platform, store, DecisionTable.load(str(sum_table)), sum_rules,
+                             {c: deployed_algorithm(c, sum_rules.read_text()).label for c in rest},
+                             rest, train, held, tsizes, hsizes, feasible, DEFAULT_SELECTOR)
     print_report(a.platform, store, table, rules, label, colls, train, held, tsizes, hsizes,
-                 feasible, DEFAULT_SELECTOR, a.reduction_op)
+                 feasible, DEFAULT_SELECTOR, a.reduction_op, others)
     return 0
 
 

@@ -86,7 +86,9 @@ def _ratio(a, b):
 
 
 def print_report(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default,
-                 op=DEFAULT_OP):
+                 op=DEFAULT_OP, others=()):
+    """others: rows of collectives measured by another run (the MPI_SUM run's bcast and
+    allgather, which no operator touches), added to the summary and named there."""
     rs, skipped = rows(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes,
                        feasible, default, op)
     lays = lambda ls: ",".join(f"{n}x{p}" for n, p in ls) or "none"  # noqa: E731
@@ -113,6 +115,16 @@ def print_report(plat_name, store, table, rules, label, colls, train, held, tsiz
                   f"{_ratio(r['ompi'], r['dep'])} {_ratio(r['mpich'], r['dep']):>9} "
                   f"{_ratio(r['dep'], r['lb']) if r['lb'] else '':>9}")
         summary.append(((n, p), c, g))
+    more: dict = {}
+    for r in others:
+        more.setdefault((r["nodes"], r["ppn"], r["coll"]), []).append(r)
+    if more:
+        print(f"\nthe summary adds {', '.join(sorted({c for _, _, c in more}))} from the {DEFAULT_OP} run "
+              f"({plat_name}.txt): no operator touches them, and a tuning of all four collectives "
+              f"reuses their points and makes the same rules for them")
+        summary += [((n, p), c, g) for (n, p, c), g in more.items()]
+        order = ("bcast", "allreduce", "reduce", "allgather")
+        summary.sort(key=lambda x: ((train + held).index(x[0]), order.index(x[1]) if x[1] in order else 9))
     print_summary(summary, held, default)
     print_checks(rs, skipped)
     with Store(store) as st:

@@ -9,6 +9,16 @@
  * On a real MPI library these are no-ops: the CPU pays for itself. */
 #include "colltune/algorithms.h"
 
+/* An operator that charges its own arithmetic (colltune-bench --op charged-sum) is
+ * not charged a second time by colltune's reductions; every other operator,
+ * predefined or user-defined, is. One per rank (globals are privatized per
+ * simulated rank). */
+static MPI_Op self_charging = MPI_OP_NULL;
+
+void ct_charge_exempt_op(MPI_Op op) { self_charging = op; }
+
+int ct_charge_exempt(MPI_Op op) { return op != MPI_OP_NULL && op == self_charging; }
+
 #ifdef COLLTUNE_SMPI
 #include <stdlib.h>
 #include <simgrid/host.h>

@@ -83,25 +83,11 @@ void ct_copy(void *dst, const void *src, MPI_Aint bytes)
 
 int ct_test_fault_reduce;
 
-/* MPI's predefined reduction operators: the only ones whose arithmetic nobody
- * else charges under SMPI. A user-defined op is the application's code and is
- * charged as that code is (colltune-bench --op charged-sum charges itself, so the
- * library's algorithms and colltune's pay the same for the same bytes). */
-static int predefined_op(MPI_Op op)
-{
-    static const MPI_Op known[] = { MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR,
-                                    MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR, MPI_MAXLOC,
-                                    MPI_MINLOC, MPI_REPLACE };
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (op == known[i]) return 1;
-    return 0;
-}
-
 int ct_reduce_local(const void *in, void *inout, int n, MPI_Datatype t, MPI_Op op)
 {
     if (n <= 0) return MPI_SUCCESS;
     if (ct_test_fault_reduce) return MPI_ERR_OP;
-    if (predefined_op(op)) ct_charge_reduce((size_t)n * (size_t)ct_extent(t));
+    if (!ct_charge_exempt(op)) ct_charge_reduce((size_t)n * (size_t)ct_extent(t));
     return MPI_Reduce_local(in, inout, n, t, op);
 }
 

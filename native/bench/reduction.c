@@ -7,7 +7,7 @@
  * theirs (algorithms/charge.c): a reduction-heavy library algorithm looks too
  * cheap. Whoever calls this op -- the library's algorithm, or colltune's through
  * MPI_Reduce_local -- pays the same for the same bytes; colltune does not charge
- * a user-defined op a second time (ct_reduce_local). */
+ * this op a second time (ct_charge_exempt_op). */
 #include "reduction.h"
 
 #include <stddef.h>
@@ -47,7 +47,10 @@ static MPI_Op charged = MPI_OP_NULL;
 MPI_Op reduction_op(op_kind_t k)
 {
     if (k == OP_SUM) return MPI_SUM;
-    if (charged == MPI_OP_NULL) MPI_Op_create(charged_sum, 1, &charged);
+    if (charged == MPI_OP_NULL) {
+        MPI_Op_create(charged_sum, 1, &charged);
+        ct_charge_exempt_op(charged);
+    }
     return charged;
 }
 

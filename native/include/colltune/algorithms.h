@@ -146,5 +146,9 @@ void ct_request_free(ct_request *req);
  * no-ops elsewhere): COLLTUNE_REDUCE_RATE / COLLTUNE_COPY_RATE bytes per second. */
 void ct_charge_reduce(size_t bytes);
 void ct_charge_copy(size_t bytes);
+/* op charges its own arithmetic (the bench's --op charged-sum): ct_reduce_local
+ * does not charge it again */
+void ct_charge_exempt_op(MPI_Op op);
+int ct_charge_exempt(MPI_Op op);
 
 #endif
