@@ -127,8 +127,9 @@ def print_report(plat_name, store, table, rules, label, colls, train, held, tsiz
         summary.sort(key=lambda x: ((train + held).index(x[0]), order.index(x[1]) if x[1] in order else 9))
     print_summary(summary, held, default)
     print_checks(rs, skipped)
-    with Store(store) as st:
-        runs = st.query_runs()
+    with Store(store) as st:       # the launches of this operator's points (and the operator-free)
+        runs = [r for r in st.query_runs() if r["collective"] not in REDUCING
+                or json.loads(r["settings_json"] or "{}").get("reduction_op", DEFAULT_OP) == op]
     print()
     for camp in sorted({r["campaign"] for r in runs}):
         mine = [r for r in runs if r["campaign"] == camp]
