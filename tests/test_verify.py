@@ -148,3 +148,17 @@ def test_openmpi_tuned_canary_when_the_file_agrees_with_the_default(tmp_path):
     bad.write_text(text.replace("1  # collectives", "2  # collectives") + "99\n1\n1 1\n0 1 0 0 0\n")
     proc = verify(str(bad), "openmpi")
     assert proc.returncode == 1 and "does not parse to its end" in proc.stdout
+
+
+def test_a_failed_forced_launch_is_named_by_its_message_not_its_frame():
+    """A forced launch that failed is reported with the library's last line that says
+    something, not the rule of dashes Open MPI frames its messages in."""
+    from colltune.verify import Point, compare
+    from colltune.verify.probe import Observed
+    banner = "-" * 74
+    failed = Observed(False, ["mpirun"], f"{banner}\nprterun noticed that process rank 1 exited "
+                                         f"on signal 9 (Killed).\n{banner}\n")
+    fine = Observed(True, ["mpirun"], "")
+    (res,) = compare([Point("bcast", 65537, "binomial", ("b",))], fine, fine, {("b",): failed})
+    assert not res.honoured
+    assert "exited on signal 9" in res.ran and "----" not in res.ran, res.ran

@@ -112,7 +112,9 @@ def compare(points: list[Point], default, with_file, forced: dict) -> list[Point
         got, dflt = with_file.signature(i), default.signature(i)
         honoured = ref.ok and got == want and bool(got)
         if not ref.ok:
-            last = [ln for ln in ref.output.splitlines() if ln.strip()][-1:] or ["no output"]
+            # the last line that says something: Open MPI frames its messages in rules of dashes
+            last = [ln for ln in ref.output.splitlines() if any(c.isalnum() for c in ln)][-1:] \
+                or ["no output"]
             ran = f"cannot tell: forcing {p.expected} alone failed ({last[0].strip()[:160]})"
         elif honoured:
             ran = f"{p.expected} (same as forced)"
