@@ -22,13 +22,17 @@ def _gm(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
+def _op_of(run) -> str:
+    """The reduction operator a launch measured with (its settings; MPI_SUM before the setting)."""
+    return json.loads(run["settings_json"] or "{}").get("reduction_op", DEFAULT_OP)
+
+
 def _times(store_path: str, op: str = DEFAULT_OP) -> dict:
     """(coll, nodes, ppn, size, provider, algorithm) -> (status, seconds, labels); the
     reductions' points measured with operator `op` only (setting reduction_op)."""
     with Store(store_path) as store:
         res = Results.from_store(store).filter(scenario="plain")
-    op_of = {r.run_id: json.loads(r.settings_json or "{}").get("reduction_op", DEFAULT_OP)
-             for r in res.runs.itertuples()}
+    op_of = {r["run_id"]: _op_of(r) for _, r in res.runs.iterrows()}
     out = {}
     for r in res.points.itertuples():
         if r.collective in REDUCING and op_of.get(r.run_id) != op:
@@ -128,8 +132,7 @@ def print_report(plat_name, store, table, rules, label, colls, train, held, tsiz
     print_summary(summary, held, default)
     print_checks(rs, skipped)
     with Store(store) as st:       # the launches of this operator's points (and the operator-free)
-        runs = [r for r in st.query_runs() if r["collective"] not in REDUCING
-                or json.loads(r["settings_json"] or "{}").get("reduction_op", DEFAULT_OP) == op]
+        runs = [r for r in st.query_runs() if r["collective"] not in REDUCING or _op_of(r) == op]
     print()
     for camp in sorted({r["campaign"] for r in runs}):
         mine = [r for r in runs if r["campaign"] == camp]
