@@ -47,7 +47,7 @@ from colltune.campaign import Campaign  # noqa: E402
 from colltune.cli import build_parser  # noqa: E402
 from colltune.commands import run_tuning  # noqa: E402
 from colltune.decision import DecisionTable  # noqa: E402
-from colltune.plan import DEFAULT_OP, REDUCING, BenchSpec  # noqa: E402
+from colltune.plan import DEFAULT_OP, REDUCING, REDUCTION_OPS, BenchSpec  # noqa: E402
 from colltune.providers.base import ALGORITHM, Algorithm  # noqa: E402
 from colltune.providers.colltune import read_report  # noqa: E402
 from colltune.providers.openmpi import LabelledMods  # noqa: E402
@@ -183,7 +183,7 @@ def main() -> int:
                     help="launches at once (SMPI is deterministic: the times do not depend on it)")
     ap.add_argument("--store", help="default: benchmarks/results/best_of_both/PLATFORM.sqlite")
     ap.add_argument("--out", default=str(OUT), help="table, rules file, report go here")
-    ap.add_argument("--reduction-op", default=DEFAULT_OP, choices=["sum", "charged-sum"],
+    ap.add_argument("--reduction-op", default=DEFAULT_OP, choices=REDUCTION_OPS,
                     help="operator of reduce/allreduce (setting reduction_op): charged-sum also charges "
                          "the selectors' reductions, as colltune's are; its table, rules file and report "
                          "are PLATFORM-charged.*, its points share the store")

@@ -32,6 +32,24 @@ COLLTUNE = os.path.join(ROOT, ".venv", "bin", "colltune")
 # `ompi` selector (a platform copy whose smpi_config sets it), and bench it under that name
 LIBRARY_SELECTOR = "ompi"
 
+# C for the synthetic programs (online_synthetic.py, online_delayed.py): every call starts
+# at one instant of SMPI's global clock, as in the benchmark the choices are compared with
+# (its synchronised start): the latest clock of all ranks plus 50 us, agreed by
+# PMPI_Allreduce (the profiling interface: not a call the interposer samples); a rank
+# sleeps (SMPI's nanosleep: simulated time) until then, plus `extra` seconds. An
+# MPI_Barrier alone lets ranks leave microseconds apart, which reorders arms of
+# few-microsecond calls (miniAMR is the in-application case with its own skew).
+SYNC_START_C = r"""
+#include <time.h>
+static void sync_start(double extra) {
+    double now = MPI_Wtime(), t;
+    PMPI_Allreduce(&now, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double dt = t + 50e-6 - MPI_Wtime() + extra;
+    struct timespec ts = {(time_t)dt, (long)((dt - (time_t)dt) * 1e9)};
+    if (dt > 0) nanosleep(&ts, NULL);
+}
+"""
+
 
 def ompi_platform(name: str, work: str) -> str:
     """A copy of bundled platform `name` whose jobs run SMPI's `ompi` selector (smpirun's

@@ -35,7 +35,7 @@ import os
 import shutil
 import time
 
-from online_common import (CACHE, HERE, bench_best, block_name, colltune_run, exhaustive,
+from online_common import (CACHE, HERE, SYNC_START_C, bench_best, block_name, colltune_run, exhaustive,
                            measured_only, ompi_platform, platform_name, used_sizes)
 
 from colltune import mpi
@@ -50,18 +50,9 @@ APP = r"""
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 static const long sizes[] = {8, 2048, 32768, 1048584};
-static void sleep_s(double dt) {          /* SMPI's nanosleep: simulated time */
-    struct timespec ts = {(time_t)dt, (long)((dt - (time_t)dt) * 1e9)};
-    if (dt > 0) nanosleep(&ts, NULL);
-}
-/* every call starts at one instant (see online_synthetic.py), the last rank DELAY later */
-static void start(int late, double delay) {
-    double now = MPI_Wtime(), t;
-    PMPI_Allreduce(&now, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    sleep_s(t + 50e-6 - MPI_Wtime() + (late ? delay : 0));
-}
+/*SYNC_START*/
+/* every call starts at one instant, the last rank DELAY later */
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int iters = atoi(argv[1]), rank, n;
@@ -74,14 +65,14 @@ int main(int argc, char **argv) {
         for (int s = 0; s < 4; s++) {
             int cnt = (int)(sizes[s] / 8);
             for (int i = 0; i < cnt; i++) a[i] = rank + i % 7 + it;
-            start(late, delay);
+            sync_start(late ? delay : 0);
             MPI_Bcast(a, cnt, MPI_DOUBLE, 0, MPI_COMM_WORLD), check += a[cnt - 1];
-            start(late, delay);
+            sync_start(late ? delay : 0);
             MPI_Allreduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), check += b[cnt / 2];
-            start(late, delay);
+            sync_start(late ? delay : 0);
             MPI_Reduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
             if (rank == 0) check += b[0];
-            start(late, delay);
+            sync_start(late ? delay : 0);
             MPI_Allgather(a, cnt, MPI_DOUBLE, b, cnt, MPI_DOUBLE, MPI_COMM_WORLD), check += b[cnt - 1];
         }
     double total;
@@ -135,7 +126,7 @@ def main() -> int:
     platform = ompi_platform(BASE_PLATFORM, a.work)
     src = os.path.join(a.work, "delayed.c")
     with open(src, "w") as fh:
-        fh.write(APP)
+        fh.write(APP.replace("/*SYNC_START*/", SYNC_START_C))
     presets, _ = preset_arms(mpi.find("smpi"), CACHE, platform_name(platform))
     delays = [float(x) for x in a.delays_us.split(",")]
     say(f"online cost vs `colltune bench --scenario delayed` (last rank late), {platform_name(platform)} "

@@ -32,7 +32,7 @@ import os
 import shutil
 import subprocess
 
-from online_common import (CACHE, COLLTUNE, Bench, bench_best, block_name, checksum_lines,
+from online_common import (CACHE, COLLTUNE, SYNC_START_C, Bench, bench_best, block_name, checksum_lines,
                            colltune_run, compare_choices, exhaustive, fixed_state, last_samples,
                            measured_only, ompi_platform, platform_name, run_fixed, used_sizes)
 
@@ -46,22 +46,9 @@ APP = r"""
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 /* one size per size class (bytes per rank) */
 static const long sizes[] = {8, 128, 2048, 32768, 524288, 1048584};
-/* Every call starts at one instant of SMPI's global clock, as in the benchmark the
-   choices are compared with (its synchronised start): the latest clock of all ranks plus
-   50 us, agreed by PMPI_Allreduce (the profiling interface: not a call the interposer
-   samples); a rank sleeps (SMPI's nanosleep: simulated time) until then. An MPI_Barrier
-   alone lets ranks leave microseconds apart, which reorders arms of few-microsecond
-   calls (miniAMR is the in-application case with its own skew). */
-static void sync_start(void) {
-    double now = MPI_Wtime(), t;
-    PMPI_Allreduce(&now, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    double dt = t + 50e-6 - MPI_Wtime();
-    struct timespec ts = {0, dt > 0 ? (long)(dt * 1e9) : 0};
-    if (dt > 0) nanosleep(&ts, NULL);
-}
+/*SYNC_START*/
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int ppn = atoi(argv[1]), iters = atoi(argv[2]), rank;
@@ -79,16 +66,16 @@ int main(int argc, char **argv) {
             for (int s = 0; s < 6; s++) {
                 int cnt = (int)(sizes[s] / 8);
                 for (int i = 0; i < cnt; i++) a[i] = r + i % 5 + it;
-                sync_start();
+                sync_start(0);
                 if (mine) MPI_Bcast(a, cnt, MPI_DOUBLE, 0, comm), check += a[cnt - 1];
-                sync_start();
+                sync_start(0);
                 if (mine) MPI_Allreduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, comm), check += b[cnt / 2];
-                sync_start();
+                sync_start(0);
                 if (mine) {
                     MPI_Reduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, 0, comm);
                     if (r == 0) check += b[0];
                 }
-                sync_start();
+                sync_start(0);
                 if (mine && s < 5)
                     MPI_Allgather(a, cnt, MPI_DOUBLE, b, cnt, MPI_DOUBLE, comm), check += b[(n - 1) * cnt];
             }
@@ -117,7 +104,7 @@ def main() -> int:
     env = {"COLLTUNE_ONLINE_BUDGET": str(args.budget)}
     src = os.path.join(bench.work, "synthetic.c")
     with open(src, "w") as fh:
-        fh.write(APP)
+        fh.write(APP.replace("/*SYNC_START*/", SYNC_START_C))
     prog = [src, str(PPN), str(ITER)]
 
     presets, _ = preset_arms(mpi.find("smpi"), CACHE, platform_name(platform))

@@ -93,3 +93,17 @@ def test_tune_help_lists_every_registered_strategy():
     assert {"exhaustive", "active", "taskmodel"} <= set(TUNERS.names())
     for name, cls in TUNERS.items():
         assert name in text and cls.summary.split()[0] in text
+
+
+def test_reduction_ops_agree_with_the_schema_and_the_bench():
+    """The operator names live in plan.REDUCTION_OPS; the config schema's enum and the
+    C bench's parser (its --help) must name the same ones."""
+    from importlib import resources
+
+    from colltune.plan import DEFAULT_OP, REDUCTION_OPS
+    schema = json.loads(resources.files("colltune").joinpath("schemas/config.schema.json").read_text())
+    assert tuple(schema["properties"]["reduction_op"]["enum"]) == REDUCTION_OPS
+    assert config.DEFAULTS["reduction_op"] == DEFAULT_OP
+    from pathlib import Path
+    text = (Path(__file__).parents[1] / "native/bench/reduction.c").read_text()
+    assert all(f'"{op}"' in text for op in REDUCTION_OPS)

@@ -62,9 +62,14 @@ const ct_algorithm *ct_find_id(ct_coll coll, int id)
     return NULL;
 }
 
-int ct_params_parse(const ct_algorithm *a, const char *text, int *params)
+void ct_params_default(const ct_algorithm *a, int *params)
 {
     for (int i = 0; i < a->nparams; i++) params[i] = a->params[i].def;
+}
+
+int ct_params_parse(const ct_algorithm *a, const char *text, int *params)
+{
+    ct_params_default(a, params);
     for (const char *t = text; t && *t;) {
         const char *eq = strchr(t, '='), *end = strchr(t, ',');
         if (!end) end = t + strlen(t);

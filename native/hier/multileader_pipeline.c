@@ -107,7 +107,7 @@ static int build_ar(const pipe_t *p, int k, MPI_Comm lane, const ct_algorithm *a
     MPI_Aint off;
     int cnt, prm[CT_MAX_PARAMS];
     block_of(p, k, p->h->lrank, &off, &cnt);
-    for (int i = 0; i < alg->nparams; i++) prm[i] = alg->params[i].def;
+    ct_params_default(alg, prm);
     ct_args across = {.sendbuf = MPI_IN_PLACE, .recvbuf = ct_at(p->a->recvbuf, p->ext, off),
                       .count = cnt, .dtype = p->a->dtype, .op = p->a->op, .root = 0, .comm = lane};
     return alg->schedule(&across, prm, s);

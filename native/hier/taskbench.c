@@ -37,7 +37,7 @@ static void die(const char *msg, const char *arg)
 /* --params fs=..,imod=.. onto the descriptor's defaults (names from the catalogue) */
 static void parse_params(const ct_algorithm *alg, const char *s, int *p)
 {
-    for (int i = 0; i < alg->nparams; i++) p[i] = alg->params[i].def;
+    ct_params_default(alg, p);
     char *dup = strdup(s ? s : ""), *save = NULL;
     for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');

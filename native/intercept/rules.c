@@ -122,7 +122,7 @@ static int parse_choice(ctx *c, ct_rule *r, char **tok, int ntok)
         return fail(c, "unknown %s algorithm '%s' (known: %s)", ct_coll_name(r->coll), tok[0],
                     known);
     }
-    for (int i = 0; i < r->alg->nparams; i++) r->params[i] = r->alg->params[i].def;
+    ct_params_default(r->alg, r->params);
     for (int t = 1; t < ntok; t++) {
         char *eq = strchr(tok[t], '=');
         uint64_t v;

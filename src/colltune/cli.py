@@ -7,7 +7,7 @@ import sys
 from . import __version__
 from .config import DEFAULTS
 from .errors import ColltuneError
-from .plan import SCENARIOS
+from .plan import REDUCTION_OPS, SCENARIOS
 from .taskmodel.search import SPACES
 from .tuners import TUNERS
 
@@ -40,7 +40,7 @@ def add_globals(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-reps", dest="max_reps", type=int)
     g.add_argument("--rse", type=float, help="target relative standard error of the median")
     g.add_argument("--check", choices=["none", "first", "only"], help="verify result data")
-    g.add_argument("--reduction-op", dest="reduction_op", choices=["sum", "charged-sum"],
+    g.add_argument("--reduction-op", dest="reduction_op", choices=REDUCTION_OPS,
                    help="reductions: sum (MPI_SUM, default) or charged-sum (a user-defined sum "
                         "charging its arithmetic on SMPI, the library's collectives as colltune's)")
     g.add_argument("--check-memory-mb", dest="check_memory_mb", type=float)

@@ -18,6 +18,8 @@ SCENARIOS = ("plain", "delayed", "overlap")
 # operator (setting reduction_op) applies to
 REDUCING = ("reduce", "allreduce", "reduce_scatter_block")
 DEFAULT_OP = "sum"
+# operators of the reducing collectives (colltune-bench --op; the C parser has the same names)
+REDUCTION_OPS = (DEFAULT_OP, "charged-sum")
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,8 @@ int ct_count(void);                               /* number of algorithms */
 const ct_algorithm *ct_get(int i);                /* 0 <= i < ct_count() */
 const ct_algorithm *ct_find(ct_coll coll, const char *name);
 const ct_algorithm *ct_find_id(ct_coll coll, int id);   /* by descriptor id (parameters name ids) */
+/* params = the descriptor defaults of a (params has room for a->nparams) */
+void ct_params_default(const ct_algorithm *a, int *params);
 /* params = the defaults of a, then the "k=v,k=v" settings of text; -1 for an
  * unknown parameter, a value out of range or bad syntax. */
 int ct_params_parse(const ct_algorithm *a, const char *text, int *params);
