@@ -127,10 +127,7 @@ class Runner:
         with open(workdir / "hostfile", "w") as fh:
             fh.writelines(line(h.name, n) + "\n" for h, n in zip(self.backend.cluster.hosts, slots))
         assert argv[-2] == "-n"
-        argv = argv[:-2]
-        if self.impl.name == "mpich":                 # > 2 ranks on 2 cores: yield, as in
-            argv += ["-genv", "MPIR_CVAR_ENABLE_HEAVY_YIELD", "1"]   # test_algorithms_real
-        return argv + ["-n", str(sum(slots))]
+        return argv[:-2] + ["-n", str(sum(slots))]
 
     def run(self, slots: tuple[int, ...], exe: str, args: list[str]) -> str:
         workdir = self.out / ("run-" + "-".join(map(str, slots)))

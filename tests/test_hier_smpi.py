@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from colltune import platforms
-from test_algorithms_real import LAUNCH, impl_or_skip
+from colltune.backends.local import oversubscribe_args
+from test_algorithms_real import REAL_MPIS, impl_or_skip
 from test_algorithms_smpi import check_run, expected_cases, parse_listing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -262,13 +263,12 @@ def test_taskbench_reduce_task_records(smpi):
     assert max(t for t, lead in zip(ir["times"], ir["leader"]) if not lead) < ir["max_leader"] / 10
 
 
-@pytest.mark.parametrize("mpi", sorted(LAUNCH))
+@pytest.mark.parametrize("mpi", REAL_MPIS)
 def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     """The matrix on the real library, 5 ranks on one host cut into virtual
     nodes of 2 (2+2+1: uneven), every sub-communicator and root."""
     impl = impl_or_skip(mpi)
     out = build(impl.cc, tmp_path / "build")
-    extra, env = LAUNCH[mpi]
     counts = [0, 1, 7, 100]
     # then: allreduce with two leaders' flat allreduces in flight (iadepth=2), and
     # the library's non-blocking intra-node module (smod=3) with bcast's double
@@ -277,11 +277,11 @@ def test_han_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
                        ("allreduce", ["-b", "imod=2,iadepth=2,iaalg=3,fs=96"]),
                        ("bcast", ["-b", "smod=3,ibalg=6,ibdepth=2,fs=96,ibs=24"]),
                        ("allreduce", ["-b", "smod=3,fs=96"]), ("reduce", ["-b", "smod=3,fs=96"])):
-        cmd = [impl.launcher, *extra, "-np", "5", str(out / "colltune-algotest"), "-a",
+        cmd = [impl.launcher, *oversubscribe_args(impl, 5), "-np", "5", str(out / "colltune-algotest"), "-a",
                f"{coll}/han", "-s", "5", "-r", "all", "-m", "blocking", "-c", ",".join(map(str, counts)),
                *base]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                           env={**impl.run_env(), **env, "COLLTUNE_VNODE_SIZE": "2"})
+                           env={**impl.run_env(), "COLLTUNE_VNODE_SIZE": "2"})
         assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         algs = [a for a in han_catalogue if a["coll"] == coll]
         check_run(r.stdout, expected_cases(algs, 5, 5, True, counts, "blocking"))
@@ -329,18 +329,17 @@ def test_han_allgather_matrix_smpi_non_contiguous_nodes(smpi, han_catalogue, tmp
     assert "library fallback ran in 0 cases" in out
 
 
-@pytest.mark.parametrize("mpi", sorted(LAUNCH))
+@pytest.mark.parametrize("mpi", REAL_MPIS)
 def test_han_allgather_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     """allgather/han on the real library: 5 ranks on one host in virtual nodes
     of 2 (2+2+1: uneven), every sub-communicator, counts 0,1,7,100,1031."""
     impl = impl_or_skip(mpi)
     out = build(impl.cc, tmp_path / "build")
-    extra, env = LAUNCH[mpi]
     counts = [0, 1, 7, 100, 1031]
-    cmd = [impl.launcher, *extra, "-np", "5", str(out / "colltune-algotest"), "-a", "allgather/han",
+    cmd = [impl.launcher, *oversubscribe_args(impl, 5), "-np", "5", str(out / "colltune-algotest"), "-a", "allgather/han",
            "-s", "5", "-r", "few", "-m", "blocking", "-c", ",".join(map(str, counts))]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                       env={**impl.run_env(), **env, "COLLTUNE_VNODE_SIZE": "2"})
+                       env={**impl.run_env(), "COLLTUNE_VNODE_SIZE": "2"})
     assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     algs = [a for a in han_catalogue if a["coll"] == "allgather"]
     check_run(r.stdout, expected_cases(algs, 5, 5, False, counts, "blocking"))

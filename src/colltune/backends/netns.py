@@ -20,7 +20,7 @@ from .. import cluster as emu
 from ..errors import BackendError
 from . import BACKENDS
 from .base import Launch
-from .local import LocalBackend, host_cores, max_ranks, oversubscribed
+from .local import OVERSUBSCRIBE_ARGS, LocalBackend, host_cores, max_ranks, oversubscribed
 
 
 def _openmpi(c: emu.Cluster, hostfile: str, nprocs: int) -> list[str]:
@@ -38,9 +38,12 @@ def _openmpi(c: emu.Cluster, hostfile: str, nprocs: int) -> list[str]:
 
 def _mpich(c: emu.Cluster, hostfile: str, nprocs: int) -> list[str]:
     iface = c.hosts[0].iface
-    return ["-launcher", "ssh", "-launcher-exec", c.agent, "-f", hostfile, "-iface", iface,
+    args = ["-launcher", "ssh", "-launcher-exec", c.agent, "-f", hostfile, "-iface", iface,
             "-genv", "MPIR_CVAR_CH4_NETMOD", "ucx",
             "-genv", "UCX_TLS", "tcp", "-genv", "UCX_NET_DEVICES", iface]
+    if oversubscribed(nprocs):      # the hosts share the cores: throttle the polling
+        args += list(OVERSUBSCRIBE_ARGS["mpich"])
+    return args
 
 
 # library -> (hostfile line for (host, slots), launcher options)
