@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from best_of_both_report import print_report, rows  # noqa: E402
+from best_of_both_report import COLLECTIVES, print_report, rows  # noqa: E402
 from colltune.campaign import Campaign  # noqa: E402
 from colltune.cli import build_parser  # noqa: E402
 from colltune.commands import run_tuning  # noqa: E402
@@ -173,7 +173,7 @@ def main() -> int:
     ap.add_argument("--platform", default="dragonfly", choices=sorted(PLANS))
     ap.add_argument("--train", help="training layouts (default: the platform's plan)")
     ap.add_argument("--heldout", help="held-out layouts, never tuned on ('' for none)")
-    ap.add_argument("--collectives", default="bcast,allreduce,reduce,allgather")
+    ap.add_argument("--collectives", default=",".join(COLLECTIVES))
     ap.add_argument("--train-sizes", default=TRAIN_SIZES)
     ap.add_argument("--heldout-sizes", default=HELDOUT_SIZES)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per training launch")
@@ -222,7 +222,7 @@ def main() -> int:
     label = {c: deployed_algorithm(c, rules.read_text()).label for c in colls}
     others = []
     if a.reduction_op != DEFAULT_OP:    # the operator-free collectives of the MPI_SUM run
-        rest = [c for c in ("bcast", "reduce", "allreduce", "allgather") if c not in REDUCING + tuple(colls)]
+        rest = [c for c in COLLECTIVES if c not in REDUCING + tuple(colls)]
         sum_table, sum_rules = out / f"{a.platform}.table.json", out / f"{a.platform}.colltune.rules"
         if rest and sum_table.exists() and sum_rules.exists():
             others, _ = rows(a.platform, store, DecisionTable.load(str(sum_table)), sum_rules,

@@ -13,6 +13,7 @@ from colltune.sizes import human_bytes
 from colltune.store import Store
 from han_vs_selectors import injection_bw
 
+COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather")   # the benchmark's, in report order
 SLOWER = 1.02          # "more than 2 % slower than the library default"
 LB_FROM = 8 << 20      # bcast/allreduce sizes compared with the network bound
 
@@ -127,8 +128,8 @@ def print_report(plat_name, store, table, rules, label, colls, train, held, tsiz
               f"({plat_name}.txt): no operator touches them, and a tuning of all four collectives "
               f"reuses their points and makes the same rules for them")
         summary += [((n, p), c, g) for (n, p, c), g in more.items()]
-        order = ("bcast", "allreduce", "reduce", "allgather")
-        summary.sort(key=lambda x: ((train + held).index(x[0]), order.index(x[1]) if x[1] in order else 9))
+        summary.sort(key=lambda x: ((train + held).index(x[0]),
+                                    COLLECTIVES.index(x[1]) if x[1] in COLLECTIVES else len(COLLECTIVES)))
     print_summary(summary, held, default)
     print_checks(rs, skipped)
     with Store(store) as st:       # the launches of this operator's points (and the operator-free)
