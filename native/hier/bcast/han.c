@@ -36,6 +36,6 @@ const ct_algorithm ct_bcast_han = {
          .help = "inter-node bcasts in flight: 1 (ib(t) in task t) or 2 (started a task ahead)",
          .def = 1, .min = 1, .max = 2, .nprobe = 0},   /* tests/test_hier_smpi.py: -b ibdepth=2 */
     },
-    .tune = {"ibalg=3", "ibalg=6,fs=131072,ibs=32768,ss=0,ibdepth=2"},
+    .tune = {"ibalg=3", "ibalg=6,fs=131072,ibs=32768,ss=0,ibdepth=2", "ibalg=6,ibs=32768,ibdepth=2"},
     .supports = supports, .run = run,
 };
