@@ -149,7 +149,7 @@ def tune(session, plat: str, colls, train, sizes) -> DecisionTable:
     return DecisionTable("exhaustive", prov, tuple(entries))
 
 
-def evaluate(session, plat, colls, lays, sizes, rules, dep_args) -> None:
+def evaluate(session, plat, colls, lays, sizes, rules, dep_args, retry_deployed: bool = False) -> None:
     from colltune import native
     backend = session.backend()
     program = str(native.build(backend.impl, "bench-interposed", session.settings.cache_dir))
@@ -163,6 +163,9 @@ def evaluate(session, plat, colls, lays, sizes, rules, dep_args) -> None:
             for alg in [deployed_algorithm(c, rules.read_text()), *sels]:
                 specs.append(BenchSpec(c, alg, n, p, szs))
     with session.store as store:
+        if retry_deployed:      # the deployment's recorded failures, measured again first
+            mine = [s for s in specs if s.algorithm.provider == DEPLOYED]
+            Campaign(f"{plat}-eval", dbk, store, session.settings, retry_failed=True).run(mine)
         summary = Campaign(f"{plat}-eval", dbk, store, session.settings).run(specs)
     print(f"evaluation: {summary.launches} launches in {summary.wall_s:.0f} s, "
           f"{summary.skipped_points} points reused")
@@ -187,6 +190,9 @@ def main() -> int:
                     help="operator of reduce/allreduce (setting reduction_op): charged-sum also charges "
                          "the selectors' reductions, as colltune's are; its table, rules file and report "
                          "are PLATFORM-charged.*, its points share the store")
+    ap.add_argument("--retry-deployed-failures", action="store_true",
+                    help="measure the deployment's recorded failures again (e.g. a launch that "
+                         "timed out, with a longer --eval-timeout); the selectors' stay recorded")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store and table")
     a = ap.parse_args()
     plan = PLANS[a.platform]
@@ -217,7 +223,7 @@ def main() -> int:
                 rules.write_text(new)
         dep_args = manifest["launch"]["COLLTUNE_SMPIRUN_ARGS"].split()
         evaluate(Session({**cli, "timeout": a.eval_timeout}), a.platform, colls, train + held,
-                 sorted(set(tsizes + hsizes)), rules.resolve(), dep_args)
+                 sorted(set(tsizes + hsizes)), rules.resolve(), dep_args, a.retry_deployed_failures)
     table = DecisionTable.load(str(table_path))
     label = {c: deployed_algorithm(c, rules.read_text()).label for c in colls}
     others = []
