@@ -190,7 +190,7 @@ def report(points, cache, times, plat) -> list[str]:
                     + "; ".join(f"{x['id']} [{x['kind']}] {x['bytes'] / 1e6:.1f} MB {x['time'] * 1e6:.0f} us"
                                 for x in rec["top"][:3])
                     + " | busiest per kind: " + ", ".join(
-                        f"{k} {v['bytes'] / m:.2f}m" for k, v in rec["busiest_per_kind"].items()))
+                        f"{k} {v['bytes'] / m:.2f}m" for k, v in sorted(rec["busiest_per_kind"].items())))
     if drift:
         out += ["", "this run differs from the store by more than 2 % (the store times a call after a "
                 "warm-up, this run one cold call; larger gaps: the store was measured by another libcolltune "
