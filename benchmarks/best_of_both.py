@@ -162,12 +162,14 @@ def evaluate(session, plat, colls, lays, sizes, rules, dep_args, retry_deployed:
             sels = [s for s in lib.selectors(c) if s.name in SELECTORS]
             for alg in [deployed_algorithm(c, rules.read_text()), *sels]:
                 specs.append(BenchSpec(c, alg, n, p, szs))
+    launches, wall = 0, 0.0
     with session.store as store:
         if retry_deployed:      # the deployment's recorded failures, measured again first
             mine = [s for s in specs if s.algorithm.provider == DEPLOYED]
-            Campaign(f"{plat}-eval", dbk, store, session.settings, retry_failed=True).run(mine)
+            retried = Campaign(f"{plat}-eval", dbk, store, session.settings, retry_failed=True).run(mine)
+            launches, wall = retried.launches, retried.wall_s
         summary = Campaign(f"{plat}-eval", dbk, store, session.settings).run(specs)
-    print(f"evaluation: {summary.launches} launches in {summary.wall_s:.0f} s, "
+    print(f"evaluation: {launches + summary.launches} launches in {wall + summary.wall_s:.0f} s, "
           f"{summary.skipped_points} points reused")
 
 

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
+from pathlib import Path
 
 import pytest
 
 from colltune import config
 from colltune.decision import DecisionTable, Entry, Rule, boundary, rules_from_points
 from colltune.errors import ConfigError, InputError
+from colltune.plan import DEFAULT_OP, REDUCTION_OPS
 from colltune.sizes import parse_list
 
 
@@ -97,13 +100,9 @@ def test_tune_help_lists_every_registered_strategy():
 
 def test_reduction_ops_agree_with_the_schema_and_the_bench():
     """The operator names live in plan.REDUCTION_OPS; the config schema's enum and the
-    C bench's parser (its --help) must name the same ones."""
-    from importlib import resources
-
-    from colltune.plan import DEFAULT_OP, REDUCTION_OPS
+    C bench's operator table (native/bench/reduction.c) must name the same ones."""
     schema = json.loads(resources.files("colltune").joinpath("schemas/config.schema.json").read_text())
     assert tuple(schema["properties"]["reduction_op"]["enum"]) == REDUCTION_OPS
     assert config.DEFAULTS["reduction_op"] == DEFAULT_OP
-    from pathlib import Path
     text = (Path(__file__).parents[1] / "native/bench/reduction.c").read_text()
     assert all(f'"{op}"' in text for op in REDUCTION_OPS)
