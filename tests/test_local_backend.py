@@ -3,10 +3,14 @@ algorithm lists read from the libraries, forced algorithms that really run (or
 fail loudly), labels of what ran, and a small tuning campaign."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
+import tempfile
 
 import pytest
 
@@ -281,11 +285,56 @@ def test_timeout_kills_every_rank(name, settings, tmp_path):
     b = _backend(name)
     args = ["--coll", "bcast", "--sizes", "8,16,32,64,128,256,512,1024", "--rse", "1e-9",
             "--max-reps", "100000", "--check", "none"]
+    before = _session_dirs()
     res = b.run(Launch(1, 2, args, timeout=2.0), str(tmp_path / "hang"))
     assert res.timed_out and res.exit_code is None
     marker = str(tmp_path / "hang" / "records.jsonl")
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
     assert left == [], f"ranks still running after the timeout: {left}"
+    assert _session_dirs() - before == set(), "the killed launcher's session dir was left"
+
+
+def _session_dirs() -> set[str]:
+    """PRRTE session dirs (<tmp>/<name>.<pid> holding pmix.* files) there are now."""
+    return {os.path.dirname(f) for f in glob.glob(os.path.join(tempfile.gettempdir(), "*.*",
+                                                               "pmix.*"))}
+
+
+# A launcher run as the second process of a fresh pid namespace always gets pid 2.
+_AS_PID_2 = """
+import subprocess, sys
+from colltune.proc import run_group
+cmd = sys.argv[1:]
+if cmd[0] == "--kill-after-2s":
+    try:
+        run_group(cmd[1:], timeout=2.0, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        sys.exit(0)
+    sys.exit("the launcher ended before its timeout")
+sys.exit(subprocess.run(cmd, capture_output=True).returncode)
+"""
+
+
+@needs_ompi
+def test_killed_launcher_leaves_no_session_dir_for_the_next_with_its_pid(ompi, tmp_path):
+    """Open MPI's launcher keeps its PMIx rendezvous in <tmp>/ompi.<pid> and removes it
+    on exit, not when SIGKILLed; a later launcher given the same pid dies (exit 213,
+    "listener thread failed to start"): one CI run failed so after the pids wrapped.
+    Two fresh pid namespaces give both launchers pid 2; colltune killing the first on
+    its timeout must leave nothing that fails the second."""
+    unshare = shutil.which("unshare")
+    probe = unshare and subprocess.run([unshare, "--pid", "--fork", "--mount-proc", "true"],
+                                       capture_output=True)
+    if not probe or probe.returncode != 0:
+        pytest.skip("needs unshare --pid (root) to reuse a pid on purpose")
+    env = ompi.impl.run_env()
+    as_pid_2 = [unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-c", _AS_PID_2]
+    first = subprocess.run([*as_pid_2, "--kill-after-2s", ompi.impl.launcher, "-n", "1",
+                            "sleep", "60"], capture_output=True, text=True, env=env, timeout=60)
+    assert first.returncode == 0, first.stderr
+    second = subprocess.run([*as_pid_2, ompi.impl.launcher, "-n", "1", "true"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert second.returncode == 0, f"the next launcher with pid 2 failed: {second.returncode}"
 
 
 # -- layout limits and provenance ------------------------------------------------------

@@ -16,9 +16,12 @@ SIGTERM / SIGINT / SIGHUP sent to colltune on to the whole job, waits
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -166,6 +169,7 @@ class Job:
     def kill(self, wait_s: float = 10.0) -> bool:
         """SIGKILL every process of the job, reap, wait until they are gone."""
         self.signal(signal.SIGKILL)
+        remove_launcher_session(self.proc)
         gone = self.wait_gone(time.monotonic() + wait_s)
         if not gone:                        # a rank being spawned: once more
             self.signal(signal.SIGKILL)
@@ -177,6 +181,57 @@ def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL a job started with ``start_new_session=True``: its process group and
     every descendant (ranks in sessions of their own included)."""
     Job(proc).signal(signal.SIGKILL)
+    remove_launcher_session(proc)
+
+
+# -- what a SIGKILLed launcher leaves behind ---------------------------------------
+
+def _exited_unreaped(proc: subprocess.Popen, wait_s: float) -> bool:
+    """Wait until the signalled launcher has exited without reaping it: True when it
+    is a zombie now, so its pid cannot be given to a new process yet."""
+    if proc.returncode is not None:
+        return False
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                return True
+        except ChildProcessError:
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def session_dirs(pid: int) -> list[str]:
+    """PRRTE session directories of launcher ``pid``: ``<tmpdir>/<name>.<pid>`` holding
+    its PMIx rendezvous files (``pmix.*``); tmpdir as PRRTE picks it (TMPDIR, TEMP,
+    TMP, /tmp)."""
+    bases = {os.environ.get(v) for v in ("TMPDIR", "TEMP", "TMP")}
+    bases |= {tempfile.gettempdir(), "/tmp"}
+    found = []
+    for base in sorted(b for b in bases if b and os.path.isdir(b)):
+        for d in glob.glob(os.path.join(glob.escape(base), f"*.{pid}")):
+            try:
+                if not os.path.islink(d) and any(n.startswith("pmix.") for n in os.listdir(d)):
+                    found.append(d)
+            except OSError:
+                continue
+    return found
+
+
+def remove_launcher_session(proc: subprocess.Popen, wait_s: float = 10.0) -> list[str]:
+    """Open MPI's launcher removes its session directory, named after its pid, when
+    it exits, but not when SIGKILLed. A later launcher given the same pid then finds
+    the stale rendezvous files and dies ("The PMIx server's listener thread failed
+    to start", exit 213). So once a killed launcher is a zombie, and before it is
+    reaped and its pid free again, its session directory goes too."""
+    if not _exited_unreaped(proc, wait_s):
+        return []
+    dirs = session_dirs(proc.pid)
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    return dirs
 
 
 # -- signal forwarding ----------------------------------------------------------------
