@@ -164,6 +164,36 @@ def test_mixed_table_deploys_and_verifies(tmp_path, lib):
     assert proc.stdout.rstrip().endswith("RESULT: PASS")
 
 
+@pytest.mark.parametrize("lib", ["openmpi", "mpich"])
+def test_guarded_deployment_verifies(tmp_path, lib):
+    """deploy --guard: every rank gets COLLTUNE_GUARD; verify accepts, at each of
+    colltune's points, the rule's algorithm or the library, whichever the guard
+    measured faster, and says which (2 ranks on this host: the verdicts are noise,
+    that the guard ran and decided is not)."""
+    if not have_mpi(lib):
+        pytest.skip(f"{lib} not installed")
+    table = mixed_table(tmp_path / f"{lib}.json", lib)
+    out = tmp_path / "dep"
+    run_cli("deploy", "--table", table, "--library", lib, "-o", str(out), "--guard", "1")
+    assert json.loads((out / "deployment.json").read_text())["guard"] == 1
+    env = (out / "env.sh").read_text()
+    assert "export COLLTUNE_GUARD=1" in env
+    assert ("-x COLLTUNE_GUARD=1" if lib == "openmpi" else "-genv COLLTUNE_GUARD 1") in env
+    proc = run_cli("verify", "--deployment", str(out), "--reps", "10", check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ours = [ln for ln in proc.stdout.splitlines() if re.match(r"  (ok|FAIL) ", ln)
+            and "table: colltune:" in ln]
+    assert ours and all(ln.strip().startswith("ok") and "(the guard measured" in ln
+                        for ln in ours), proc.stdout
+
+
+def test_deploy_guard_out_of_range_is_an_error(tmp_path):
+    table = mixed_table(tmp_path / "t.json", "openmpi")
+    proc = run_cli("deploy", "--table", table, "--library", "openmpi", "-o",
+                   str(tmp_path / "dep"), "--guard", "100001", check=False)
+    assert proc.returncode != 0 and "--guard 100001" in proc.stderr
+
+
 @pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed")
 def test_library_rejecting_its_part_fails_verify(tmp_path):
     out = deploy(tmp_path, "mpich")

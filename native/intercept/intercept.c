@@ -36,6 +36,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 #endif
 #include "profile.h"                        /* COLLTUNE_PROFILE: traffic counting hooks */
 #include "online.h"                         /* COLLTUNE_ONLINE: online tuning hooks */
+#include "guard.h"                          /* COLLTUNE_GUARD: rules vs the library, measured */
 
 enum { FROM_RULES, FROM_FORCE };
 static ct_rules sources[2];                 /* rules file, COLLTUNE_FORCE */
@@ -55,6 +56,7 @@ typedef struct {
     const ct_rule *memo_rule[CT_NCOLLS];
     int memo_from[CT_NCOLLS];
     void *online;                           /* online.c's per-communicator state */
+    void *guard;                            /* guard.c's */
 } comm_info;
 
 /* One-entry caches in front of the attribute lookup and the datatype query
@@ -72,6 +74,7 @@ static int delete_info(MPI_Comm comm, int kv, void *value, void *extra)
 {
     (void)comm, (void)kv, (void)extra;
     if (value == last_info) last_info = NULL;
+    ct_guard_free(((comm_info *)value)->guard);
     free(value);
     return MPI_SUCCESS;
 }
@@ -138,6 +141,9 @@ static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_ru
     else if (!r) snprintf(origin, sizeof origin, "no rule");
     else if (from == FROM_FORCE) snprintf(origin, sizeof origin, "COLLTUNE_FORCE");
     else if (from == CT_ONLINE_FROM) snprintf(origin, sizeof origin, "online"), snprintf(choice, sizeof choice, "drawn");
+    else if (from == CT_GUARD_TRY) snprintf(origin, sizeof origin, "rules line %d, guard trying", r->line);
+    else if (from == CT_GUARD_KEPT) snprintf(origin, sizeof origin, "rules line %d, guard kept it", r->line);
+    else if (from == CT_GUARD_LIB) snprintf(origin, sizeof origin, "rules line %d, guard: library faster", r->line);
     else snprintf(origin, sizeof origin, "rules line %d", r->line);
     if (verbose)
         fprintf(stderr, "colltune: %s size=%d nodes=%d ppn=%d bytes=%lld: %s -> %s (ran %s)\n",
@@ -175,9 +181,9 @@ static int named_type(MPI_Datatype dt, int *tsize, int *dense)
     return 1;
 }
 
-/* The rule for `bytes` per rank of coll on comm (see choose). */
-static const ct_rule *choose_bytes(ct_coll coll, MPI_Comm comm, long long nbytes,
-                                   const comm_info **cip, long long *bytes, int *from)
+/* The rule for `bytes` per rank of coll on comm (see choose), before the guard. */
+static const ct_rule *rule_for(ct_coll coll, MPI_Comm comm, long long nbytes, comm_info **cip,
+                               long long *bytes, int *from)
 {
     comm_info *ci = info_of(comm);
     *cip = ci;
@@ -205,6 +211,21 @@ static const ct_rule *choose_bytes(ct_coll coll, MPI_Comm comm, long long nbytes
     return r;
 }
 
+static const ct_rule *choose_bytes(ct_coll coll, MPI_Comm comm, long long nbytes,
+                                   const comm_info **cip, long long *bytes, int *from)
+{
+    comm_info *ci = NULL;
+    const ct_rule *r = rule_for(coll, comm, nbytes, &ci, bytes, from);
+    *cip = ci;
+    if (__builtin_expect(ct_guard_calls > 0, 0) && *from == FROM_RULES && r && r->alg) {
+        inside++;
+        r = ct_guard_pick(&ci->guard, comm, coll, *bytes, r, from);
+        inside--;
+        CT_PROF_RESNAP();                   /* the deciding allreduce is not the call's */
+    }
+    return r;
+}
+
 static const ct_rule *choose(ct_coll coll, MPI_Comm comm, int count, MPI_Datatype dt,
                              const comm_info **cip, long long *bytes, int *from)
 {
@@ -223,7 +244,7 @@ static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info
     int rc;
     inside++;
     CT_PROF_ALG_ENTER(coll);
-    rc = CT_ONLINE_CALL(coll, r, a, ci->online, bytes, from, &ran);
+    CT_GUARD_TIMED(CT_ONLINE_CALL(coll, r, a, ci->online, bytes, from, &ran), rc);
     CT_PROF_ALG_LEAVE(ran);
     inside--;
     if (LOGGING) note(coll, ci, bytes, r, from, ran ? ran : "error", NULL);
@@ -232,8 +253,10 @@ static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info
 
 #define LIBRARY(coll, call)                                                   \
     do {                                                                      \
+        int rc_;                                                              \
         if (LOGGING) note(coll, ci, bytes, r, from, "library", NULL);         \
-        return call;                                                          \
+        CT_GUARD_TIMED(call, rc_);                                            \
+        return rc_;                                                           \
     } while (0)
 
 /* Arguments the library must see (ct_check_args: it reports them as errors
@@ -510,8 +533,10 @@ static void setup(void)
         return;                                     /* stays inactive: pure pass-through */
     for (int c = 0; c < CT_NCOLLS; c++)
         active[c] = sources[FROM_RULES].count[c] > 0 || sources[FROM_FORCE].count[c] > 0;
-    if (ct_online_init(world_rank, !cache_on, sources[FROM_RULES].n + sources[FROM_FORCE].n))
+    int online = ct_online_init(world_rank, !cache_on, sources[FROM_RULES].n + sources[FROM_FORCE].n);
+    if (online)
         for (int c = 0; c < CT_NCOLLS; c++) active[c] = 1;    /* online mode decides them all */
+    ct_guard_init(world_rank, !cache_on, online);
     ct_validity_init();                             /* before any thread can call */
     if (verbose)
         fprintf(stderr, "colltune: interposer active: rules %s (%d rules), COLLTUNE_FORCE %s\n",

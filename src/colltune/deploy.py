@@ -38,6 +38,8 @@ FORMAT, VERSION = "colltune.deployment", 1
 MANIFEST, ENV_FILE, TABLE_COPY, COLLTUNE_RULES = ("deployment.json", "env.sh", "table.json",
                                                   "colltune.rules")
 COLLTUNE, DEFAULT, LIBRARY = "colltune", "default", "library"
+INTERPOSER_VARS = ("COLLTUNE_RULES", "COLLTUNE_GUARD")    # what every rank must see
+GUARD_MAX = 100000                                         # native/intercept/guard.c
 
 
 def kind_of(table: DecisionTable, rule: Rule) -> str:
@@ -93,19 +95,23 @@ def _sha256(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _launcher_args(impl, lib: Path, rules: Path) -> list[str]:
+def _launcher_args(impl, lib: Path, env: dict[str, str]) -> list[str]:
     """mpiexec arguments that preload the interposer into the ranks (not into
-    mpiexec) and pass COLLTUNE_RULES to every host."""
+    mpiexec) and pass the interposer's variables (COLLTUNE_RULES, COLLTUNE_GUARD)
+    to every host."""
     from .providers.colltune import preload_args
     args = preload_args(impl, lib)
     flag = args[0]                 # -x VAR=VALUE (Open MPI) or -genv VAR VALUE (MPICH)
-    return args + (["-x", f"COLLTUNE_RULES={rules}"] if flag == "-x" else
-                   ["-genv", "COLLTUNE_RULES", str(rules)])
+    for k, v in env.items():
+        args += ["-x", f"{k}={v}"] if flag == "-x" else ["-genv", k, v]
+    return args
 
 
 def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: str | None = None,
-           allow_substitute: bool = False) -> dict:
-    """Write the deployment folder; returns the manifest."""
+           allow_substitute: bool = False, guard: int = 0) -> dict:
+    """Write the deployment folder; returns the manifest. guard > 0: the interposer
+    checks each of colltune's rules against the library's collective, `guard` timed
+    calls each, and keeps the faster (COLLTUNE_GUARD, docs/interposer.md)."""
     from . import mpi
     from .errors import BackendError
     from .exporters.colltune_rules import ColltuneRulesExporter, catalogue_index
@@ -157,6 +163,10 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     exported = rules_exp.export(table, target)
     (out / COLLTUNE_RULES).write_text(exported.text)
     env["COLLTUNE_RULES"] = str(out / COLLTUNE_RULES)
+    if not 0 <= guard <= GUARD_MAX:
+        raise InputError(f"--guard {guard}: timed calls per arm must be in [0, {GUARD_MAX}]")
+    if guard:
+        env["COLLTUNE_GUARD"] = str(guard)
     notes += [n for n in exported.notes if "is not one of colltune's" not in n
               and not n.startswith("run under the interposer")]
     # 3. the interposer, the environment file
@@ -171,7 +181,8 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
                  "smpirun $COLLTUNE_SMPIRUN_ARGS -np N -platform P -hostfile H ./app"]
     else:
         launch = {"COLLTUNE_LIB": str(lib),
-                  "COLLTUNE_MPIRUN_ARGS": " ".join(_launcher_args(impl, lib, out / COLLTUNE_RULES)),
+                  "COLLTUNE_MPIRUN_ARGS": " ".join(_launcher_args(
+                      impl, lib, {k: v for k, v in env.items() if k in INTERPOSER_VARS})),
                   "COLLTUNE_LDFLAGS": f"{lib} -Wl,-rpath,{lib.parent}"}
         usage = ["mpirun $COLLTUNE_MPIRUN_ARGS -n N ./app      (preloads the interposer)",
                  f"or link it: {Path(impl.cc).name} app.c -o app $COLLTUNE_LDFLAGS"]
@@ -183,7 +194,7 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         "library": library, "library_version": impl.version, "target": target,
         "table": {"source": os.path.abspath(table_path), "sha256": _sha256(table_path),
                   "tuner": table.tuner, "arms": arms, "rules": counts(table)},
-        "files": files, "env": env, "launch": launch, "notes": notes,
+        "files": files, "env": env, "launch": launch, "notes": notes, "guard": guard,
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest

@@ -17,6 +17,10 @@ def add_parser(sub) -> None:
     p.add_argument("--allow-substitute", action="store_true",
                    help="a library rule with no equivalent gets the library's general-purpose "
                         "algorithm (as colltune export --allow-substitute)")
+    p.add_argument("--guard", type=int, default=0, metavar="N",
+                   help="the interposer times each of colltune's rules against the library's "
+                        "collective, N calls each per communicator and message size, and keeps "
+                        "the faster for the rest of the job (COLLTUNE_GUARD; default 0: off)")
     add_globals(p)
     p.set_defaults(handler=run)
 
@@ -26,7 +30,7 @@ def run(args, cli) -> int:
     from ..session import Session
     session = Session(cli, args.config)
     m = deploy(args.table, args.library, args.output, session.settings.cache_dir, args.target,
-               args.allow_substitute)
+               args.allow_substitute, args.guard)
     n = m["table"]["rules"]
     print(f"deployment for {m['library']} {m['library_version']} in {args.output}: "
           f"{n['colltune']} colltune rule(s), {n['library']} library rule(s), "
