@@ -217,11 +217,14 @@ static const ct_rule *choose_bytes(ct_coll coll, MPI_Comm comm, long long nbytes
     comm_info *ci = NULL;
     const ct_rule *r = rule_for(coll, comm, nbytes, &ci, bytes, from);
     *cip = ci;
-    if (__builtin_expect(ct_guard_calls > 0, 0) && *from == FROM_RULES && r && r->alg) {
-        inside++;
-        r = ct_guard_pick(&ci->guard, comm, coll, *bytes, r, from);
-        inside--;
-        CT_PROF_RESNAP();                   /* the deciding allreduce is not the call's */
+    if (__builtin_expect(ct_guard_calls > 0, 0)) {
+        ct_guard_timing = NULL;             /* a call that returned early left it set */
+        if (*from == FROM_RULES && r && r->alg) {
+            inside++;
+            r = ct_guard_pick(&ci->guard, comm, coll, *bytes, r, from);
+            inside--;
+            CT_PROF_RESNAP();               /* the deciding allreduce is not the call's */
+        }
     }
     return r;
 }
