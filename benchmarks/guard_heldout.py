@@ -21,7 +21,6 @@ gives the guard's verdict per point. One store: benchmarks/results/guard_heldout
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -33,7 +32,7 @@ from best_of_both_report import COLLECTIVES, SLOWER, _gm, _times  # noqa: E402
 from colltune.campaign import Campaign  # noqa: E402
 from colltune.plan import BenchSpec  # noqa: E402
 from colltune.providers.base import ALGORITHM, Algorithm  # noqa: E402
-from colltune.providers.colltune import read_report  # noqa: E402
+from colltune.providers.colltune import guard_decided, read_report  # noqa: E402
 from colltune.providers.openmpi import LabelledMods  # noqa: E402
 from colltune.session import Session  # noqa: E402
 from colltune.sizes import human_bytes, parse_list  # noqa: E402
@@ -52,12 +51,12 @@ def verdict(report: str, rec: dict) -> dict:
     key = (rec.get("collective"), rec.get("participants"), rec.get("bytes"))
     lines = [r for r in read_report(report)
              if (r.get("collective"), r.get("comm_size"), r.get("bytes")) == key]
-    final = [r for r in lines if "guard trying" not in str(r.get("origin"))]
+    final = guard_decided(lines)
     if not final:
         return {"ran": "unknown (no decided call in the interposer's report)"}
-    origin = str(final[-1].get("origin"))
-    return {"ran": str(final[-1].get("ran")),
-            "guard": origin.split(", ", 1)[1] if ", " in origin else "not guarded"}
+    last = final[-1]
+    return {"ran": str(last.get("ran")),     # the verdict in the origin's words
+            "guard": str(last["origin"]).split(", ", 1)[1] if last.get("guard") else "not guarded"}
 
 
 class GuardedBackend(bob.DeployedBackend):
@@ -70,11 +69,9 @@ class GuardedBackend(bob.DeployedBackend):
     def force(self, alg: Algorithm):
         mods = super().force(alg)
         if alg.provider == bob.DEPLOYED and alg.label.endswith(f"-guard{self.guard}"):
-            fd, report = tempfile.mkstemp(suffix=".jsonl", dir=self._reports)
-            os.close(fd)
+            report = mods.env["COLLTUNE_REPORT"]
             return LabelledMods(launcher_args=mods.launcher_args, program=mods.program,
-                                env={**mods.env, "COLLTUNE_REPORT": report,
-                                     "COLLTUNE_GUARD": str(self.guard)},
+                                env={**mods.env, "COLLTUNE_GUARD": str(self.guard)},
                                 labels=dict(mods.labels),
                                 per_point=lambda rec: verdict(report, rec))
         return mods

@@ -77,6 +77,7 @@ def test_guard_keeps_the_library_where_the_rule_is_slower(smpi_loop):
     assert ("rules line 2, guard trying", "linear") in seen
     assert ("rules line 2, guard trying", "library") in seen
     assert ("rules line 2, guard: library faster", "library") in seen
+    assert {r.get("guard") for r in rep if r["collective"] == "bcast"} == {"trying", "library"}
     assert not any(o == "rules line 2, guard kept it" for o, _ in seen)
 
 
@@ -94,6 +95,7 @@ def test_without_the_guard_the_rule_runs(smpi_loop):
     proc, rep = smpi_loop(8, "bcast -> linear\n", {}, "65536", "12")
     assert proc.returncode == 0 and "0 failures" in proc.stdout, proc.stderr
     assert set(origins(rep, "bcast")) == {("rules line 2", "linear")}
+    assert all("guard" not in r for r in rep)
 
 
 @pytest.mark.parametrize("value", ["abc", "-1", "100001"])

@@ -128,8 +128,12 @@ static int nseen;
 static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_rule *r, int from,
                  const char *ran, const char *why)
 {
+    /* the guard's phase (CT_GUARD_*), also a field of the report */
+    static const char *const guard_phase[] = {"trying", "kept", "library"};
+    static const char *const guard_says[] = {"guard trying", "guard kept it", "guard: library faster"};
     seen_t s = {coll, ci ? ci->size : -1, r ? r->line : 0, from, bytes, why ? why : ran};
-    char choice[256], origin[96];
+    char choice[256], origin[96], guard[32] = "";
+    int g = from - CT_GUARD_TRY;
     LOCK();
     for (int i = 0; i < nseen; i++)
         if (!memcmp(&seen[i], &s, sizeof s)) { UNLOCK(); return; }
@@ -141,19 +145,19 @@ static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_ru
     else if (!r) snprintf(origin, sizeof origin, "no rule");
     else if (from == FROM_FORCE) snprintf(origin, sizeof origin, "COLLTUNE_FORCE");
     else if (from == CT_ONLINE_FROM) snprintf(origin, sizeof origin, "online"), snprintf(choice, sizeof choice, "drawn");
-    else if (from == CT_GUARD_TRY) snprintf(origin, sizeof origin, "rules line %d, guard trying", r->line);
-    else if (from == CT_GUARD_KEPT) snprintf(origin, sizeof origin, "rules line %d, guard kept it", r->line);
-    else if (from == CT_GUARD_LIB) snprintf(origin, sizeof origin, "rules line %d, guard: library faster", r->line);
-    else snprintf(origin, sizeof origin, "rules line %d", r->line);
+    else if (g >= 0 && g <= CT_GUARD_LIB - CT_GUARD_TRY) {
+        snprintf(origin, sizeof origin, "rules line %d, %s", r->line, guard_says[g]);
+        snprintf(guard, sizeof guard, ",\"guard\":\"%s\"", guard_phase[g]);
+    } else snprintf(origin, sizeof origin, "rules line %d", r->line);
     if (verbose)
         fprintf(stderr, "colltune: %s size=%d nodes=%d ppn=%d bytes=%lld: %s -> %s (ran %s)\n",
                 ct_coll_name(coll), s.size, ci ? ci->nodes : -1, ci ? ci->ppn : -1, bytes, origin,
                 choice, ran);
     if (report) {
         fprintf(report, "{\"collective\":\"%s\",\"comm_size\":%d,\"nodes\":%d,\"ppn\":%d,"
-                "\"bytes\":%lld,\"origin\":\"%s\",\"requested\":\"%s\",\"ran\":\"%s\"}\n",
+                "\"bytes\":%lld,\"origin\":\"%s\",\"requested\":\"%s\",\"ran\":\"%s\"%s}\n",
                 ct_coll_name(coll), s.size, ci ? ci->nodes : -1, ci ? ci->ppn : -1, bytes,
-                origin, choice, ran);
+                origin, choice, ran, guard);
         fflush(report);
     }
 }

@@ -119,6 +119,16 @@ def read_report(path: str) -> list[dict]:
     return out
 
 
+# A report line's "guard" field (COLLTUNE_GUARD, native/intercept/intercept.c): the
+# guard's phase at that call; lines of unguarded calls have none.
+GUARD_TRYING, GUARD_KEPT, GUARD_LIBRARY = "trying", "kept", "library"
+
+
+def guard_decided(lines: list[dict]) -> list[dict]:
+    """The report lines of calls that ran a decision: all but the guard's exploration."""
+    return [r for r in lines if r.get("guard") != GUARD_TRYING]
+
+
 def ran_labels(report: str, algorithm: Algorithm, rec: dict) -> dict:
     """What really ran at a bench record's point, from the interposer's report."""
     for r in read_report(report):

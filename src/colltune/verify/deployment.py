@@ -142,7 +142,7 @@ def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps:
     from .. import mpi
     from ..errors import BackendError, ConfigError
     from ..exporters.colltune_rules import read_rules
-    from ..providers.colltune import read_report
+    from ..providers.colltune import GUARD_KEPT, GUARD_LIBRARY, guard_decided, read_report
     from . import VERIFIERS
     from . import probe as _probe
     from .hosts import Placement
@@ -202,9 +202,9 @@ def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps:
         here = [r for r in seen if r.get("collective") == p.collective
                 and r.get("comm_size") == ranks and r.get("bytes") == p.nbytes]
         # the guard (COLLTUNE_GUARD) tries both first; what counts is what it decided
-        decided = [r for r in here if "guard trying" not in str(r.get("origin"))]
-        guard_lib = any("guard: library faster" in str(r.get("origin")) for r in decided)
-        guard_kept = any("guard kept it" in str(r.get("origin")) for r in decided)
+        decided = guard_decided(here)
+        phases = {r.get("guard") for r in decided}
+        guard_lib, guard_kept = GUARD_LIBRARY in phases, GUARD_KEPT in phases
         ran = sorted({str(r.get("ran")) for r in decided or here})
         seen_nodes = sorted({r.get("nodes") for r in here if r.get("nodes") is not None})
         p.ran = ", ".join(ran) or "nothing reported by the interposer at this point"
