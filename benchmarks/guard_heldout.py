@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """The guard (COLLTUNE_GUARD, docs/interposer.md) on the layout best_of_both's tuner
-never saw: its committed deployment, with and without the guard, against the selector
-it runs with, measured side by side in one run (issue 18: "no point more than 2 %
-slower than the library default").
+never saw: its committed deployment, with and without the guard, and the rules file
+`deploy --guard` writes from the same table, against the selector it runs with,
+measured side by side in one run (issue 18: "no point more than 2 % slower than the
+library default").
 
     .venv/bin/python benchmarks/guard_heldout.py --platform fattree64x12            # resumable
     .venv/bin/python benchmarks/guard_heldout.py --platform fattree64x12 --no-run   # reprint
 
-Per collective, at best_of_both's held-out layout and its sizes, three launches: the
+Per collective, at best_of_both's held-out layout and its sizes, four launches: the
 bench under the deployment (benchmarks/results/best_of_both/PLATFORM.colltune.rules,
---cfg=smpi/coll-selector:ompi), the same with COLLTUNE_GUARD=N, and the `ompi`
-selector alone. Every launch has the same warm-up, 2(N+1) + 1 calls: the guard's
+--cfg=smpi/coll-selector:ompi), the same with COLLTUNE_GUARD=N, the rules file of
+`deploy --guard` (PLATFORM-guard.colltune.rules here: where nothing was measured, the
+arm with the smallest worst slowdown, no margin over the default, docs/rules.md) with
+COLLTUNE_GUARD=N, and the `ompi` selector alone. Where the two rules files agree at a
+point, the guarded launch of the committed file is that of `deploy --guard`'s too (same
+rule, same guard, a deterministic simulator) and is not run twice; where they differ,
+`deploy --guard`'s file also runs without the guard (its rule's own time, for the
+exploration). Every launch has the same warm-up, 2(N+1) + 1 calls: the guard's
 exploration and the call that decides (one allreduce of two doubles, then the verdict),
 so the timed call runs what the guard decided (SimGrid is deterministic: 1 timed call).
 The exploration is not in that time; `amortized` adds it back from the measured times:
@@ -35,6 +42,7 @@ from colltune.providers.base import ALGORITHM, Algorithm  # noqa: E402
 from colltune.providers.colltune import guard_decided, read_report  # noqa: E402
 from colltune.providers.openmpi import LabelledMods  # noqa: E402
 from colltune.session import Session  # noqa: E402
+from colltune.exporters.colltune_rules import match, parse_rules  # noqa: E402
 from colltune.sizes import human_bytes, parse_list  # noqa: E402
 
 OUT = Path("benchmarks/results/guard_heldout")
@@ -44,6 +52,20 @@ CALLS = 100          # calls of one point a job makes, for the amortized column
 def guarded(coll: str, rules_text: str, n: int) -> Algorithm:
     base = bob.deployed_algorithm(coll, rules_text)
     return Algorithm(bob.DEPLOYED, coll, f"{base.label}-guard{n}", ALGORITHM)
+
+
+def guard_rules(platform: str) -> str:
+    """The colltune rules file `deploy --guard` writes from best_of_both's table."""
+    from colltune.decision import DecisionTable
+    from colltune.exporters.colltune_rules import ColltuneRulesExporter
+    exp = ColltuneRulesExporter()
+    exp.allow_substitute, exp.unmeasured_margin = True, None
+    return exp.export(DecisionTable.load(str(bob.OUT / f"{platform}.table.json"))).text
+
+
+def rule_at(lines, coll: str, n: int, p: int, size: int):
+    r = match(lines, coll, n * p, n, p, size)
+    return (r.algorithm, tuple(sorted(r.params.items()))) if r else None
 
 
 def verdict(report: str, rec: dict) -> dict:
@@ -62,19 +84,23 @@ def verdict(report: str, rec: dict) -> dict:
 class GuardedBackend(bob.DeployedBackend):
     """best_of_both's deployed backend; the guarded deployment adds COLLTUNE_GUARD."""
 
-    def __init__(self, backend, rules, smpirun_args, program, guard: int):
+    def __init__(self, backend, rules, smpirun_args, program, guard: int, other: dict):
         super().__init__(backend, rules, smpirun_args, program)
-        self.guard = guard
+        self.guard, self.other = guard, other     # other: {label: rules path}
 
     def force(self, alg: Algorithm):
         mods = super().force(alg)
-        if alg.provider == bob.DEPLOYED and alg.label.endswith(f"-guard{self.guard}"):
-            report = mods.env["COLLTUNE_REPORT"]
+        if alg.provider != bob.DEPLOYED:
+            return mods
+        rules = self.other.get(alg.label, self.rules)
+        env, labels = {**mods.env, "COLLTUNE_RULES": rules}, {**mods.labels, "deployment": rules}
+        if alg.label.endswith(f"-guard{self.guard}"):
+            report = env["COLLTUNE_REPORT"]
             return LabelledMods(launcher_args=mods.launcher_args, program=mods.program,
-                                env={**mods.env, "COLLTUNE_GUARD": str(self.guard)},
-                                labels=dict(mods.labels),
+                                env={**env, "COLLTUNE_GUARD": str(self.guard)}, labels=labels,
                                 per_point=lambda rec: verdict(report, rec))
-        return mods
+        return LabelledMods(launcher_args=mods.launcher_args, program=mods.program, env=env,
+                            labels=labels, per_point=mods.per_point)
 
 
 def main() -> int:
@@ -86,6 +112,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per launch")
     ap.add_argument("--retry-failed", action="store_true",
                     help="measure recorded failures again (e.g. with a longer --timeout)")
+    ap.add_argument("--only-deploy-guard", action="store_true",
+                    help="launch only deploy --guard's rules where they differ (the other arms "
+                         "as stored)")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store")
     a = ap.parse_args()
     rules = (bob.OUT / f"{a.platform}.colltune.rules").resolve()
@@ -98,64 +127,95 @@ def main() -> int:
     cli = {"platform": a.platform, "provider": "both", "default_selector": bob.DEFAULT_SELECTOR,
            "jobs": a.jobs, "timeout": a.timeout, "store": store, "min_reps": 1, "max_reps": 1,
            "warmup": 2 * (a.guard + 1) + 1, "output_dir": tempfile.mkdtemp(prefix="guard-")}
-    algs = {c: (bob.deployed_algorithm(c, text), guarded(c, text, a.guard)) for c in colls}
+    gpath = OUT / f"{a.platform}-guard.colltune.rules"
+    if not a.no_run:
+        gpath.write_text(guard_rules(a.platform))
+    gtext = gpath.read_text()
+    algs = {c: (bob.deployed_algorithm(c, text), guarded(c, text, a.guard),
+                guarded(c, gtext, a.guard), bob.deployed_algorithm(c, gtext)) for c in colls}
+    same = same_rule(text, gtext, colls, n, p, sizes)
     if not a.no_run:
         from colltune import native
         session = Session(cli)
         backend = session.backend()
         program = str(native.build(backend.impl, "bench-interposed", session.settings.cache_dir))
         dbk = GuardedBackend(backend, str(rules), [f"--cfg=smpi/coll-selector:{bob.DEFAULT_SELECTOR}"],
-                             program, a.guard)
+                             program, a.guard, {algs[c][k].label: str(gpath.resolve()) for c in colls for k in (2, 3)})
         specs = []
         for c in colls:
             sel = [s for s in backend.provider().library.selectors(c) if s.name == bob.DEFAULT_SELECTOR]
-            for alg in [*algs[c], *sel]:
-                specs.append(BenchSpec(c, alg, n, p, tuple(bob.feasible(c, sizes, n, p))))
+            ms = tuple(bob.feasible(c, sizes, n, p))
+            for alg in ([] if a.only_deploy_guard else [*algs[c][:2], *sel]):
+                specs.append(BenchSpec(c, alg, n, p, ms))
+            differ = tuple(m for m in ms if not same[(c, m)])
+            if differ:      # deploy --guard's rules, guarded and (for the exploration) not
+                specs += [BenchSpec(c, algs[c][k], n, p, differ) for k in (2, 3)]
         with session.store as st:
             s = Campaign(f"{a.platform}-guard", dbk, st, session.settings,
                          retry_failed=a.retry_failed).run(specs)
         print(f"{s.launches} launches in {s.wall_s:.0f} s, {s.skipped_points} points reused")
-    report(a, store, colls, algs, n, p, sizes)
+    report(a, store, colls, algs, n, p, sizes, same)
     return 0
 
 
-def report(a, store, colls, algs, n, p, sizes) -> None:
+def same_rule(text: str, gtext: str, colls, n: int, p: int, sizes) -> dict:
+    """(coll, size) -> whether the two rules files run the same rule there."""
+    one, two = parse_rules(text), parse_rules(gtext)
+    return {(c, m): rule_at(one, c, n, p, m) == rule_at(two, c, n, p, m)
+            for c in colls for m in bob.feasible(c, sizes, n, p)}
+
+
+def report(a, store, colls, algs, n, p, sizes, same) -> None:
     t = _times(store)
     sel = bob.DEFAULT_SELECTOR
     print(f"{a.platform}: best_of_both's deployment at its held-out layout {n}x{p} "
-          f"({n * p} ranks), without and with COLLTUNE_GUARD={a.guard}, vs SMPI's {sel} selector")
+          f"({n * p} ranks), without and with COLLTUNE_GUARD={a.guard}, and `deploy --guard`'s "
+          f"rules ({a.platform}-guard.colltune.rules) with it, vs SMPI's {sel} selector")
     print(f"SimGrid SMPI, time to completion in us after {2 * (a.guard + 1) + 1} warm-up calls; "
-          f"amortized: the guard's exploration added back over {CALLS} calls")
-    ratios = {"dep": [], "guard": [], "amort": []}
+          f"amortized: the guard's exploration added back over {CALLS} calls; "
+          f"'=' marks a point where both rules files run the same rule (one launch)")
+    cols = (("dep", "deployed"), ("guard", "guarded"), ("amort", "amortized"),
+            ("dg", "deploy --guard"), ("dgam", "its amortized"))
+    ratios = {k: [] for k, _ in cols}
+    explore = 2 * (a.guard + 1)
     for c in colls:
-        dep, grd = (x.label for x in algs[c])
+        dep, grd, dg, dgu = (x.label for x in algs[c])
         print(f"\n{c} on {n}x{p}")
-        print(f"{'size':>10} {sel:>10} {'deployed':>10} {'guarded':>10} {'amortized':>10}  "
-              f"{sel + '/dep':>9} {sel + '/guard':>10} {sel + '/amort':>10}  guard's verdict (ran)")
+        print(f"{'size':>10} {sel:>9} {'deployed':>9} {'guarded':>9} {'amortized':>9} "
+              f"{'dep--guard':>10} {'amortized':>9}  {sel + '/':>5}{'dep':<5} {'guard':>6} {'amort':>6} "
+              f"{'dep--g':>6} {'amort':>6}  guard's verdict (ran): committed | deploy --guard")
         for m in bob.feasible(c, sizes, n, p):
             get = {k: t.get((c, n, p, m, prov, alg), (None, None, {})) for k, prov, alg in
-                   (("sel", "smpi", sel), ("dep", bob.DEPLOYED, dep), ("guard", bob.DEPLOYED, grd))}
-            ts, td, tg = (get[k][1] for k in ("sel", "dep", "guard"))
-            status = {k: v[0] for k, v in get.items()}
-            if None in (ts, td, tg):
+                   (("sel", "smpi", sel), ("dep", bob.DEPLOYED, dep), ("guard", bob.DEPLOYED, grd),
+                    ("dg", bob.DEPLOYED, dg), ("dgu", bob.DEPLOYED, dgu))}
+            if same[(c, m)]:
+                get["dg"], get["dgu"] = get["guard"], get["dep"]
+            ts, td, tg, tdg, tdgu = (get[k][1] for k in ("sel", "dep", "guard", "dg", "dgu"))
+            if None in (ts, td, tg, tdg, tdgu):
                 print(f"{human_bytes(m):>10}  no time: " + ", ".join(
-                    f"{k} {status[k] or 'not measured'}" for k in ("sel", "dep", "guard") if get[k][1] is None))
+                    f"{k} {get[k][0] or 'not measured'}" for k in ("sel", "dep", "guard", "dg", "dgu")
+                    if get[k][1] is None))
                 continue
-            explore = 2 * (a.guard + 1)
+            # the exploration: N+1 calls of the library and N+1 of the rule's algorithm
+            # (the same rules file without the guard: what the rule runs)
             amort = ((a.guard + 1) * (ts + td) + (CALLS - explore) * tg) / CALLS
-            lab = get["guard"][2]
-            row = (ts / td, ts / tg, ts / amort)
-            for k, r in zip(("dep", "guard", "amort"), row):
+            amort_g = ((a.guard + 1) * (ts + tdgu) + (CALLS - explore) * tdg) / CALLS
+            row = (ts / td, ts / tg, ts / amort, ts / tdg, ts / amort_g)
+            for (k, _), r in zip(cols, row):
                 ratios[k].append(r)
-            print(f"{human_bytes(m):>10} {ts * 1e6:10.1f} {td * 1e6:10.1f} {tg * 1e6:10.1f} "
-                  f"{amort * 1e6:10.1f}  {row[0]:8.3f}x {row[1]:9.3f}x {row[2]:9.3f}x  "
-                  f"{lab.get('guard', '?')} ({lab.get('ran', '?')})")
+            verdicts = " | ".join(f"{get[k][2].get('guard', '?')} ({get[k][2].get('ran', '?')})"
+                                  for k in ("guard", "dg"))
+            print(f"{human_bytes(m):>10} {ts * 1e6:9.1f} {td * 1e6:9.1f} {tg * 1e6:9.1f} "
+                  f"{amort * 1e6:9.1f} {tdg * 1e6:10.1f} {amort_g * 1e6:9.1f}  "
+                  + " ".join(f"{r:5.2f}x" for r in row) + f" {'=' if same[(c, m)] else ' '} {verdicts}")
     print(f"\nsummary over {len(ratios['dep'])} points: T({sel})/T(x), geometric mean, worst, "
           f"points more than {round((SLOWER - 1) * 100)} % slower than {sel}")
-    for k, name in (("dep", "deployed"), ("guard", "guarded"), ("amort", f"guarded, amortized over {CALLS}")):
+    names = {"dep": "deployed", "guard": "guarded", "amort": f"guarded, amortized over {CALLS}",
+             "dg": "deploy --guard", "dgam": f"deploy --guard, amortized over {CALLS}"}
+    for k, _ in cols:
         xs = ratios[k]
         if xs:
-            print(f"  {name:<32} {_gm(xs):6.3f}x  worst {min(xs):6.3f}x  slow "
+            print(f"  {names[k]:<36} {_gm(xs):6.3f}x  worst {min(xs):6.3f}x  slow "
                   f"{sum(1 for x in xs if x < 1 / SLOWER)}")
 
 

@@ -179,6 +179,8 @@ def test_guarded_deployment_verifies(tmp_path, lib):
     env = (out / "env.sh").read_text()
     assert "export COLLTUNE_GUARD=1" in env
     assert ("-x COLLTUNE_GUARD=1" if lib == "openmpi" else "-genv COLLTUNE_GUARD 1") in env
+    # where nothing was measured, the rules take the minimax arm: the guard checks it
+    assert "checks each rule against the library" in (out / "colltune.rules").read_text()
     proc = run_cli("verify", "--deployment", str(out), "--reps", "10", check=False, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ours = [ln for ln in proc.stdout.splitlines() if re.match(r"  (ok|FAIL) ", ln)

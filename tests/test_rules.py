@@ -271,6 +271,39 @@ def test_robust_rules_keep_a_colltune_arm_that_is_safe_everywhere():
     assert [(r.provider, r.algorithm) for r in robust_rules([one, two])] == [z]
 
 
+def test_guarded_export_takes_the_minimax_arm_where_nothing_was_measured(cat):
+    """unmeasured_margin None (deploy --guard): a layout between tuned ones, and the
+    sizes between measured ones, get the arm with the smallest worst slowdown even
+    where it is slower than the default at one layout around (the guard checks it at
+    run time); the measured sizes of tuned layouts keep their winners."""
+    lib, ml = ("smpi", "ompi"), ("colltune", "multileader")
+    a = {8: {lib: 221, ml: 24}, 128: {lib: 800, ml: 40}}       # 16x12: multileader 9x faster
+    b = {8: {lib: 26, ml: 27.5}, 128: {lib: 100, ml: 104}}      # 128x2: the default by 4-6 %
+    entries = []
+    for (n, p), t in (((16, 12), a), ((128, 2), b)):
+        best = {s: min(arms, key=arms.get) for s, arms in t.items()}
+        pts = [(s, alg, prv, {}, t[s][(prv, alg)]) for s, (prv, alg) in best.items()]
+        entries.append(Entry("allreduce", n, p, rules_from_points(pts),
+                             _measured({(s, *arm): v for s, arms in t.items() for arm, v in arms.items()})))
+    prov = {"arms": {"library": "smpi", "library_default": "ompi"}}
+    table = DecisionTable.from_dict(json.loads(json.dumps(
+        DecisionTable("exhaustive", prov, tuple(entries)).to_dict())))
+    exporter = EXPORTERS.get("colltune")()
+    exporter.catalogue = cat
+
+    def picks(margin):
+        exporter.unmeasured_margin = margin
+        text = exporter.export(table).text
+        rules = parse_rules(text, "x", cat)
+        at = lambda n, p, s: match(rules, "allreduce", n * p, n, p, s).algorithm  # noqa: E731
+        return text, [at(48, 4, 8), at(48, 4, 100), at(128, 2, 8), at(128, 2, 64), at(16, 12, 64)]
+    text, safe = picks(1.10)
+    assert safe == ["library", "library", "library", "library", "multileader"]
+    text, guarded = picks(None)
+    assert guarded == ["multileader", "multileader", "library", "library", "multileader"]
+    assert "COLLTUNE_GUARD" in text and "COLLTUNE_GUARD" not in picks(1.10)[0]
+
+
 def _one_layout_table(times: dict, nodes: int = 64, ppn: int = 12) -> DecisionTable:
     """An exhaustive table of one tuned layout: times {size: {(provider, alg): s}}."""
     best = {s: min(arms, key=arms.get) for s, arms in times.items()}

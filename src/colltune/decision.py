@@ -155,7 +155,7 @@ UNMEASURED_MARGIN = 1.10
 
 
 def robust_rules(entries: list[Entry], allowed=None, default=None,
-                 exact: bool = False) -> tuple[Rule, ...]:
+                 exact: bool = False, margin: float | None = UNMEASURED_MARGIN) -> tuple[Rule, ...]:
     """Rules that generalise safely from the measured points of `entries` (a tuned
     layout, or the tuned layouts around one that was not). At a size measured on all
     of them, and between two measured sizes: among the arms no slower than the library's
@@ -167,7 +167,10 @@ def robust_rules(entries: list[Entry], allowed=None, default=None,
     default: the nearest layout's winner lost 2.6x to the default at a held-out layout,
     minimax regret alone 1.1x (docs/rules.md). At a tuned layout the measured sizes keep
     their winner; only the sizes in between are affected. allowed: (provider, algorithm)
-    -> bool, the arms that may be chosen (default: all)."""
+    -> bool, the arms that may be chosen (default: all). margin None: no margin and no
+    promise where nothing was measured, minimax regret alone -- for a deployment whose
+    guard (COLLTUNE_GUARD) checks each of colltune's rules against the default at run
+    time (deploy --guard)."""
     times: dict[int, list[dict]] = {}
     for e in entries:
         by_size: dict[int, dict] = {}
@@ -181,7 +184,7 @@ def robust_rules(entries: list[Entry], allowed=None, default=None,
     def choose(sets: list[dict], factor: float):
         common = {a for a in set.intersection(*(set(t) for t in sets))
                   if allowed is None or allowed(*a) or a == default}
-        if default in common:
+        if default in common and factor is not None:
             common = {a for a in common
                       if a == default or all(t[a] * factor <= t[default] for t in sets)}
 
@@ -190,13 +193,13 @@ def robust_rules(entries: list[Entry], allowed=None, default=None,
             return (max(slow), sum(slow), arm != default, arm)
         return min(common, key=cost) if common else None
 
-    winner = {s: w for s in sorted(times) if (w := choose(times[s], 1.0 if exact else UNMEASURED_MARGIN))}
+    winner = {s: w for s in sorted(times) if (w := choose(times[s], 1.0 if exact else margin))}
     sizes = list(winner)
     picks: list[tuple[int, tuple]] = []                  # (min_size, arm), merged below
     for prev, size in zip([None] + sizes, sizes):
         arm = winner[size]
         if picks and size > prev + 1:                    # the sizes in between
-            gap = choose(times[prev] + times[size], UNMEASURED_MARGIN) or arm
+            gap = choose(times[prev] + times[size], margin) or arm
             if gap != picks[-1][1]:
                 picks.append((prev + 1, gap))
         if not picks or arm != picks[-1][1]:

@@ -111,11 +111,15 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
            allow_substitute: bool = False, guard: int = 0) -> dict:
     """Write the deployment folder; returns the manifest. guard > 0: the interposer
     checks each of colltune's rules against the library's collective, `guard` timed
-    calls each, and keeps the faster (COLLTUNE_GUARD, docs/interposer.md)."""
+    calls each, and keeps the faster (COLLTUNE_GUARD, docs/interposer.md); so where
+    the tuner measured nothing, the rules take the arm with the smallest worst slowdown
+    without the margin over the default (docs/rules.md)."""
     from . import mpi
     from .errors import BackendError
     from .exporters.colltune_rules import ColltuneRulesExporter, catalogue_index
     from .providers.colltune import catalogue, is_smpi, libcolltune, link_args
+    if not 0 <= guard <= GUARD_MAX:
+        raise InputError(f"--guard {guard}: timed calls per arm must be in [0, {GUARD_MAX}]")
     table = DecisionTable.load(table_path)
     try:
         impl = mpi.find(library)
@@ -160,11 +164,11 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     rules_exp = ColltuneRulesExporter()
     rules_exp.allow_substitute = True         # every non-colltune rule -> `library`
     rules_exp.catalogue = catalogue_index(catalogue(impl, cache_dir))
+    if guard:           # the guard keeps the promise at run time: no margin where unmeasured
+        rules_exp.unmeasured_margin = None
     exported = rules_exp.export(table, target)
     (out / COLLTUNE_RULES).write_text(exported.text)
     env["COLLTUNE_RULES"] = str(out / COLLTUNE_RULES)
-    if not 0 <= guard <= GUARD_MAX:
-        raise InputError(f"--guard {guard}: timed calls per arm must be in [0, {GUARD_MAX}]")
     if guard:
         env["COLLTUNE_GUARD"] = str(guard)
     notes += [n for n in exported.notes if "is not one of colltune's" not in n

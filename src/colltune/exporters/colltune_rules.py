@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..decision import DecisionTable, Entry, Rule, robust_rules
+from ..decision import UNMEASURED_MARGIN, DecisionTable, Entry, Rule, robust_rules
 from ..errors import InputError
 from ..inputs import read_text
 from . import EXPORTERS
@@ -240,6 +240,9 @@ class ColltuneRulesExporter(Exporter):
     description = "colltune's own rules file, read by the interposer libcolltune (docs/rules.md)"
     allow_substitute = False
     catalogue: dict | None = None      # catalogue_index(...) to validate names and parameters
+    # where nothing was measured: beat the library default by this factor at every point
+    # around, or the default runs; None: minimax regret alone, for a guarded deployment
+    unmeasured_margin: float | None = UNMEASURED_MARGIN
 
     def _choice(self, entry: Entry, rule: Rule, notes: list[str],
                 table: DecisionTable | None = None) -> str:
@@ -263,6 +266,10 @@ class ColltuneRulesExporter(Exporter):
     def export(self, table: DecisionTable, target: str | None = None) -> Exported:
         notes: list[str] = []
         out = [f"# {line}" for line in header_lines(table, target, self.name)]
+        if self.unmeasured_margin is None:
+            out.append("# sizes and layouts not measured: the arm with the smallest worst slowdown "
+                       "around them, no margin over the library default; run it with the guard "
+                       "(COLLTUNE_GUARD, deploy --guard), which checks each rule against the library")
         out += [f"# first matching rule wins; keys: nodes, ppn, bytes per rank (docs/rules.md)",
                 f"{HEADER} {VERSION}"]
         for coll in table.collectives():
@@ -276,7 +283,7 @@ class ColltuneRulesExporter(Exporter):
             layouts = sorted({(e.nodes, e.ppn) for e in entries})
             out.append(f"# {coll}: tuned layouts (nodes x ppn) "
                        + ", ".join(f"{n}x{p}" for n, p in layouts))
-            for nodes, ppn, entry, rules in _regions(table, entries):
+            for nodes, ppn, entry, rules in _regions(table, entries, self.unmeasured_margin):
                 for i, rule in enumerate(rules):
                     hi = rules[i + 1].min_size - 1 if i + 1 < len(rules) else None
                     out.append(f"{coll} nodes={_fmt_range(*nodes)} ppn={_fmt_range(*ppn)} "
@@ -306,7 +313,7 @@ def _gaps(values: list[int]) -> list[tuple[int, int | None, tuple[int, ...]]]:
     return out
 
 
-def _regions(table: DecisionTable, entries: list[Entry]):
+def _regions(table: DecisionTable, entries: list[Entry], margin: float | None = UNMEASURED_MARGIN):
     """((nodes lo, hi), (ppn lo, hi), entry, rules) covering every layout. With every
     arm's times in the table (exhaustive tuner), decision.robust_rules: a tuned layout
     keeps its winners at the measured sizes, a layout between tuned ones gets the safe
@@ -333,7 +340,7 @@ def _regions(table: DecisionTable, entries: list[Entry]):
         for plo, phi, ps in _gaps([e.ppn for e in entries]):
             around = [tuned[(n, p)] for n in ns for p in ps if (n, p) in tuned] or list(entries)
             exact = len(around) == 1 and nlo == nhi == around[0].nodes and plo == phi == around[0].ppn
-            rules = robust_rules(around, None if exact else allowed, default, exact=exact)
+            rules = robust_rules(around, None if exact else allowed, default, exact=exact, margin=margin)
             yield (nlo, nhi), (plo, phi), around[0], rules or _entry_at(table, entries, nlo, plo).rules
 
 

@@ -20,7 +20,9 @@ def add_parser(sub) -> None:
     p.add_argument("--guard", type=int, default=0, metavar="N",
                    help="the interposer times each of colltune's rules against the library's "
                         "collective, N calls each per communicator and message size, and keeps "
-                        "the faster for the rest of the job (COLLTUNE_GUARD; default 0: off)")
+                        "the faster for the rest of the job (COLLTUNE_GUARD; default 0: off); "
+                        "layouts and sizes the tuner did not measure then get the arm with the "
+                        "smallest worst slowdown, with no margin over the default (docs/rules.md)")
     add_globals(p)
     p.set_defaults(handler=run)
 
