@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Which links bound the deployed bcast and allreduce at >= 8 MiB on the dragonfly?
+"""Which links bound the deployed bcast and allreduce at >= 8 MiB?
 
-    .venv/bin/python benchmarks/best_of_both_links.py                 # resumable (cache: links.json)
+    .venv/bin/python benchmarks/best_of_both_links.py                 # resumable (cache: dragonfly-links.json)
     .venv/bin/python benchmarks/best_of_both_links.py --no-run        # reprint from the cache
     .venv/bin/python benchmarks/best_of_both_links.py --sizes 8M --layouts 16x12
+    .venv/bin/python benchmarks/best_of_both_links.py --platform fattree64x12 --sizes 8M,24000000
 
 benchmarks/best_of_both.py measures the deployed best of both at 2.0-2.8x LBnet (bcast m/B,
 allreduce 2m(N-1)/N/B, B = a node's injection bandwidth). LBnet assumes the injection link
@@ -18,7 +19,7 @@ campaign dragonfly-eval). measured ~ link time: that link, not injection, bounds
 
 Buffers are SMPI_SHARED_MALLOC (data are garbage; the counts are count x type size, the
 bytes really sent). Profile folders are temporary; each run leaves one record in
-links.json (top links, totals), so reruns measure only new (point, algorithm) pairs.
+PLATFORM-links.json (top links, totals; PLATFORM-links.txt: the report), so reruns measure only new (point, algorithm) pairs.
 """
 from __future__ import annotations
 
@@ -214,7 +215,7 @@ def main() -> int:
                          "(default: the pipeline with 64 KiB segments: 8x fewer messages per link)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per profiled run")
-    ap.add_argument("--no-run", action="store_true", help="reprint from links.json")
+    ap.add_argument("--no-run", action="store_true", help="reprint from PLATFORM-links.json")
     a = ap.parse_args()
     out = Path(a.out)
     lays = layouts(a.layouts or ",".join(PLANS[a.platform]))
@@ -234,7 +235,7 @@ def main() -> int:
                 points.append((n, p, c, m, "ompi", "library", "ompi"))
                 points += [(n, p, c, m, "also", lab, None) for cc, _, lab in
                            (x.partition(":") for x in a.also.split(";") if x) if cc == c and lab != dep]
-    cache_path = out / "links.json"
+    cache_path = out / f"{a.platform}-links.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     plat = platforms.load(a.platform)
     if not a.no_run:
@@ -256,7 +257,7 @@ def main() -> int:
     text = "\n".join([f"{a.platform}: rules {rules_path.name} (sha {label[next(iter(label))][6:]}), "
                       f"layouts {','.join(f'{n}x{p}' for n, p in lays)}", *report(points, cache, times, plat)])
     print(text)
-    (out / "links.txt").write_text(text + "\n")
+    (out / f"{a.platform}-links.txt").write_text(text + "\n")
     return 0
 
 
