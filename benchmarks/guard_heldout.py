@@ -106,6 +106,10 @@ class GuardedBackend(bob.DeployedBackend):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--platform", default="fattree64x12", choices=sorted(bob.PLANS))
+    ap.add_argument("--layout", help="NxP (default: best_of_both's held-out layout of the platform)")
+    ap.add_argument("--committed", action=argparse.BooleanOptionalAction, default=True,
+                    help="also launch the committed rules file, with and without the guard "
+                         "(--no-committed: only deploy --guard's rules and the selector)")
     ap.add_argument("--collectives", default=",".join(COLLECTIVES))
     ap.add_argument("--guard", type=int, default=1, help="COLLTUNE_GUARD: timed calls per side")
     ap.add_argument("--jobs", type=int, default=1)
@@ -113,13 +117,14 @@ def main() -> int:
     ap.add_argument("--retry-failed", action="store_true",
                     help="measure recorded failures again (e.g. with a longer --timeout)")
     ap.add_argument("--only-deploy-guard", action="store_true",
-                    help="launch only deploy --guard's rules where they differ (the other arms "
-                         "as stored)")
+                    help="launch only deploy --guard's rules (the other arms as stored)")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store")
     a = ap.parse_args()
     rules = (bob.OUT / f"{a.platform}.colltune.rules").resolve()
     text = rules.read_text()
-    (n, p), = bob.layouts(bob.PLANS[a.platform][1])
+    train, held = (bob.layouts(x) for x in bob.PLANS[a.platform])
+    (n, p), = bob.layouts(a.layout) if a.layout else held
+    where = "held-out" if (n, p) in held else "trained" if (n, p) in train else "other"
     sizes = sorted(set(parse_list(bob.TRAIN_SIZES) + parse_list(bob.HELDOUT_SIZES)))
     colls = a.collectives.split(",")
     OUT.mkdir(parents=True, exist_ok=True)
@@ -140,21 +145,39 @@ def main() -> int:
         backend = session.backend()
         program = str(native.build(backend.impl, "bench-interposed", session.settings.cache_dir))
         dbk = GuardedBackend(backend, str(rules), [f"--cfg=smpi/coll-selector:{bob.DEFAULT_SELECTOR}"],
-                             program, a.guard, {algs[c][k].label: str(gpath.resolve()) for c in colls for k in (2, 3)})
+                             program, a.guard, {algs[c][k].label: str(gpath.resolve())
+                                                for c in colls for k in (2, 3)})
+
+        def run(specs):
+            with session.store as st:
+                s = Campaign(f"{a.platform}-guard", dbk, st, session.settings,
+                             retry_failed=a.retry_failed).run(specs)
+            print(f"{s.launches} launches in {s.wall_s:.0f} s, {s.skipped_points} points reused")
         specs = []
         for c in colls:
             sel = [s for s in backend.provider().library.selectors(c) if s.name == bob.DEFAULT_SELECTOR]
             ms = tuple(bob.feasible(c, sizes, n, p))
-            for alg in ([] if a.only_deploy_guard else [*algs[c][:2], *sel]):
-                specs.append(BenchSpec(c, alg, n, p, ms))
-            differ = tuple(m for m in ms if not same[(c, m)])
-            if differ:      # deploy --guard's rules, guarded and (for the exploration) not
-                specs += [BenchSpec(c, algs[c][k], n, p, differ) for k in (2, 3)]
-        with session.store as st:
-            s = Campaign(f"{a.platform}-guard", dbk, st, session.settings,
-                         retry_failed=a.retry_failed).run(specs)
-        print(f"{s.launches} launches in {s.wall_s:.0f} s, {s.skipped_points} points reused")
-    report(a, store, colls, algs, n, p, sizes, same)
+            if not a.only_deploy_guard:
+                specs += [BenchSpec(c, alg, n, p, ms)
+                          for alg in [*(algs[c][:2] if a.committed else ()), *sel]]
+            # deploy --guard's rules, guarded: where they differ from the committed file's
+            # (elsewhere the committed file's guarded launch is theirs), or everywhere
+            dg = tuple(m for m in ms if not (a.committed and same[(c, m)]))
+            if dg:
+                specs.append(BenchSpec(c, algs[c][2], n, p, dg))
+        run(specs)
+        # the rule's own time (for the exploration), where no other launch has it: where the
+        # rules differ, or the guard chose the library (its timed call is then the library's)
+        t = _times(store)
+        specs = []
+        for c in colls:
+            need = tuple(m for m in bob.feasible(c, sizes, n, p)
+                         if rule_time(t, c, n, p, m, algs[c], same[(c, m)], a.committed, probe=True))
+            if need:
+                specs.append(BenchSpec(c, algs[c][3], n, p, need))
+        if specs:
+            run(specs)
+    report(a, store, colls, algs, n, p, sizes, same, where)
     return 0
 
 
@@ -165,21 +188,44 @@ def same_rule(text: str, gtext: str, colls, n: int, p: int, sizes) -> dict:
             for c in colls for m in bob.feasible(c, sizes, n, p)}
 
 
-def report(a, store, colls, algs, n, p, sizes, same) -> None:
+def rule_time(t, c, n, p, m, algs, same: bool, committed: bool, probe: bool = False):
+    """The time of deploy --guard's rule at a point without the guard: its own launch, the
+    committed file's (same rule), or the guarded launch where the guard kept the rule.
+    probe: whether a launch of its own is still needed (True/False) instead."""
+    dep, _, dg, dgu = (x.label for x in algs)
+    own = t.get((c, n, p, m, bob.DEPLOYED, dgu), (None, None, {}))
+    if own[1] is not None or own[0] is not None:
+        return False if probe else own[1]
+    if same and committed:
+        return False if probe else t.get((c, n, p, m, bob.DEPLOYED, dep), (None, None))[1]
+    status, sec, lab = t.get((c, n, p, m, bob.DEPLOYED, dg), (None, None, {}))
+    if sec is not None and lab.get("guard") == "guard kept it":
+        return False if probe else sec
+    if probe:
+        return sec is not None and lab.get("guard") != "not guarded"
+    return None
+
+
+def report(a, store, colls, algs, n, p, sizes, same, where) -> None:
     t = _times(store)
     sel = bob.DEFAULT_SELECTOR
-    print(f"{a.platform}: best_of_both's deployment at its held-out layout {n}x{p} "
+    print(f"{a.platform}: best_of_both's deployment at its {where} layout {n}x{p} "
           f"({n * p} ranks), without and with COLLTUNE_GUARD={a.guard}, and `deploy --guard`'s "
           f"rules ({a.platform}-guard.colltune.rules) with it, vs SMPI's {sel} selector")
     print(f"SimGrid SMPI, time to completion in us after {2 * (a.guard + 1) + 1} warm-up calls; "
-          f"amortized: the guard's exploration added back over {CALLS} calls; "
-          f"'=' marks a point where both rules files run the same rule (one launch)")
-    cols = (("dep", "deployed"), ("guard", "guarded"), ("amort", "amortized"),
-            ("dg", "deploy --guard"), ("dgam", "its amortized"))
-    ratios = {k: [] for k, _ in cols}
+          f"amortized: the guard's exploration (N+1 calls of the library, N+1 of the rule without "
+          f"the guard) added back over {CALLS} calls; '=' marks a point where both rules files run "
+          f"the same rule (one launch); '-': not launched (--no-committed) or no time")
+    cols = ("dep", "guard", "amort", "dg", "dgam")
+    names = {"dep": "deployed (committed rules)", "guard": "guarded",
+             "amort": f"guarded, amortized over {CALLS}", "dg": "deploy --guard",
+             "dgam": f"deploy --guard, amortized over {CALLS}"}
+    ratios = {k: [] for k in cols}
     explore = 2 * (a.guard + 1)
+    fmt = lambda x: f"{x * 1e6:9.1f}" if x else f"{'-':>9}"        # noqa: E731
+    rat = lambda x: f"{x:5.2f}x" if x else f"{'-':>6}"              # noqa: E731
     for c in colls:
-        dep, grd, dg, dgu = (x.label for x in algs[c])
+        dep, grd, dg, _ = (x.label for x in algs[c])
         print(f"\n{c} on {n}x{p}")
         print(f"{'size':>10} {sel:>9} {'deployed':>9} {'guarded':>9} {'amortized':>9} "
               f"{'dep--guard':>10} {'amortized':>9}  {sel + '/':>5}{'dep':<5} {'guard':>6} {'amort':>6} "
@@ -187,36 +233,34 @@ def report(a, store, colls, algs, n, p, sizes, same) -> None:
         for m in bob.feasible(c, sizes, n, p):
             get = {k: t.get((c, n, p, m, prov, alg), (None, None, {})) for k, prov, alg in
                    (("sel", "smpi", sel), ("dep", bob.DEPLOYED, dep), ("guard", bob.DEPLOYED, grd),
-                    ("dg", bob.DEPLOYED, dg), ("dgu", bob.DEPLOYED, dgu))}
-            if same[(c, m)]:
-                get["dg"], get["dgu"] = get["guard"], get["dep"]
-            ts, td, tg, tdg, tdgu = (get[k][1] for k in ("sel", "dep", "guard", "dg", "dgu"))
-            if None in (ts, td, tg, tdg, tdgu):
+                    ("dg", bob.DEPLOYED, dg))}
+            if same[(c, m)] and get["dg"][1] is None:
+                get["dg"] = get["guard"]
+            ts, td, tg, tdg = (get[k][1] for k in ("sel", "dep", "guard", "dg"))
+            if ts is None or (tdg is None and td is None):
                 print(f"{human_bytes(m):>10}  no time: " + ", ".join(
-                    f"{k} {get[k][0] or 'not measured'}" for k in ("sel", "dep", "guard", "dg", "dgu")
+                    f"{k} {get[k][0] or 'not measured'}" for k in ("sel", "dep", "guard", "dg")
                     if get[k][1] is None))
                 continue
-            # the exploration: N+1 calls of the library and N+1 of the rule's algorithm
-            # (the same rules file without the guard: what the rule runs)
-            amort = ((a.guard + 1) * (ts + td) + (CALLS - explore) * tg) / CALLS
-            amort_g = ((a.guard + 1) * (ts + tdgu) + (CALLS - explore) * tdg) / CALLS
-            row = (ts / td, ts / tg, ts / amort, ts / tdg, ts / amort_g)
-            for (k, _), r in zip(cols, row):
-                ratios[k].append(r)
+            amort = ((a.guard + 1) * (ts + td) + (CALLS - explore) * tg) / CALLS if td and tg else None
+            rt = rule_time(t, c, n, p, m, algs[c], same[(c, m)], a.committed)
+            amort_g = ((a.guard + 1) * (ts + rt) + (CALLS - explore) * tdg) / CALLS if rt and tdg else None
+            row = {k: (ts / x if x else None) for k, x in zip(cols, (td, tg, amort, tdg, amort_g))}
+            for k in cols:
+                if row[k]:
+                    ratios[k].append(row[k])
             verdicts = " | ".join(f"{get[k][2].get('guard', '?')} ({get[k][2].get('ran', '?')})"
-                                  for k in ("guard", "dg"))
-            print(f"{human_bytes(m):>10} {ts * 1e6:9.1f} {td * 1e6:9.1f} {tg * 1e6:9.1f} "
-                  f"{amort * 1e6:9.1f} {tdg * 1e6:10.1f} {amort_g * 1e6:9.1f}  "
-                  + " ".join(f"{r:5.2f}x" for r in row) + f" {'=' if same[(c, m)] else ' '} {verdicts}")
-    print(f"\nsummary over {len(ratios['dep'])} points: T({sel})/T(x), geometric mean, worst, "
-          f"points more than {round((SLOWER - 1) * 100)} % slower than {sel}")
-    names = {"dep": "deployed", "guard": "guarded", "amort": f"guarded, amortized over {CALLS}",
-             "dg": "deploy --guard", "dgam": f"deploy --guard, amortized over {CALLS}"}
-    for k, _ in cols:
+                                  if get[k][1] else "-" for k in ("guard", "dg"))
+            print(f"{human_bytes(m):>10} {fmt(ts)} {fmt(td)} {fmt(tg)} {fmt(amort)} {fmt(tdg):>10} "
+                  f"{fmt(amort_g)}  " + " ".join(rat(row[k]) for k in cols)
+                  + f" {'=' if same[(c, m)] else ' '} {verdicts}")
+    print(f"\nsummary: T({sel})/T(x) over the points where both were measured: geometric mean, "
+          f"worst, points more than {round((SLOWER - 1) * 100)} % slower than {sel}")
+    for k in cols:
         xs = ratios[k]
         if xs:
-            print(f"  {names[k]:<36} {_gm(xs):6.3f}x  worst {min(xs):6.3f}x  slow "
-                  f"{sum(1 for x in xs if x < 1 / SLOWER)}")
+            print(f"  {names[k]:<36} {len(xs):3d} points {_gm(xs):6.3f}x  worst {min(xs):6.3f}x  "
+                  f"slow {sum(1 for x in xs if x < 1 / SLOWER)}")
 
 
 if __name__ == "__main__":
