@@ -49,6 +49,7 @@ OUT = ROOT / "benchmarks/results/best_of_both"
 REGION = "one"
 UNCHARGED = "+uncharged"
 BOUND = 1.10   # time within 10 % of the busiest link's bytes/bandwidth: that link bounds the call
+NO_STORE_ROW = ("uncharged", "also", "leaders", "p2p")    # rows timed by their profiled run only
 # One call inside a named region. A 4-byte call of the same collective goes first, outside
 # the region, so libcolltune's set-up on the communicator's first use is not counted.
 PROGRAM = r"""
@@ -159,7 +160,9 @@ def report(points, cache, times, plat) -> list[str]:
            f"LBnet = bcast m/B, allreduce 2m(N-1)/N/B, B = {plat.name}'s injection bandwidth; "
            "msgs: messages through the busiest link; us/msg: measured / msgs (bytes/bw per message "
            "is link us / msgs); uncharged: colltune's reductions not charged (COLLTUNE_REDUCE_RATE=0); also: --also, for comparison "
-           "(uncharged and also rows have no store row: their ratios use this run's time); bound: 'this link' "
+           "(uncharged and also rows have no store row: their ratios use this run's time); leaders: the deployed "
+           "algorithm on the N leaders alone (Nx1), p2p: one message of m between two nodes (2x1, bcast "
+           "binomial), both timed by their run (--stages); bound: 'this link' "
            f"when the time is within {BOUND:.2f}x the busiest link's time.", ""]
     head = (f"{'layout':<6} {'coll':<9} {'size':>7} {'what':<9} {'runs':<26} {'busiest link':<26} "
             f"{'kind':<10} {'MB':>7} {'GB/s':>5} {'link us':>10} {'measured':>10} {'this run':>10} "
@@ -177,7 +180,7 @@ def report(points, cache, times, plat) -> list[str]:
                        + ("not profiled yet" if not rec else f"FAILED: {rec['error'][-80:]!r}"))
             continue
         t = rec["top"][0]
-        ref = meas or (rec["sim_s"] if who in ("uncharged", "also") else None)   # no store row for them
+        ref = meas or (rec["sim_s"] if who in NO_STORE_ROW else None)
         out.append(f"{f'{n}x{p}':<6} {c:<9} {human_bytes(m):>7} {who:<9} {runs[:26]:<26} {t['id'][:26]:<26} "
                    f"{t['kind']:<10} {t['bytes'] / 1e6:7.1f} {t['bw'] / 1e9:5.2f} {_us(t['time'])} "
                    f"{_us(meas)} {_us(rec['sim_s'])} {_us(lb)} {_x(ref, t['time']):>9} "
@@ -192,12 +195,36 @@ def report(points, cache, times, plat) -> list[str]:
                                 for x in rec["top"][:3])
                     + " | busiest per kind: " + ", ".join(
                         f"{k} {v['bytes'] / m:.2f}m" for k, v in sorted(rec["busiest_per_kind"].items())))
+    out += stages(points, cache, times, plat)
     if drift:
         out += ["", "this run differs from the store by more than 2 % (the store times a call after a "
                 "warm-up, this run one cold call; larger gaps: the store was measured by another libcolltune "
                 "build); the link bytes are this run's:", *dict.fromkeys(drift)]
     return out + ["", "top 3 links per call (bytes, link time), and each link kind's busiest link "
                   "in multiples of the message size m:"] + tops
+
+
+def stages(points, cache, times, plat) -> list[str]:
+    """Where the deployed time goes, per deployed point with leaders/p2p rows: the whole call,
+    the same algorithm on the leaders alone, one message, each over LBnet."""
+    got = {(n, p, c, m, who): cache.get(key(n, p, c, m, how)) for n, p, c, m, who, how, _ in points}
+    rows = []
+    for n, p, c, m, who, how, label in points:
+        if who != "deployed" or (n, 1, c, m, "leaders") not in got:
+            continue
+        lb = lbnet(plat, c, m, n)
+        meas = times.get((c, n, p, m, "deployment", label), (None, None))[1]
+        lead, one = got[(n, 1, c, m, "leaders")], got.get((2, 1, c, m, "p2p"))
+        t = lambda r: r["sim_s"] if r and "error" not in r else None  # noqa: E731
+        rows.append(f"{f'{n}x{p}':<6} {c:<9} {human_bytes(m):>7} {how[:30]:<30} {_us(meas)} {_x(meas, lb)} "
+                    f"{_us(t(lead))} {_x(t(lead), lb)} {_us(t(one))} {_x(t(one), lb)}")
+    if not rows:
+        return []
+    return ["", "where the time goes (--stages): the deployed call, the same algorithm on its N leaders "
+            "alone (Nx1: the inter-node part, no intra-node stage), one message of m between two nodes "
+            "(2x1, bcast only), in us and over LBnet",
+            f"{'layout':<6} {'coll':<9} {'size':>7} {'runs':<30} {'deployed':>10} {'/LBnet':>7} "
+            f"{'leaders':>10} {'/LBnet':>7} {'1 message':>10} {'/LBnet':>7}", *rows]
 
 
 def key(n, p, c, m, how) -> str:
@@ -215,6 +242,9 @@ def main() -> int:
                          "(default: the pipeline with 64 KiB segments: 8x fewer messages per link)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per profiled run")
+    ap.add_argument("--stages", action=argparse.BooleanOptionalAction, default=True,
+                    help="also profile the deployed algorithm on the leaders alone (Nx1) and, for "
+                         "bcast, one message of m between two nodes (2x1): where the time goes")
     ap.add_argument("--no-run", action="store_true", help="reprint from PLATFORM-links.json")
     a = ap.parse_args()
     out = Path(a.out)
@@ -233,8 +263,15 @@ def main() -> int:
                     # SMPI's own collectives reduce for free: the same call uncharged shows the share
                     points.append((n, p, c, m, "uncharged", dep + UNCHARGED, None))
                 points.append((n, p, c, m, "ompi", "library", "ompi"))
+                if a.stages and dep != "library":
+                    # where the time goes: the same algorithm on the N leaders alone (no
+                    # intra-node stage), and (bcast) one message of m between two nodes
+                    points.append((n, 1, c, m, "leaders", dep, None))
+                    if c == "bcast":
+                        points.append((2, 1, c, m, "p2p", "binomial", None))
                 points += [(n, p, c, m, "also", lab, None) for cc, _, lab in
                            (x.partition(":") for x in a.also.split(";") if x) if cc == c and lab != dep]
+    points = list(dict.fromkeys(points))          # one p2p row per size
     cache_path = out / f"{a.platform}-links.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     plat = platforms.load(a.platform)
