@@ -224,6 +224,20 @@ def test_export_cli_prints_path_and_settings(tmp_path):
     assert "mpich-json" in bad.stderr and "openmpi-han" in bad.stderr
 
 
+def test_export_guarded_colltune_rules(tmp_path):
+    """--guarded: the colltune format's rules for a guarded job (header says so); any
+    other format refuses the flag."""
+    t = tmp_path / "t.json"
+    table([("bcast", 1, 2, [(0, "binomial", "colltune", {})])]).save(str(t))
+    out = tmp_path / "r.rules"
+    proc = run_cli("export", "--table", str(t), "--format", "colltune", "--guarded", "-o", str(out))
+    assert "COLLTUNE_GUARD=N" in proc.stdout and "checks each rule" in out.read_text()
+    plain = run_cli("export", "--table", str(t), "--format", "colltune", "-o", str(tmp_path / "p.rules"))
+    assert "COLLTUNE_GUARD" not in plain.stdout + (tmp_path / "p.rules").read_text()
+    bad = run_cli("export", "--table", str(t), "--format", "openmpi-tuned", "--guarded", check=False)
+    assert bad.returncode != 0 and "--guarded does not apply to format openmpi-tuned" in bad.stderr
+
+
 def test_all_inexpressible_rules_in_one_error_and_parametrised_equivalents(tmp_path):
     entries = [("bcast", 1, 2, [(0, "NTSB", "smpi", {}), (4096, "SMP_binary", "smpi", {})]),
                ("bcast", 2, 2, [(0, "NTSL", "smpi", {}), (100, "arrival_scatter", "smpi", {})])]

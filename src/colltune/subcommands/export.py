@@ -21,20 +21,27 @@ def add_parser(sub) -> None:
                         "algorithm (named in the file header) instead of an error")
     p.add_argument("--base", help="mpich-json: the target release's default selection JSON "
                                   "(default: read from the installed MPICH of that release)")
+    p.add_argument("--guarded", action="store_true",
+                   help="colltune format, for a job run with the guard (COLLTUNE_GUARD): where the "
+                        "tuner measured nothing, the arm with the smallest worst slowdown, no margin "
+                        "over the library default (as deploy --guard; docs/rules.md)")
     add_globals(p)
     p.set_defaults(handler=run)
 
 
-def make_exporter(fmt: str, allow_substitute: bool = False, base: str | None = None):
+def make_exporter(fmt: str, allow_substitute: bool = False, base: str | None = None,
+                  guarded: bool = False):
     from ..errors import ConfigError
     from ..exporters import EXPORTERS
     exporter = EXPORTERS.get(fmt)()
-    for attr, value, flag in (("allow_substitute", allow_substitute, "--allow-substitute"),
-                              ("base_path", base, "--base")):
+    for attr, value, flag, setting in (
+            ("allow_substitute", allow_substitute, "--allow-substitute", allow_substitute),
+            ("base_path", base, "--base", base),
+            ("unmeasured_margin", guarded, "--guarded", None)):
         if value:
             if not hasattr(exporter, attr):
                 raise ConfigError(f"{flag} does not apply to format {fmt}")
-            setattr(exporter, attr, value)
+            setattr(exporter, attr, setting)
     return exporter
 
 
@@ -42,7 +49,7 @@ def run(args, cli) -> int:
     from ..decision import DecisionTable
     from ..session import Session
     table = DecisionTable.load(args.table)
-    exporter = make_exporter(args.format, args.allow_substitute, args.base)
+    exporter = make_exporter(args.format, args.allow_substitute, args.base, args.guarded)
     exported = exporter.export(table, args.target)
     path = args.output
     if path is None:
@@ -59,6 +66,9 @@ def run(args, cli) -> int:
         mca = {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
         if mca:
             print("  or: mpirun " + " ".join(f"--mca {k} {shlex.quote(v)}" for k, v in mca.items()))
+    if args.guarded:
+        print("  with COLLTUNE_GUARD=N (N timed calls of each side per block, e.g. 1): "
+              "docs/interposer.md")
     for note in exported.notes:
         print(f"note: {note}")
     return 0
