@@ -222,6 +222,21 @@ def _measured(times: dict) -> tuple:
     return tuple((size, prov, alg, t) for (size, prov, alg), t in sorted(times.items()))
 
 
+def _tuned_table(coll: str, layouts: dict):
+    """An exhaustive table (every arm's times, round-tripped through JSON) of tuned
+    layouts {(nodes, ppn): {size: {(provider, alg): seconds}}}, the library default
+    SMPI's ompi; and its entries."""
+    entries = []
+    for (n, p), t in layouts.items():
+        best = {s: min(arms, key=arms.get) for s, arms in t.items()}
+        pts = [(s, alg, prv, {}, t[s][(prv, alg)]) for s, (prv, alg) in best.items()]
+        entries.append(Entry(coll, n, p, rules_from_points(pts),
+                             _measured({(s, *arm): v for s, arms in t.items() for arm, v in arms.items()})))
+    prov = {"arms": {"library": "smpi", "library_default": "ompi"}}
+    table = DecisionTable("exhaustive", prov, tuple(entries))
+    return DecisionTable.from_dict(json.loads(json.dumps(table.to_dict()))), entries
+
+
 def test_layouts_between_tuned_ones_get_the_robust_arm(cat):
     """With every arm's times in the table (exhaustive), a tuned layout keeps its own
     winners, a layout between tuned ones gets, among the arms no slower than the library
@@ -230,15 +245,8 @@ def test_layouts_between_tuned_ones_get_the_robust_arm(cat):
     lib, x, y = ("smpi", "ompi"), ("colltune", "bruck"), ("colltune", "han")
     a = {8: {lib: 10, x: 20, y: 12}, 128: {lib: 50, x: 100, y: 30}}     # 16x12: lib, then han
     b = {8: {lib: 10, x: 9, y: 30}, 128: {lib: 40, x: 35, y: 80}}       # 128x2: bruck
-    entries = []
-    for (n, p), t in (((16, 12), a), ((128, 2), b)):
-        best = {s: min(arms, key=arms.get) for s, arms in t.items()}
-        pts = [(s, alg, prv, {}, t[s][(prv, alg)]) for s, (prv, alg) in best.items()]
-        entries.append(Entry("allgather", n, p, rules_from_points(pts),
-                             _measured({(s, *arm): v for s, arms in t.items() for arm, v in arms.items()})))
-    prov = {"arms": {"library": "smpi", "library_default": "ompi"}}
-    table = DecisionTable("exhaustive", prov, tuple(entries))
-    table = DecisionTable.from_dict(json.loads(json.dumps(table.to_dict())))   # measured round-trips
+    table, entries = _tuned_table("allgather", {(16, 12): a, (128, 2): b})
+    prov = table.provenance
     exporter = EXPORTERS.get("colltune")()
     exporter.catalogue = cat
     rules = parse_rules(exporter.export(table).text, "x", cat)
@@ -279,15 +287,7 @@ def test_guarded_export_takes_the_minimax_arm_where_nothing_was_measured(cat):
     lib, ml = ("smpi", "ompi"), ("colltune", "multileader")
     a = {8: {lib: 221, ml: 24}, 128: {lib: 800, ml: 40}}       # 16x12: multileader 9x faster
     b = {8: {lib: 26, ml: 27.5}, 128: {lib: 100, ml: 104}}      # 128x2: the default by 4-6 %
-    entries = []
-    for (n, p), t in (((16, 12), a), ((128, 2), b)):
-        best = {s: min(arms, key=arms.get) for s, arms in t.items()}
-        pts = [(s, alg, prv, {}, t[s][(prv, alg)]) for s, (prv, alg) in best.items()]
-        entries.append(Entry("allreduce", n, p, rules_from_points(pts),
-                             _measured({(s, *arm): v for s, arms in t.items() for arm, v in arms.items()})))
-    prov = {"arms": {"library": "smpi", "library_default": "ompi"}}
-    table = DecisionTable.from_dict(json.loads(json.dumps(
-        DecisionTable("exhaustive", prov, tuple(entries)).to_dict())))
+    table, _ = _tuned_table("allreduce", {(16, 12): a, (128, 2): b})
     exporter = EXPORTERS.get("colltune")()
     exporter.catalogue = cat
 
