@@ -199,8 +199,8 @@ def rule_time(t, c, n, p, m, algs, same: bool, committed: bool, probe: bool = Fa
     if same and committed:
         return False if probe else t.get((c, n, p, m, bob.DEPLOYED, dep), (None, None))[1]
     status, sec, lab = t.get((c, n, p, m, bob.DEPLOYED, dg), (None, None, {}))
-    if sec is not None and lab.get("guard") == "guard kept it":
-        return False if probe else sec
+    if sec is not None and lab.get("guard") in ("guard kept it", "not guarded"):
+        return False if probe else sec       # the rule ran (a `library` rule is not guarded)
     if probe:
         return sec is not None and lab.get("guard") != "not guarded"
     return None
