@@ -106,7 +106,9 @@ class GuardedBackend(bob.DeployedBackend):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--platform", default="fattree64x12", choices=sorted(bob.PLANS))
-    ap.add_argument("--layout", help="NxP (default: best_of_both's held-out layout of the platform)")
+    ap.add_argument("--layout", help="NxP (default: best_of_both's held-out layout of the platform); "
+                                     "'all' with --no-run: every layout of the plan and the summary "
+                                     "over them")
     ap.add_argument("--committed", action=argparse.BooleanOptionalAction, default=True,
                     help="also launch the committed rules file, with and without the guard "
                          "(--no-committed: only deploy --guard's rules and the selector)")
@@ -123,6 +125,10 @@ def main() -> int:
     rules = (bob.OUT / f"{a.platform}.colltune.rules").resolve()
     text = rules.read_text()
     train, held = (bob.layouts(x) for x in bob.PLANS[a.platform])
+    if a.layout == "all":
+        if not a.no_run:
+            ap.error("--layout all only reprints (--no-run); measure one layout at a time")
+        return summary_all(a, text, train, held)
     (n, p), = bob.layouts(a.layout) if a.layout else held
     where = "held-out" if (n, p) in held else "trained" if (n, p) in train else "other"
     sizes = sorted(set(parse_list(bob.TRAIN_SIZES) + parse_list(bob.HELDOUT_SIZES)))
@@ -134,7 +140,9 @@ def main() -> int:
            "warmup": 2 * (a.guard + 1) + 1, "output_dir": tempfile.mkdtemp(prefix="guard-")}
     gpath = OUT / f"{a.platform}-guard.colltune.rules"
     if not a.no_run:
-        gpath.write_text(guard_rules(a.platform))
+        fresh = guard_rules(a.platform)
+        if not gpath.exists() or bob._rule_lines(gpath.read_text()) != bob._rule_lines(fresh):
+            gpath.write_text(fresh)     # same rules: the file (its label, its points) stays
     gtext = gpath.read_text()
     algs = {c: (bob.deployed_algorithm(c, text), guarded(c, text, a.guard),
                 guarded(c, gtext, a.guard), bob.deployed_algorithm(c, gtext)) for c in colls}
@@ -196,8 +204,9 @@ def rule_time(t, c, n, p, m, algs, same: bool, committed: bool, probe: bool = Fa
     own = t.get((c, n, p, m, bob.DEPLOYED, dgu), (None, None, {}))
     if own[1] is not None or own[0] is not None:
         return False if probe else own[1]
-    if same and committed:
-        return False if probe else t.get((c, n, p, m, bob.DEPLOYED, dep), (None, None))[1]
+    committed_time = t.get((c, n, p, m, bob.DEPLOYED, dep), (None, None))[1]
+    if same and committed and (committed_time is not None or probe):
+        return False if probe else committed_time
     status, sec, lab = t.get((c, n, p, m, bob.DEPLOYED, dg), (None, None, {}))
     if sec is not None and lab.get("guard") in ("guard kept it", "not guarded"):
         return False if probe else sec       # the rule ran (a `library` rule is not guarded)
@@ -206,7 +215,41 @@ def rule_time(t, c, n, p, m, algs, same: bool, committed: bool, probe: bool = Fa
     return None
 
 
-def report(a, store, colls, algs, n, p, sizes, same, where) -> None:
+def summary_all(a, text: str, train, held) -> int:
+    """Every layout's report, then deploy --guard's geometric means over all of them, by
+    set (trained points, held-out sizes on trained layouts, held-out layout)."""
+    gtext = (OUT / f"{a.platform}-guard.colltune.rules").read_text()
+    sizes = sorted(set(parse_list(bob.TRAIN_SIZES) + parse_list(bob.HELDOUT_SIZES)))
+    trained_sizes = set(parse_list(bob.TRAIN_SIZES))
+    colls = a.collectives.split(",")
+    algs = {c: (bob.deployed_algorithm(c, text), guarded(c, text, a.guard),
+                guarded(c, gtext, a.guard), bob.deployed_algorithm(c, gtext)) for c in colls}
+    store = str(OUT / f"{a.platform}.sqlite")
+    rows = []
+    for n, p in [*train, *held]:
+        where = "held-out" if (n, p) in held else "trained"
+        pts = report(a, store, colls, algs, n, p, sizes, same_rule(text, gtext, colls, n, p, sizes), where)
+        rows += [("(c) held-out layout" if where == "held-out" else
+                  "(a) trained points" if m in trained_sizes else "(b) held-out sizes", c, row)
+                 for c, m, row in pts]
+        print()
+    print(f"all layouts: `deploy --guard {a.guard}` vs {bob.DEFAULT_SELECTOR}, T({bob.DEFAULT_SELECTOR})/T(x) "
+          f"over the points where both were measured")
+    groups = sorted({g for g, _, _ in rows}) + sorted({f"all {c}" for _, c, _ in rows}) + ["all points"]
+    for g in groups:
+        sel = [r for grp, c, r in rows if g in (grp, f"all {c}", "all points")]
+        line = f"  {g:<22}"
+        for k, name in (("dg", "deploy --guard"), ("dgam", f"amortized over {CALLS}")):
+            xs = [r[k] for r in sel if r.get(k)]
+            if xs:
+                line += (f"  {name} {len(xs):3d} points {_gm(xs):6.3f}x worst {min(xs):6.3f}x "
+                         f"slow {sum(1 for x in xs if x < 1 / SLOWER)}")
+        print(line)
+    return 0
+
+
+def report(a, store, colls, algs, n, p, sizes, same, where) -> list:
+    """Print one layout's table; returns (collective, size, {column: ratio}) per point."""
     t = _times(store)
     sel = bob.DEFAULT_SELECTOR
     print(f"{a.platform}: best_of_both's deployment at its {where} layout {n}x{p} "
@@ -221,6 +264,7 @@ def report(a, store, colls, algs, n, p, sizes, same, where) -> None:
              "amort": f"guarded, amortized over {CALLS}", "dg": "deploy --guard",
              "dgam": f"deploy --guard, amortized over {CALLS}"}
     ratios = {k: [] for k in cols}
+    points = []
     explore = 2 * (a.guard + 1)
     fmt = lambda x: f"{x * 1e6:9.1f}" if x else f"{'-':>9}"        # noqa: E731
     rat = lambda x: f"{x:5.2f}x" if x else f"{'-':>6}"              # noqa: E731
@@ -234,7 +278,7 @@ def report(a, store, colls, algs, n, p, sizes, same, where) -> None:
             get = {k: t.get((c, n, p, m, prov, alg), (None, None, {})) for k, prov, alg in
                    (("sel", "smpi", sel), ("dep", bob.DEPLOYED, dep), ("guard", bob.DEPLOYED, grd),
                     ("dg", bob.DEPLOYED, dg))}
-            if same[(c, m)] and get["dg"][1] is None:
+            if same[(c, m)] and get["dg"][1] is None and get["guard"][0] is not None:
                 get["dg"] = get["guard"]
             ts, td, tg, tdg = (get[k][1] for k in ("sel", "dep", "guard", "dg"))
             if ts is None or (tdg is None and td is None):
@@ -246,6 +290,7 @@ def report(a, store, colls, algs, n, p, sizes, same, where) -> None:
             rt = rule_time(t, c, n, p, m, algs[c], same[(c, m)], a.committed)
             amort_g = ((a.guard + 1) * (ts + rt) + (CALLS - explore) * tdg) / CALLS if rt and tdg else None
             row = {k: (ts / x if x else None) for k, x in zip(cols, (td, tg, amort, tdg, amort_g))}
+            points.append((c, m, row))
             for k in cols:
                 if row[k]:
                     ratios[k].append(row[k])
@@ -261,6 +306,7 @@ def report(a, store, colls, algs, n, p, sizes, same, where) -> None:
         if xs:
             print(f"  {names[k]:<36} {len(xs):3d} points {_gm(xs):6.3f}x  worst {min(xs):6.3f}x  "
                   f"slow {sum(1 for x in xs if x < 1 / SLOWER)}")
+    return points
 
 
 if __name__ == "__main__":
