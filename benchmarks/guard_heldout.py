@@ -53,6 +53,9 @@ from colltune.sizes import human_bytes, parse_list  # noqa: E402
 
 OUT = Path("benchmarks/results/guard_heldout")
 CALLS = 100          # calls of one point a job makes, for the amortized column
+SIZES = sorted(set(parse_list(bob.TRAIN_SIZES) + parse_list(bob.HELDOUT_SIZES)))
+# the store's "guard" label of a guarded launch (verdict below): the origin's words
+KEPT, UNGUARDED = "guard kept it", "not guarded"
 
 
 def guarded(coll: str, rules_text: str, n: int) -> Algorithm:
@@ -63,10 +66,16 @@ def guarded(coll: str, rules_text: str, n: int) -> Algorithm:
 def guard_rules(platform: str) -> str:
     """The colltune rules file `deploy --guard` writes from best_of_both's table."""
     from colltune.decision import DecisionTable
-    from colltune.exporters.colltune_rules import ColltuneRulesExporter
-    exp = ColltuneRulesExporter()
-    exp.allow_substitute, exp.unmeasured_margin = True, None
+    from colltune.subcommands.export import make_exporter
+    exp = make_exporter("colltune", allow_substitute=True, guarded=True)
     return exp.export(DecisionTable.load(str(bob.OUT / f"{platform}.table.json"))).text
+
+
+def arms(colls, text: str, gtext: str, guard: int) -> dict:
+    """Per collective, the store algorithms: the committed file without and with the
+    guard, deploy --guard's file with and without it."""
+    return {c: (bob.deployed_algorithm(c, text), guarded(c, text, guard),
+                guarded(c, gtext, guard), bob.deployed_algorithm(c, gtext)) for c in colls}
 
 
 def rule_at(lines, coll: str, n: int, p: int, size: int):
@@ -84,7 +93,7 @@ def verdict(report: str, rec: dict) -> dict:
         return {"ran": "unknown (no decided call in the interposer's report)"}
     last = final[-1]
     return {"ran": str(last.get("ran")),     # the verdict in the origin's words
-            "guard": str(last["origin"]).split(", ", 1)[1] if last.get("guard") else "not guarded"}
+            "guard": str(last["origin"]).split(", ", 1)[1] if last.get("guard") else UNGUARDED}
 
 
 class GuardedBackend(bob.DeployedBackend):
@@ -137,7 +146,7 @@ def main() -> int:
         return summary_all(a, text, train, held)
     (n, p), = bob.layouts(a.layout) if a.layout else held
     where = "held-out" if (n, p) in held else "trained" if (n, p) in train else "other"
-    sizes = sorted(set(parse_list(bob.TRAIN_SIZES) + parse_list(bob.HELDOUT_SIZES)))
+    sizes = SIZES
     colls = a.collectives.split(",")
     OUT.mkdir(parents=True, exist_ok=True)
     store = str(OUT / f"{a.platform}.sqlite")
@@ -150,8 +159,7 @@ def main() -> int:
         if not gpath.exists() or bob._rule_lines(gpath.read_text()) != bob._rule_lines(fresh):
             gpath.write_text(fresh)     # same rules: the file (its label, its points) stays
     gtext = gpath.read_text()
-    algs = {c: (bob.deployed_algorithm(c, text), guarded(c, text, a.guard),
-                guarded(c, gtext, a.guard), bob.deployed_algorithm(c, gtext)) for c in colls}
+    algs = arms(colls, text, gtext, a.guard)
     same = same_rule(text, gtext, colls, n, p, sizes)
     if not a.no_run:
         from colltune import native
@@ -186,7 +194,7 @@ def main() -> int:
         specs = []
         for c in colls:
             need = tuple(m for m in bob.feasible(c, sizes, n, p)
-                         if rule_time(t, c, n, p, m, algs[c], same[(c, m)], a.committed, probe=True))
+                         if rule_launch_needed(t, c, n, p, m, algs[c], same[(c, m)], a.committed))
             if need:
                 specs.append(BenchSpec(c, algs[c][3], n, p, need))
         if specs:
@@ -202,39 +210,44 @@ def same_rule(text: str, gtext: str, colls, n: int, p: int, sizes) -> dict:
             for c in colls for m in bob.feasible(c, sizes, n, p)}
 
 
-def rule_time(t, c, n, p, m, algs, same: bool, committed: bool, probe: bool = False):
+def rule_time(t, c, n, p, m, algs, same: bool, committed: bool):
     """The time of deploy --guard's rule at a point without the guard: its own launch, the
-    committed file's (same rule), or the guarded launch where the guard kept the rule.
-    probe: whether a launch of its own is still needed (True/False) instead."""
+    committed file's (same rule), or the guarded launch where the rule ran (the guard kept
+    it, or a `library` rule, which is not guarded); None where none of them has it."""
     dep, _, dg, dgu = (x.label for x in algs)
     own = t.get((c, n, p, m, bob.DEPLOYED, dgu), (None, None, {}))
-    if own[1] is not None or own[0] is not None:
-        return False if probe else own[1]
+    if own[0] is not None:
+        return own[1]
     committed_time = t.get((c, n, p, m, bob.DEPLOYED, dep), (None, None))[1]
-    if same and committed and (committed_time is not None or probe):
-        return False if probe else committed_time
-    status, sec, lab = t.get((c, n, p, m, bob.DEPLOYED, dg), (None, None, {}))
-    if sec is not None and lab.get("guard") in ("guard kept it", "not guarded"):
-        return False if probe else sec       # the rule ran (a `library` rule is not guarded)
-    if probe:
-        return sec is not None and lab.get("guard") != "not guarded"
-    return None
+    if same and committed and committed_time is not None:
+        return committed_time
+    _, sec, lab = t.get((c, n, p, m, bob.DEPLOYED, dg), (None, None, {}))
+    return sec if sec is not None and lab.get("guard") in (KEPT, UNGUARDED) else None
+
+
+def rule_launch_needed(t, c, n, p, m, algs, same: bool, committed: bool) -> bool:
+    """Whether deploy --guard's rule needs a launch without the guard at a point: its
+    guarded launch ran the library, and neither an own launch (whatever its status) nor
+    the committed file's launch of the same rule says what the rule takes."""
+    dep, _, dg, dgu = (x.label for x in algs)
+    if t.get((c, n, p, m, bob.DEPLOYED, dgu), (None,))[0] is not None or (same and committed):
+        return False
+    _, sec, lab = t.get((c, n, p, m, bob.DEPLOYED, dg), (None, None, {}))
+    return sec is not None and lab.get("guard") not in (KEPT, UNGUARDED)
 
 
 def summary_all(a, text: str, train, held) -> int:
     """Every layout's report, then deploy --guard's geometric means over all of them, by
     set (trained points, held-out sizes on trained layouts, held-out layout)."""
     gtext = (OUT / f"{a.platform}-guard.colltune.rules").read_text()
-    sizes = sorted(set(parse_list(bob.TRAIN_SIZES) + parse_list(bob.HELDOUT_SIZES)))
     trained_sizes = set(parse_list(bob.TRAIN_SIZES))
     colls = a.collectives.split(",")
-    algs = {c: (bob.deployed_algorithm(c, text), guarded(c, text, a.guard),
-                guarded(c, gtext, a.guard), bob.deployed_algorithm(c, gtext)) for c in colls}
+    algs = arms(colls, text, gtext, a.guard)
     store = str(OUT / f"{a.platform}.sqlite")
     rows = []
     for n, p in [*train, *held]:
         where = "held-out" if (n, p) in held else "trained"
-        pts = report(a, store, colls, algs, n, p, sizes, same_rule(text, gtext, colls, n, p, sizes), where)
+        pts = report(a, store, colls, algs, n, p, SIZES, same_rule(text, gtext, colls, n, p, SIZES), where)
         rows += [("(c) held-out layout" if where == "held-out" else
                   "(a) trained points" if m in trained_sizes else "(b) held-out sizes", c, row)
                  for c, m, row in pts]

@@ -297,11 +297,11 @@ def test_guarded_export_takes_the_minimax_arm_where_nothing_was_measured(cat):
         rules = parse_rules(text, "x", cat)
         at = lambda n, p, s: match(rules, "allreduce", n * p, n, p, s).algorithm  # noqa: E731
         return text, [at(48, 4, 8), at(48, 4, 100), at(128, 2, 8), at(128, 2, 64), at(16, 12, 64)]
-    text, safe = picks(1.10)
+    safe_text, safe = picks(1.10)
     assert safe == ["library", "library", "library", "library", "multileader"]
-    text, guarded = picks(None)
+    guarded_text, guarded = picks(None)
     assert guarded == ["multileader", "multileader", "library", "library", "multileader"]
-    assert "COLLTUNE_GUARD" in text and "COLLTUNE_GUARD" not in picks(1.10)[0]
+    assert "COLLTUNE_GUARD" in guarded_text and "COLLTUNE_GUARD" not in safe_text
 
 
 def _one_layout_table(times: dict, nodes: int = 64, ppn: int = 12) -> DecisionTable:
