@@ -16,6 +16,9 @@ counts for its algorithms, SMPI's record of every message for the library's), ro
 bytes along SimGrid's routes (colltune.profile.link_loads) and compares the busiest link's
 time (bytes / bandwidth) with the deployed time measured by best_of_both.py (its store,
 campaign dragonfly-eval). measured ~ link time: that link, not injection, bounds the call.
+The last table sets the deployed time against the lower bounds beyond LBnet that a node's
+cores set (best_of_both_report.node_bounds: what a core can copy in, what the cores can
+reduce) and names the one that binds.
 
 Buffers are SMPI_SHARED_MALLOC (data are garbage; the counts are count x type size, the
 bytes really sent). Profile folders are temporary; each run leaves one record in
@@ -37,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from best_of_both import PLANS, deployed_algorithm, layouts  # noqa: E402
-from best_of_both_report import _times, lbnet  # noqa: E402
+from best_of_both_report import _times, lbnet, node_bounds  # noqa: E402
 from colltune import platforms  # noqa: E402
 from colltune.exporters.colltune_rules import match, read_rules  # noqa: E402
 from colltune.profile import link_loads, load_topology  # noqa: E402
@@ -196,6 +199,7 @@ def report(points, cache, times, plat) -> list[str]:
                     + " | busiest per kind: " + ", ".join(
                         f"{k} {v['bytes'] / m:.2f}m" for k, v in sorted(rec["busiest_per_kind"].items())))
     out += stages(points, cache, times, plat)
+    out += bounds(points, cache, times, plat)
     if drift:
         out += ["", "this run differs from the store by more than 2 % (the store times a call after a "
                 "warm-up, this run one cold call; larger gaps: the store was measured by another libcolltune "
@@ -225,6 +229,35 @@ def stages(points, cache, times, plat) -> list[str]:
             "(2x1, bcast only), in us and over LBnet",
             f"{'layout':<6} {'coll':<9} {'size':>7} {'runs':<30} {'deployed':>10} {'/LBnet':>7} "
             f"{'leaders':>10} {'/LBnet':>7} {'1 message':>10} {'/LBnet':>7}", *rows]
+
+
+def bounds(points, cache, times, plat) -> list[str]:
+    """The deployed time against the lower bounds of best_of_both_report.node_bounds: LBnet,
+    what a core can copy in, what the cores can reduce; the largest is the one that binds."""
+    rows = []
+    for n, p, c, m, who, how, label in points:
+        if who != "deployed" or how == "library":
+            continue
+        b = node_bounds(plat, c, m, n, p)
+        meas = times.get((c, n, p, m, "deployment", label), (None, None))[1]
+        by = max(b, key=b.get)
+        unch = cache.get(key(n, p, c, m, how + UNCHARGED)) if c == "allreduce" else None
+        unch = unch["sim_s"] if unch and "error" not in unch else None
+        free = {k: v for k, v in b.items() if k != "reduction"}
+        col = lambda k: _us(b.get(k))  # noqa: E731
+        rows.append(f"{f'{n}x{p}':<6} {c:<9} {human_bytes(m):>7} {col('network')} {col('copy')} "
+                    f"{col('reduction')} {by:<9} {_x(meas, b['network'])} {_x(meas, b[by])} "
+                    f"{_us(unch)} {_x(unch, max(free.values()))}")
+    if not rows:
+        return []
+    return ["", "lower bounds (best_of_both_report.node_bounds): network = LBnet; copy = m / (Rc + B/p): "
+            "each of a node's p ranks takes in the m bytes of the result through the NIC (B, shared) or "
+            "from a core of its node at most at a core's copy rate Rc (loopback bandwidth = memcpy charge "
+            "rate); reduction = m (P-1)/P / R: the (P-1) m bytes an allreduce of P ranks reduces, spread "
+            "over all P cores at the platform's reduction charge rate R (colltune's reductions are charged, "
+            "SMPI's are not: the uncharged run's bound leaves it out); bound: the largest",
+            f"{'layout':<6} {'coll':<9} {'size':>7} {'network us':>10} {'copy us':>10} {'reduce us':>10} "
+            f"{'bound':<9} {'/LBnet':>7} {'/bound':>7} {'uncharged':>10} {'/bound':>7}", *rows]
 
 
 def key(n, p, c, m, how) -> str:

@@ -54,6 +54,31 @@ def lbnet(plat, coll: str, size: int, nodes: int) -> float | None:
     return size / bw if coll == "bcast" else 2 * size * (nodes - 1) / nodes / bw
 
 
+def node_bounds(plat, coll: str, size: int, nodes: int, ppn: int, charged: bool = True) -> dict:
+    """Lower bounds on a bcast/allreduce of `size` bytes from what each rank's core can do,
+    next to LBnet (s): every rank ends with the m bytes of the result, taken in through its
+    node's NIC (B, shared by the ppn ranks) or from a core of its node at the core's copy rate
+    Rc (the platform's loopback bandwidth = its memcpy charge rate), so for p > 1
+    p m <= (p Rc + B) T: T >= m / (Rc + B/p) ('copy'); an allreduce combines P = N p vectors,
+    (P-1) m bytes of reduction spread at best over the P cores at the platform's charge rate R
+    ('reduction', colltune's charged reductions only). SimGrid's FATPIPE loopback would let one
+    rank take in several flows at Rc each, which no core does: 'copy' is the hardware's bound.
+    han_vs_selectors' LBnode differs: m/Rc for bcast assumes no non-leader takes a byte from
+    the NIC (an algorithm may beat it), m(p-1)/p/R for allreduce is a looser bound."""
+    lb = lbnet(plat, coll, size, nodes)
+    if lb is None:
+        return {}
+    bw, copy_bw = injection_bw(plat.xml_path)
+    out = {"network": lb}
+    if ppn > 1:
+        out["copy"] = size / (copy_bw + bw / ppn)
+    rate = plat.charge_rates.get("reduction_bytes_per_s")
+    if coll == "allreduce" and charged and rate:
+        procs = nodes * ppn
+        out["reduction"] = size * (procs - 1) / procs / rate
+    return out
+
+
 def rows(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default,
          op=DEFAULT_OP):
     """One row per evaluated point: what the deployed rules file runs there (rules),
