@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """How much of an inter-node algorithm's gap over LBnet is the topology's? The same
-algorithms on a bundled platform and on its flat twin, side by side.
+algorithms on a bundled platform and on its twins, side by side.
 
-    .venv/bin/python benchmarks/topology_twin.py                 # resumable (two stores here)
+    .venv/bin/python benchmarks/topology_twin.py                 # resumable (a store per platform and twin)
     .venv/bin/python benchmarks/topology_twin.py --no-run        # reprint
     .venv/bin/python benchmarks/topology_twin.py --layouts 16x1 --sizes 8M
 
@@ -13,19 +13,22 @@ behind the nodes by a non-blocking crossbar (a flat SimGrid cluster whose backbo
 receiver's, nothing else. So a call that takes longer on the platform than on its twin
 loses that time to the links behind the injection links (their sharing between flows,
 their extra hops), not to the algorithm's bytes or its per-piece costs, which are the
-same on both.
+same on both. On a dragonfly a second twin, *spread*, keeps the whole network but puts
+one node per router (the last field of topo_parameters is 1): what it saves is what the
+nodes of one router lose by sharing that router's links to the others.
 
 Default: colltune's HAN bcast on one rank per node (the leaders alone, no intra-node
 stage: best_of_both_links.py's `leaders` rows) with the two inter-node shapes the
 dragonfly's tuner deploys at 8 and 64 MiB, the double binary tree
 (han[ibalg=6,ibs=32768,ibdepth=2]) and the chain (han[ibalg=3]). `colltune bench`
-(one warm-up, one timed call; SimGrid is deterministic), one store per platform in
+(one warm-up, one timed call; SimGrid is deterministic), one store per platform and twin in
 benchmarks/results/topology_twin/; a failed point is reported as failed.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,6 +73,33 @@ def write_twin(plat, where: Path) -> Path:
     return xml
 
 
+def write_spread(plat, where: Path) -> Path | None:
+    """A dragonfly's spread twin: the same network with one node per router (the last
+    field of topo_parameters), so no two nodes share a router's links; None for other
+    topologies."""
+    src = Path(plat.xml_path).read_text()
+    side = json.loads(Path(plat.xml_path).with_suffix(".json").read_text())
+    topo = side.get("topology", {})
+    if topo.get("kind") != "DRAGONFLY":
+        return None
+    old = topo["topo_parameters"]
+    fields = old.split(";")
+    routers = 1
+    for f in fields[:3]:
+        routers *= int(f.split(",")[0])
+    new = ";".join(fields[:3] + ["1"])
+    name = f"{plat.name}-spread"
+    head, cluster = src.split("<cluster", 1)          # the comment above it quotes the values too
+    cluster = re.sub(r'radical="0-\d+"', f'radical="0-{routers - 1}"', cluster, count=1)
+    cluster = cluster.replace(f'topo_parameters="{old}"', f'topo_parameters="{new}"', 1)
+    cluster = cluster.replace(f'id="{plat.name}"', f'id="{name}"', 1)
+    xml = where / f"{name}.xml"
+    xml.write_text(head + "<cluster" + cluster)
+    side.update(name=name, nodes=routers, topology={**topo, "topo_parameters": new})
+    (where / f"{name}.json").write_text(json.dumps(side, indent=1) + "\n")
+    return xml
+
+
 def bench(platform: str, store: Path, layouts: str, sizes: str, algs: str, timeout: float) -> None:
     cmd = [str(ROOT / ".venv/bin/colltune"), "bench", "--platform", platform, "--provider", "both",
            "--default-selector", "ompi", "--layouts", layouts, "--sizes", sizes, "--coll", "bcast",
@@ -90,31 +120,36 @@ def main() -> int:
     a = ap.parse_args()
     plat = platforms.load(a.platform)
     OUT.mkdir(parents=True, exist_ok=True)
-    stores = {"platform": OUT / f"{a.platform}.sqlite", "twin": OUT / f"{a.platform}-flat.sqlite"}
+    stores = {"platform": OUT / f"{a.platform}.sqlite", "flat": OUT / f"{a.platform}-flat.sqlite",
+              "spread": OUT / f"{a.platform}-spread.sqlite"}
     if not a.no_run:
         with tempfile.TemporaryDirectory(prefix="twin-") as tmp:
-            twin = write_twin(plat, Path(tmp))
-            bench(a.platform, stores["platform"], a.layouts, a.sizes, a.algorithms, a.timeout)
-            bench(str(twin), stores["twin"], a.layouts, a.sizes, a.algorithms, a.timeout)
-    times = {k: _times(str(v)) if v.exists() else {} for k, v in stores.items()}
+            twins = {"platform": a.platform, "flat": write_twin(plat, Path(tmp)),
+                     "spread": write_spread(plat, Path(tmp))}
+            for k, where in twins.items():
+                if where:
+                    bench(str(where), stores[k], a.layouts, a.sizes, a.algorithms, a.timeout)
+    times = {k: _times(str(v)) for k, v in stores.items() if v.exists()}
     # the store's labels list the parameters sorted by name
     algs = [x.split("[")[0] + ("[" + ",".join(sorted(x[:-1].split("[")[1].split(","))) + "]" if "[" in x else "")
             for x in a.algorithms.replace("],", "]\n").split("\n") if x]
-    lines = [f"bcast on {a.platform} and on its flat twin (same node links, non-blocking crossbar behind "
-             "them), one rank per node, time to completion in us, LBnet = m/B",
-             f"{'layout':<7} {'size':>7} {'algorithm':<36} {a.platform:>10} {'/LBnet':>7} {'flat twin':>10} "
-             f"{'/LBnet':>7} {'platform/twin':>13}"]
+    twins = [k for k in times if k != "platform"]
+    lines = [f"bcast on {a.platform} and on its twins, one rank per node, time to completion in us, "
+             "LBnet = m/B; flat: the same node links, a non-blocking crossbar behind them; spread "
+             "(dragonfly): the same network with one node per router",
+             f"{'layout':<7} {'size':>7} {'algorithm':<36} {a.platform:>12} {'/LBnet':>7}"
+             + "".join(f" {k + ' twin':>12} {'/LBnet':>7} {'platform/' + k:>15}" for k in twins)]
     for lay in a.layouts.split(","):
         n, p = (int(x) for x in lay.split("x"))
         for m in parse_list(a.sizes):
             lb = lbnet(plat, "bcast", m, n)
             for alg in algs:
-                t = {k: v.get(("bcast", n, p, m, "colltune", alg), (None, None, None)) for k, v in times.items()}
-                cell = {k: f"{s * 1e6:10.1f} {s / lb:6.2f}x" if s else f"{(st or 'not run'):>10} {'-':>7}"
-                        for k, (st, s, _) in t.items()}
-                tp, tt = t["platform"][1], t["twin"][1]
-                lines.append(f"{lay:<7} {human_bytes(m):>7} {alg:<36} {cell['platform']} {cell['twin']} "
-                             + (f"{tp / tt:12.2f}x" if tp and tt else f"{'-':>13}"))
+                t = {k: v.get(("bcast", n, p, m, "colltune", alg), (None, None, None))[:2] for k, v in times.items()}
+                cell = {k: f"{sec * 1e6:12.1f} {sec / lb:6.2f}x" if sec else f"{(st or 'not run'):>12} {'-':>7}"
+                        for k, (st, sec) in t.items()}
+                tp = t["platform"][1]
+                lines.append(f"{lay:<7} {human_bytes(m):>7} {alg:<36} {cell['platform']}" + "".join(
+                    f" {cell[k]} " + (f"{tp / t[k][1]:14.2f}x" if tp and t[k][1] else f"{'-':>15}") for k in twins))
     text = "\n".join(lines)
     print(text)
     (OUT / f"{a.platform}.txt").write_text(text + "\n")
