@@ -21,7 +21,7 @@ Default: colltune's HAN bcast on one rank per node (the leaders alone, no intra-
 stage: best_of_both_links.py's `leaders` rows) with the two inter-node shapes the
 dragonfly's tuner deploys at 8 and 64 MiB, the double binary tree
 (han[ibalg=6,ibs=32768,ibdepth=2]) and the chain (han[ibalg=3]). `colltune bench`
-(one warm-up, one timed call; SimGrid is deterministic), one store per platform and twin in
+(results checked first, one warm-up, one timed call; SimGrid is deterministic), one store per platform and twin in
 benchmarks/results/topology_twin/; a failed point is reported as failed.
 """
 from __future__ import annotations
@@ -100,11 +100,12 @@ def write_spread(plat, where: Path) -> Path | None:
     return xml
 
 
-def bench(platform: str, store: Path, layouts: str, sizes: str, algs: str, timeout: float) -> None:
+def bench(platform: str, store: Path, layouts: str, sizes: str, algs: str, timeout: float, tmp: Path) -> None:
+    """One `colltune bench` campaign ('twin'); every point's result data checked first."""
     cmd = [str(ROOT / ".venv/bin/colltune"), "bench", "--platform", platform, "--provider", "both",
            "--default-selector", "ompi", "--layouts", layouts, "--sizes", sizes, "--coll", "bcast",
-           "--algorithms", algs, "--store", str(store), "--output-dir", str(store.parent / "tables"),
-           "--campaign", "twin", "--warmup", "1", "--min-reps", "1", "--max-reps", "1", "--check", "none",
+           "--algorithms", algs, "--store", str(store), "--output-dir", str(tmp / "tables"),
+           "--campaign", "twin", "--warmup", "1", "--min-reps", "1", "--max-reps", "1", "--check", "first",
            "--timeout", str(timeout), "-q"]
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
@@ -128,7 +129,7 @@ def main() -> int:
                      "spread": write_spread(plat, Path(tmp))}
             for k, where in twins.items():
                 if where:
-                    bench(str(where), stores[k], a.layouts, a.sizes, a.algorithms, a.timeout)
+                    bench(str(where), stores[k], a.layouts, a.sizes, a.algorithms, a.timeout, Path(tmp))
     times = {k: _times(str(v)) for k, v in stores.items() if v.exists()}
     # the store's labels list the parameters sorted by name
     algs = [x.split("[")[0] + ("[" + ",".join(sorted(x[:-1].split("[")[1].split(","))) + "]" if "[" in x else "")
