@@ -15,7 +15,9 @@ loses that time to the links behind the injection links (their sharing between f
 their extra hops), not to the algorithm's bytes or its per-piece costs, which are the
 same on both. On a dragonfly a second twin, *spread*, keeps the whole network but puts
 one node per router (the last field of topo_parameters is 1): what it saves is what the
-nodes of one router lose by sharing that router's links to the others.
+nodes of one router lose by sharing that router's links to the others. A second table
+runs the platform and its flat twin with SimGrid's network/crosstraffic off (the model of
+TCP acknowledgements the bundled platforms keep on; docs/platforms.md).
 
 Default: colltune's HAN bcast on one rank per node (the leaders alone, no intra-node
 stage: best_of_both_links.py's `leaders` rows) with the two inter-node shapes the
@@ -45,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks/results/topology_twin"
 DEFAULT_ALGS = "han[ibalg=6,ibdepth=2,ibs=32768],han[ibalg=3]"
 # the cluster attributes the twin keeps: what a node and its own link are
+NOCROSS = "nocross"
 KEPT = ("speed", "core", "bw", "lat", "sharing_policy", "loopback_bw", "loopback_lat")
 
 
@@ -110,6 +113,39 @@ def bench(platform: str, store: Path, layouts: str, sizes: str, algs: str, timeo
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
+def without_crosstraffic(xml: Path, where: Path) -> Path:
+    """A copy of the platform (XML + side JSON) with network/crosstraffic off."""
+    name = f"{xml.stem}-{NOCROSS}"
+    side = json.loads(xml.with_suffix(".json").read_text())
+    head, cluster = xml.read_text().split("<cluster", 1)
+    cluster = re.sub(r'id="[^"]*"', f'id="{name}"', cluster, count=1)
+    out = where / f"{name}.xml"
+    out.write_text(head + "<cluster" + cluster)
+    side.update(name=name, smpi_config={**side["smpi_config"], "network/crosstraffic": "0"})
+    (where / f"{name}.json").write_text(json.dumps(side, indent=1) + "\n")
+    return out
+
+
+def table(plat, times, base, twins, points) -> list[str]:
+    """base's time and LBnet ratio per point, then each twin's and base/twin."""
+    if base not in times:
+        return [f"({base}: not run)"]
+    label = plat.name if base == "platform" else f"{plat.name}-{base}"
+    out = [f"{'layout':<7} {'size':>7} {'algorithm':<36} {label[:18]:>18} {'/LBnet':>7}"
+           + "".join(f" {k + ' twin':>18} {'/LBnet':>7} {'ratio':>7}" for k in twins)]
+    for lay, m, alg in points:
+        n, p = (int(x) for x in lay.split("x"))
+        lb = lbnet(plat, "bcast", m, n)
+        t = {k: times[k].get(("bcast", n, p, m, "colltune", alg), (None, None, None))[:2]
+             for k in [base, *twins]}
+        cell = {k: f"{sec * 1e6:18.1f} {sec / lb:6.2f}x" if sec else f"{(st or 'not run'):>18} {'-':>7}"
+                for k, (st, sec) in t.items()}
+        tb = t[base][1]
+        out.append(f"{lay:<7} {human_bytes(m):>7} {alg:<36} {cell[base]}" + "".join(
+            f" {cell[k]} " + (f"{tb / t[k][1]:6.2f}x" if tb and t[k][1] else f"{'-':>7}") for k in twins))
+    return out + [f"ratio: {label}'s time / the twin's"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--platform", default="dragonfly")
@@ -121,36 +157,30 @@ def main() -> int:
     a = ap.parse_args()
     plat = platforms.load(a.platform)
     OUT.mkdir(parents=True, exist_ok=True)
-    stores = {"platform": OUT / f"{a.platform}.sqlite", "flat": OUT / f"{a.platform}-flat.sqlite",
-              "spread": OUT / f"{a.platform}-spread.sqlite"}
+    stores = {k: OUT / f"{a.platform}{'' if k == 'platform' else '-' + k}.sqlite"
+              for k in ("platform", "flat", "spread", NOCROSS, "flat-" + NOCROSS)}
     if not a.no_run:
         with tempfile.TemporaryDirectory(prefix="twin-") as tmp:
-            twins = {"platform": a.platform, "flat": write_twin(plat, Path(tmp)),
-                     "spread": write_spread(plat, Path(tmp))}
-            for k, where in twins.items():
-                if where:
-                    bench(str(where), stores[k], a.layouts, a.sizes, a.algorithms, a.timeout, Path(tmp))
+            where = Path(tmp)
+            flat = write_twin(plat, where)
+            twins = {"platform": a.platform, "flat": flat, "spread": write_spread(plat, where),
+                     NOCROSS: without_crosstraffic(Path(plat.xml_path), where),
+                     "flat-" + NOCROSS: without_crosstraffic(flat, where)}
+            for k, xml in twins.items():
+                if xml:
+                    bench(str(xml), stores[k], a.layouts, a.sizes, a.algorithms, a.timeout, where)
     times = {k: _times(str(v)) for k, v in stores.items() if v.exists()}
     # the store's labels list the parameters sorted by name
     algs = [x.split("[")[0] + ("[" + ",".join(sorted(x[:-1].split("[")[1].split(","))) + "]" if "[" in x else "")
             for x in a.algorithms.replace("],", "]\n").split("\n") if x]
-    twins = [k for k in times if k != "platform"]
+    points = [(lay, m, alg) for lay in a.layouts.split(",") for m in parse_list(a.sizes) for alg in algs]
     lines = [f"bcast on {a.platform} and on its twins, one rank per node, time to completion in us, "
              "LBnet = m/B; flat: the same node links, a non-blocking crossbar behind them; spread "
              "(dragonfly): the same network with one node per router",
-             f"{'layout':<7} {'size':>7} {'algorithm':<36} {a.platform:>12} {'/LBnet':>7}"
-             + "".join(f" {k + ' twin':>12} {'/LBnet':>7} {'platform/' + k:>15}" for k in twins)]
-    for lay in a.layouts.split(","):
-        n, p = (int(x) for x in lay.split("x"))
-        for m in parse_list(a.sizes):
-            lb = lbnet(plat, "bcast", m, n)
-            for alg in algs:
-                t = {k: v.get(("bcast", n, p, m, "colltune", alg), (None, None, None))[:2] for k, v in times.items()}
-                cell = {k: f"{sec * 1e6:12.1f} {sec / lb:6.2f}x" if sec else f"{(st or 'not run'):>12} {'-':>7}"
-                        for k, (st, sec) in t.items()}
-                tp = t["platform"][1]
-                lines.append(f"{lay:<7} {human_bytes(m):>7} {alg:<36} {cell['platform']}" + "".join(
-                    f" {cell[k]} " + (f"{tp / t[k][1]:14.2f}x" if tp and t[k][1] else f"{'-':>15}") for k in twins))
+             *table(plat, times, "platform", [k for k in ("flat", "spread") if k in times], points), "",
+             f"the same without SimGrid's crosstraffic (network/crosstraffic:0: a transfer no longer also "
+             f"loads its reverse route, SimGrid's model of TCP acknowledgements), {a.platform} and its flat twin",
+             *table(plat, times, NOCROSS, [k for k in ("flat-" + NOCROSS,) if k in times], points)]
     text = "\n".join(lines)
     print(text)
     (OUT / f"{a.platform}.txt").write_text(text + "\n")
