@@ -48,6 +48,7 @@ OUT = ROOT / "benchmarks/results/topology_twin"
 DEFAULT_ALGS = "han[ibalg=6,ibdepth=2,ibs=32768],han[ibalg=3]"
 # the cluster attributes the twin keeps: what a node and its own link are
 NOCROSS = "nocross"
+VARIANTS = ("platform", "flat", "spread", NOCROSS, "flat-" + NOCROSS)
 KEPT = ("speed", "core", "bw", "lat", "sharing_policy", "loopback_bw", "loopback_lat")
 
 
@@ -153,12 +154,17 @@ def main() -> int:
     ap.add_argument("--sizes", default="8M,64M")
     ap.add_argument("--algorithms", default=DEFAULT_ALGS, help="colltune bcast labels, comma-separated")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per launch")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help=f"which of {','.join(VARIANTS)} to run and print")
+    ap.add_argument("--tag", default="", help="report file PLATFORM-TAG.txt instead of PLATFORM.txt")
     ap.add_argument("--no-run", action="store_true", help="reprint from the stores")
     a = ap.parse_args()
     plat = platforms.load(a.platform)
     OUT.mkdir(parents=True, exist_ok=True)
-    stores = {k: OUT / f"{a.platform}{'' if k == 'platform' else '-' + k}.sqlite"
-              for k in ("platform", "flat", "spread", NOCROSS, "flat-" + NOCROSS)}
+    chosen = a.variants.split(",")
+    if set(chosen) - set(VARIANTS):
+        ap.error(f"--variants: unknown {sorted(set(chosen) - set(VARIANTS))}; known: {','.join(VARIANTS)}")
+    stores = {k: OUT / f"{a.platform}{'' if k == 'platform' else '-' + k}.sqlite" for k in chosen}
     if not a.no_run:
         with tempfile.TemporaryDirectory(prefix="twin-") as tmp:
             where = Path(tmp)
@@ -167,7 +173,7 @@ def main() -> int:
                      NOCROSS: without_crosstraffic(Path(plat.xml_path), where),
                      "flat-" + NOCROSS: without_crosstraffic(flat, where)}
             for k, xml in twins.items():
-                if xml:
+                if xml and k in stores:
                     bench(str(xml), stores[k], a.layouts, a.sizes, a.algorithms, a.timeout, where)
     times = {k: _times(str(v)) for k, v in stores.items() if v.exists()}
     # the store's labels list the parameters sorted by name
@@ -180,10 +186,12 @@ def main() -> int:
              *table(plat, times, "platform", [k for k in ("flat", "spread") if k in times], points), "",
              f"the same without SimGrid's crosstraffic (network/crosstraffic:0: a transfer no longer also "
              f"loads its reverse route, SimGrid's model of TCP acknowledgements), {a.platform} and its flat twin",
-             *table(plat, times, NOCROSS, [k for k in ("flat-" + NOCROSS,) if k in times], points)]
+             *table(plat, times, NOCROSS, [k for k in ("flat-" + NOCROSS,) if k in times], points), "",
+             f"{a.platform} with crosstraffic on and off",
+             *table(plat, times, "platform", [k for k in (NOCROSS,) if k in times], points)]
     text = "\n".join(lines)
     print(text)
-    (OUT / f"{a.platform}.txt").write_text(text + "\n")
+    (OUT / f"{a.platform}{'-' + a.tag if a.tag else ''}.txt").write_text(text + "\n")
     return 0
 
 
