@@ -5,6 +5,8 @@ algorithms on a bundled platform and on its twins, side by side.
     .venv/bin/python benchmarks/topology_twin.py                 # resumable (a store per platform and twin)
     .venv/bin/python benchmarks/topology_twin.py --no-run        # reprint
     .venv/bin/python benchmarks/topology_twin.py --layouts 16x1 --sizes 8M
+    .venv/bin/python benchmarks/topology_twin.py --coll allreduce --layouts 16x12 --algorithms ring \
+        --variants platform,nocross --tag allreduce      # report dragonfly-allreduce.txt
 
 The twin keeps every per-node number of the platform (injection bandwidth and latency of
 a node's link, loopback, cores, SMPI settings and charge rates) and replaces the network
@@ -104,10 +106,11 @@ def write_spread(plat, where: Path) -> Path | None:
     return xml
 
 
-def bench(platform: str, store: Path, layouts: str, sizes: str, algs: str, timeout: float, tmp: Path) -> None:
+def bench(platform: str, store: Path, coll: str, layouts: str, sizes: str, algs: str, timeout: float,
+          tmp: Path) -> None:
     """One `colltune bench` campaign ('twin'); every point's result data checked first."""
     cmd = [str(ROOT / ".venv/bin/colltune"), "bench", "--platform", platform, "--provider", "both",
-           "--default-selector", "ompi", "--layouts", layouts, "--sizes", sizes, "--coll", "bcast",
+           "--default-selector", "ompi", "--layouts", layouts, "--sizes", sizes, "--coll", coll,
            "--algorithms", algs, "--store", str(store), "--output-dir", str(tmp / "tables"),
            "--campaign", "twin", "--warmup", "1", "--min-reps", "1", "--max-reps", "1", "--check", "first",
            "--timeout", str(timeout), "-q"]
@@ -127,7 +130,7 @@ def without_crosstraffic(xml: Path, where: Path) -> Path:
     return out
 
 
-def table(plat, times, base, twins, points) -> list[str]:
+def table(plat, coll, times, base, twins, points) -> list[str]:
     """base's time and LBnet ratio per point, then each twin's and base/twin."""
     if base not in times:
         return [f"({base}: not run)"]
@@ -136,8 +139,8 @@ def table(plat, times, base, twins, points) -> list[str]:
            + "".join(f" {k + ' twin':>18} {'/LBnet':>7} {'ratio':>7}" for k in twins)]
     for lay, m, alg in points:
         n, p = (int(x) for x in lay.split("x"))
-        lb = lbnet(plat, "bcast", m, n)
-        t = {k: times[k].get(("bcast", n, p, m, "colltune", alg), (None, None, None))[:2]
+        lb = lbnet(plat, coll, m, n)
+        t = {k: times[k].get((coll, n, p, m, "colltune", alg), (None, None, None))[:2]
              for k in [base, *twins]}
         cell = {k: f"{sec * 1e6:18.1f} {sec / lb:6.2f}x" if sec else f"{(st or 'not run'):>18} {'-':>7}"
                 for k, (st, sec) in t.items()}
@@ -152,7 +155,9 @@ def main() -> int:
     ap.add_argument("--platform", default="dragonfly")
     ap.add_argument("--layouts", default="16x1,48x1,128x1", help="NODESxPPN list")
     ap.add_argument("--sizes", default="8M,64M")
-    ap.add_argument("--algorithms", default=DEFAULT_ALGS, help="colltune bcast labels, comma-separated")
+    ap.add_argument("--coll", default="bcast", choices=("bcast", "allreduce"))
+    ap.add_argument("--algorithms", default=DEFAULT_ALGS,
+                    help="colltune labels of --coll, comma-separated (default: bcast's two shapes)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per launch")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"which of {','.join(VARIANTS)} to run and print")
@@ -174,21 +179,21 @@ def main() -> int:
                      "flat-" + NOCROSS: without_crosstraffic(flat, where)}
             for k, xml in twins.items():
                 if xml and k in stores:
-                    bench(str(xml), stores[k], a.layouts, a.sizes, a.algorithms, a.timeout, where)
+                    bench(str(xml), stores[k], a.coll, a.layouts, a.sizes, a.algorithms, a.timeout, where)
     times = {k: _times(str(v)) for k, v in stores.items() if v.exists()}
     # the store's labels list the parameters sorted by name
     algs = [x.split("[")[0] + ("[" + ",".join(sorted(x[:-1].split("[")[1].split(","))) + "]" if "[" in x else "")
             for x in a.algorithms.replace("],", "]\n").split("\n") if x]
     points = [(lay, m, alg) for lay in a.layouts.split(",") for m in parse_list(a.sizes) for alg in algs]
-    lines = [f"bcast on {a.platform} and on its twins, one rank per node, time to completion in us, "
-             "LBnet = m/B; flat: the same node links, a non-blocking crossbar behind them; spread "
+    lines = [f"{a.coll} on {a.platform} and on its twins, time to completion in us, "
+             "LBnet = bcast m/B, allreduce 2m(N-1)/N/B (colltune's reductions charged); flat: the same node links, a non-blocking crossbar behind them; spread "
              "(dragonfly): the same network with one node per router",
-             *table(plat, times, "platform", [k for k in ("flat", "spread") if k in times], points), "",
+             *table(plat, a.coll, times, "platform", [k for k in ("flat", "spread") if k in times], points), "",
              f"the same without SimGrid's crosstraffic (network/crosstraffic:0: a transfer no longer also "
              f"loads its reverse route, SimGrid's model of TCP acknowledgements), {a.platform} and its flat twin",
-             *table(plat, times, NOCROSS, [k for k in ("flat-" + NOCROSS,) if k in times], points), "",
+             *table(plat, a.coll, times, NOCROSS, [k for k in ("flat-" + NOCROSS,) if k in times], points), "",
              f"{a.platform} with crosstraffic on and off",
-             *table(plat, times, "platform", [k for k in (NOCROSS,) if k in times], points)]
+             *table(plat, a.coll, times, "platform", [k for k in (NOCROSS,) if k in times], points)]
     text = "\n".join(lines)
     print(text)
     (OUT / f"{a.platform}{'-' + a.tag if a.tag else ''}.txt").write_text(text + "\n")
