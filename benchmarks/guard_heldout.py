@@ -229,7 +229,7 @@ def rule_launch_needed(t, c, n, p, m, algs, same: bool, committed: bool) -> bool
     """Whether deploy --guard's rule needs a launch without the guard at a point: its
     guarded launch ran the library, and neither an own launch (whatever its status) nor
     the committed file's launch of the same rule says what the rule takes."""
-    dep, _, dg, dgu = (x.label for x in algs)
+    _, _, dg, dgu = (x.label for x in algs)
     if t.get((c, n, p, m, bob.DEPLOYED, dgu), (None,))[0] is not None or (same and committed):
         return False
     _, sec, lab = t.get((c, n, p, m, bob.DEPLOYED, dg), (None, None, {}))

@@ -43,15 +43,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from best_of_both_report import _times, lbnet  # noqa: E402
 from colltune import platforms  # noqa: E402
+from colltune.commands import _split as split_labels  # noqa: E402  (the CLI's own --algorithms list)
+from colltune.exporters.colltune_rules import split_label  # noqa: E402
+from colltune.providers.base import Algorithm  # noqa: E402
 from colltune.sizes import human_bytes, parse_list  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks/results/topology_twin"
 DEFAULT_ALGS = "han[ibalg=6,ibdepth=2,ibs=32768],han[ibalg=3]"
-# the cluster attributes the twin keeps: what a node and its own link are
 NOCROSS = "nocross"
 VARIANTS = ("platform", "flat", "spread", NOCROSS, "flat-" + NOCROSS)
+# the cluster attributes the twin keeps: what a node and its own link are
 KEPT = ("speed", "core", "bw", "lat", "sharing_policy", "loopback_bw", "loopback_lat")
+
+
+def write_platform(where: Path, name: str, xml_text: str, side: dict) -> Path:
+    """A platform colltune can load: NAME.xml and its side file NAME.json in `where`."""
+    (where / f"{name}.json").write_text(json.dumps({**side, "name": name}, indent=1) + "\n")
+    xml = where / f"{name}.xml"
+    xml.write_text(xml_text)
+    return xml
+
+
+def edit_cluster(xml_text: str, name: str, *subs: tuple[str, str]) -> str:
+    """xml_text with its <cluster> element renamed to `name` and each (pattern, value) of
+    subs applied once inside it (the comment above the element quotes the values too)."""
+    head, cluster = xml_text.split("<cluster", 1)
+    for pattern, value in ((r'id="[^"]*"', f'id="{name}"'), *subs):
+        cluster = re.sub(pattern, value, cluster, count=1)
+    return head + "<cluster" + cluster
 
 
 def write_twin(plat, where: Path) -> Path:
@@ -61,8 +81,8 @@ def write_twin(plat, where: Path) -> Path:
     name = f"{plat.name}-flat"
     nodes = len(plat.hosts)
     cluster = " ".join(f'{k}="{v}"' for k, v in attrs.items())
-    xml = where / f"{name}.xml"
-    xml.write_text(f"""<?xml version='1.0'?>
+    side = json.loads(Path(plat.xml_path).with_suffix(".json").read_text())
+    return write_platform(where, name, f"""<?xml version='1.0'?>
 <!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
 <!-- flat twin of {plat.name} (benchmarks/topology_twin.py): same nodes and node links,
      a non-blocking crossbar behind them -->
@@ -70,13 +90,9 @@ def write_twin(plat, where: Path) -> Path:
   <cluster id="{name}" prefix="node-" radical="0-{nodes - 1}" suffix="" {cluster}
            bb_bw="1000GBps" bb_lat="0us"/>
 </platform>
-""")
-    side = json.loads(Path(plat.xml_path).with_suffix(".json").read_text())
-    twin = {"name": name, "nodes": nodes, "cores_per_node": plat.cores_per_node,
-            "description": f"flat twin of {plat.name}: its node links, a non-blocking crossbar behind them",
-            "smpi_config": side["smpi_config"], "charge_rates": side["charge_rates"]}
-    (where / f"{name}.json").write_text(json.dumps(twin, indent=1) + "\n")
-    return xml
+""", {"nodes": nodes, "cores_per_node": plat.cores_per_node,
+        "description": f"flat twin of {plat.name}: its node links, a non-blocking crossbar behind them",
+        "smpi_config": side["smpi_config"], "charge_rates": side["charge_rates"]})
 
 
 def write_spread(plat, where: Path) -> Path | None:
@@ -88,22 +104,16 @@ def write_spread(plat, where: Path) -> Path | None:
     topo = side.get("topology", {})
     if topo.get("kind") != "DRAGONFLY":
         return None
-    old = topo["topo_parameters"]
-    fields = old.split(";")
+    fields = topo["topo_parameters"].split(";")
     routers = 1
     for f in fields[:3]:
         routers *= int(f.split(",")[0])
     new = ";".join(fields[:3] + ["1"])
     name = f"{plat.name}-spread"
-    head, cluster = src.split("<cluster", 1)          # the comment above it quotes the values too
-    cluster = re.sub(r'radical="0-\d+"', f'radical="0-{routers - 1}"', cluster, count=1)
-    cluster = cluster.replace(f'topo_parameters="{old}"', f'topo_parameters="{new}"', 1)
-    cluster = cluster.replace(f'id="{plat.name}"', f'id="{name}"', 1)
-    xml = where / f"{name}.xml"
-    xml.write_text(head + "<cluster" + cluster)
-    side.update(name=name, nodes=routers, topology={**topo, "topo_parameters": new})
-    (where / f"{name}.json").write_text(json.dumps(side, indent=1) + "\n")
-    return xml
+    xml = edit_cluster(src, name, (r'radical="0-\d+"', f'radical="0-{routers - 1}"'),
+                       (r'topo_parameters="[^"]*"', f'topo_parameters="{new}"'))
+    return write_platform(where, name, xml,
+                          {**side, "nodes": routers, "topology": {**topo, "topo_parameters": new}})
 
 
 def bench(platform: str, store: Path, coll: str, layouts: str, sizes: str, algs: str, timeout: float,
@@ -121,13 +131,8 @@ def without_crosstraffic(xml: Path, where: Path) -> Path:
     """A copy of the platform (XML + side JSON) with network/crosstraffic off."""
     name = f"{xml.stem}-{NOCROSS}"
     side = json.loads(xml.with_suffix(".json").read_text())
-    head, cluster = xml.read_text().split("<cluster", 1)
-    cluster = re.sub(r'id="[^"]*"', f'id="{name}"', cluster, count=1)
-    out = where / f"{name}.xml"
-    out.write_text(head + "<cluster" + cluster)
-    side.update(name=name, smpi_config={**side["smpi_config"], "network/crosstraffic": "0"})
-    (where / f"{name}.json").write_text(json.dumps(side, indent=1) + "\n")
-    return out
+    return write_platform(where, name, edit_cluster(xml.read_text(), name),
+                          {**side, "smpi_config": {**side["smpi_config"], "network/crosstraffic": "0"}})
 
 
 def table(plat, coll, times, base, twins, points) -> list[str]:
@@ -181,9 +186,9 @@ def main() -> int:
                 if xml and k in stores:
                     bench(str(xml), stores[k], a.coll, a.layouts, a.sizes, a.algorithms, a.timeout, where)
     times = {k: _times(str(v)) for k, v in stores.items() if v.exists()}
-    # the store's labels list the parameters sorted by name
-    algs = [x.split("[")[0] + ("[" + ",".join(sorted(x[:-1].split("[")[1].split(","))) + "]" if "[" in x else "")
-            for x in a.algorithms.replace("],", "]\n").split("\n") if x]
+    # the store's labels, as the provider makes them (parameters sorted by name)
+    algs = [Algorithm("colltune", a.coll, base, params=tuple(sorted(params.items()))).label
+            for base, params in map(split_label, split_labels(a.algorithms))]
     points = [(lay, m, alg) for lay in a.layouts.split(",") for m in parse_list(a.sizes) for alg in algs]
     lines = [f"{a.coll} on {a.platform} and on its twins, time to completion in us, "
              "LBnet = bcast m/B, allreduce 2m(N-1)/N/B (colltune's reductions charged); flat: the same node links, a non-blocking crossbar behind them; spread "
