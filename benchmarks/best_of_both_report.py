@@ -11,7 +11,7 @@ from colltune.plan import DEFAULT_OP, REDUCING
 from colltune.results import Results
 from colltune.sizes import human_bytes
 from colltune.store import Store
-from han_vs_selectors import injection_bw
+import bounds
 
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather")   # the benchmark's, in report order
 SLOWER = 1.02          # "more than 2 % slower than the library default"
@@ -47,36 +47,15 @@ def _times(store_path: str, op: str = DEFAULT_OP) -> dict:
 
 
 def lbnet(plat, coll: str, size: int, nodes: int) -> float | None:
-    """han_vs_selectors' network bound: bcast m/B, allreduce 2m(N-1)/N/B."""
+    """LBnet (benchmarks/bounds.py) of a bcast/allreduce of >= LB_FROM bytes, else None."""
     if coll not in ("bcast", "allreduce") or size < LB_FROM:
         return None
-    bw, _ = injection_bw(plat.xml_path)
-    return size / bw if coll == "bcast" else 2 * size * (nodes - 1) / nodes / bw
+    return bounds.network_bound(bounds.injection_bw(plat.xml_path)[0], coll, size, nodes)
 
 
 def node_bounds(plat, coll: str, size: int, nodes: int, ppn: int, charged: bool = True) -> dict:
-    """Lower bounds on a bcast/allreduce of `size` bytes from what each rank's core can do,
-    next to LBnet (s): every rank ends with the m bytes of the result, taken in through its
-    node's NIC (B, shared by the ppn ranks) or from a core of its node at the core's copy rate
-    Rc (the platform's loopback bandwidth = its memcpy charge rate), so for p > 1
-    p m <= (p Rc + B) T: T >= m / (Rc + B/p) ('copy'); an allreduce combines P = N p vectors,
-    (P-1) m bytes of reduction spread at best over the P cores at the platform's charge rate R
-    ('reduction', colltune's charged reductions only). SimGrid's FATPIPE loopback would let one
-    rank take in several flows at Rc each, which no core does: 'copy' is the hardware's bound.
-    han_vs_selectors' LBnode differs: m/Rc for bcast assumes no non-leader takes a byte from
-    the NIC (an algorithm may beat it), m(p-1)/p/R for allreduce is a looser bound."""
-    lb = lbnet(plat, coll, size, nodes)
-    if lb is None:
-        return {}
-    bw, copy_bw = injection_bw(plat.xml_path)
-    out = {"network": lb}
-    if ppn > 1:
-        out["copy"] = size / (copy_bw + bw / ppn)
-    rate = plat.charge_rates.get("reduction_bytes_per_s")
-    if coll == "allreduce" and charged and rate:
-        procs = nodes * ppn
-        out["reduction"] = size * (procs - 1) / procs / rate
-    return out
+    """benchmarks/bounds.py's node_bounds of a bcast/allreduce of >= LB_FROM bytes, else {}."""
+    return bounds.node_bounds(plat, coll, size, nodes, ppn, charged) if lbnet(plat, coll, size, nodes) else {}
 
 
 def rows(plat_name, store, table, rules, label, colls, train, held, tsizes, hsizes, feasible, default,

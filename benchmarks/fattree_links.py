@@ -72,7 +72,7 @@ def main() -> int:
     xml = a.xml or plat.xml_path
     tmp = Path(tempfile.mkdtemp(prefix="fattree-links-"))
     exe = build(tmp)
-    from han_vs_selectors import injection_bw   # noqa: E402 (benchmarks/ on sys.path)
+    from bounds import injection_bw   # noqa: E402 (benchmarks/ on sys.path)
     bw, _ = injection_bw(xml)
     print(f"{a.platform} ({xml}): link {bw / 1e9:g} GB/s; 8 MiB per flow, slowest flow")
     for name, (src, dst) in patterns(plat.nodes).items():

@@ -39,7 +39,8 @@ from colltune.sizes import human_bytes, parse_value
 from colltune.taskmodel.model import STAGES, pipeline_tasks, segments, stages as stages_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from han_vs_selectors import HAN_SETTINGS, REPO, injection_bw  # noqa: E402
+from bounds import injection_bw, network_bound  # noqa: E402
+from han_vs_selectors import HAN_SETTINGS, REPO  # noqa: E402
 
 
 def taskbench(exe, plat, hostfile, np_, args, timeout, env) -> list[dict]:
@@ -109,7 +110,7 @@ def main() -> int:
     print(f"whole call {whole * 1e6:.1f} us", flush=True)
     tasks = run(["--tasks", ";".join(pipeline_tasks(a.coll, u, kv))])
 
-    lbnet = size / bw if a.coll == "bcast" else 2 * size * (nodes - 1) / nodes / bw
+    lbnet = network_bound(bw, a.coll, size, nodes)
     # bytes one leader's NIC carries per segment: bcast one segment; allreduce an
     # ir piece and an ib piece, or (imod=2) a flat allreduce's 2(N-1)/N segments
     per_seg = seg_bytes / bw if a.coll == "bcast" else 2 * seg_bytes / bw * (

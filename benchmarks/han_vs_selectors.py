@@ -13,23 +13,25 @@ algorithms of the exhaustive 16x12 campaign (smpi:<name>). Records are appended 
 points already there are skipped: the run is resumable. A crash or timeout is
 recorded as such, never as a time. Lower bounds (>= 1 MiB): LBnet = bcast m/B,
 allreduce 2m(N-1)/N/B (B = the platform's link bandwidth = injection);
-LBnode also counts the node (loopback bandwidth, reduction rate).
+LBnode also counts what a node's cores can do (benchmarks/bounds.py: copy, and
+the reduction where it is charged).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from colltune import platforms
 from colltune.proc import MemoryExhausted, run_group
 from colltune.sizes import human_bytes, parse_list
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bounds import injection_bw, network_bound, node_bounds  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # a few reasonable HAN settings per collective (whole = one segment, binomial,
@@ -86,18 +88,6 @@ SELECTORS = ["ompi", "mpich"]
 # a point is killed (and recorded as such) when the machine's available memory
 # falls below this: before the OOM killer picks a process, maybe another run's
 MEMORY_FLOOR_MB = 1500
-
-
-def injection_bw(xml: str) -> tuple[float, float]:
-    """The cluster's per-link and loopback bandwidths (`bw="12.5GBps"`) in bytes/s."""
-    c = next(ET.parse(xml).getroot().iter("cluster"))
-
-    def val(key):
-        m = re.fullmatch(r"([\d.]+)([GMk]?)Bps", c.get(key, ""))
-        if not m:
-            raise SystemExit(f"{xml}: cannot read cluster {key}={c.get(key)!r}")
-        return float(m[1]) * {"G": 1e9, "M": 1e6, "k": 1e3, "": 1}[m[2]]
-    return val("bw"), val("loopback_bw")
 
 
 def run_point(exe, plat, hostfile, np_, coll, size, impl, params, timeout, env):
@@ -191,14 +181,16 @@ def main() -> int:
                     f.write(json.dumps(r) + "\n")
                     f.flush()
     bw, loop = injection_bw(plat.xml_path)
-    rates = json.loads(Path(plat.xml_path).with_suffix(".json").read_text())["charge_rates"]
-    red = rates["reduction_bytes_per_s"]
+    red = plat.charge_rates["reduction_bytes_per_s"]
+    charged = a.charge == "on"
     print(f"{a.platform} {nodes}x{ppn} = {nodes * ppn} ranks, SimGrid SMPI (deterministic), one call after a "
           f"warm-up, time to completion in us; charging of colltune's reductions/copies: {a.charge} "
           f"(SMPI's built-ins charge nothing); shared (garbage) buffers")
-    print(f"LBnet: bcast m/B, allreduce 2m(N-1)/N/B with B = {bw / 1e9:g} GB/s; LBnode adds the node: "
-          f"bcast max(LBnet, m/loopback {loop / 1e9:g} GB/s), allreduce max(LBnet, m(ppn-1)/ppn/R, R = "
-          f"{red / 1e9:g} GB/s reduction)")
+    print(f"LBnet: bcast m/B, allreduce 2m(N-1)/N/B with B = {bw / 1e9:g} GB/s; LBnode = max(LBnet, copy"
+          + (", reduction" if charged else "") + f") (benchmarks/bounds.py): copy m/(Rc+B/ppn), Rc = "
+          f"{loop / 1e9:g} GB/s a core's copy rate (the hardware's bound, not SimGrid's)"
+          + (f", reduction m(P-1)/P/R, R = {red / 1e9:g} GB/s (allreduce)" if charged else
+             "; reductions are free here (charge off), so no reduction bound"))
     for coll in a.collectives.split(","):
         names = list(impls(coll))
         print(f"\n{coll}\n{'size':>8} " + " ".join(f"{i[:13]:>13}" for i in names)
@@ -209,9 +201,8 @@ def main() -> int:
             cells = [f"{ok[i] * 1e6:13.1f}" if i in ok else f"{row[i].get('status', '-'):>13}" for i in names]
             han = min((t for i, t in ok.items() if i.startswith("han")), default=None)
             flat = min((t for i, t in ok.items() if i.startswith("smpi:")), default=None)
-            n = nodes
-            lbnet = size / bw if coll == "bcast" else 2 * size * (n - 1) / n / bw
-            lbnode = max(lbnet, size / loop) if coll == "bcast" else max(lbnet, size * (ppn - 1) / ppn / red)
+            lbnet = network_bound(bw, coll, size, nodes)
+            lbnode = max(node_bounds(plat, coll, size, nodes, ppn, charged).values())
 
             def ratio(x, y):
                 return f"{x / y:10.2f}" if x and y else f"{'-':>10}"

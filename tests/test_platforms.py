@@ -381,7 +381,7 @@ def test_fattree_carries_shifts_at_link_rate(tmp_path):
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from fattree_links import build, patterns, run_flows
-    from han_vs_selectors import injection_bw
+    from bounds import injection_bw
     ft = platforms.load("fattree64x12")
     bw, _ = injection_bw(ft.xml_path)
     exe, pats = build(tmp_path), patterns(ft.nodes)
