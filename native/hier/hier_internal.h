@@ -48,6 +48,8 @@ char *ct_hier_shm(ct_hier *h, MPI_Aint bytes);
  * 4096 + segment); adding it gives a second, disjoint range: shared-memory ops
  * on the node's communicator, a dual tree's second tree on the leaders'. */
 enum { CT_HAN_TAG_ALT = 16384 };
+/* MPI_Comm_create_group's tag for the leaders' communicators (ct_hier_up) */
+enum { CT_HIER_UP_TAG = 2 * CT_HAN_TAG_ALT + 1 };
 
 /* ---- non-blocking operations on one segment (engine.c) ---- */
 typedef enum { NB_BCAST, NB_REDUCE, NB_LIB_IBCAST, NB_LIB_IREDUCE, NB_SHM_BCAST,

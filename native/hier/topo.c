@@ -58,9 +58,15 @@ ct_hier *ct_hier_get(MPI_Comm comm)
     }
     MPI_Comm_rank(h->node, &h->lrank);
     MPI_Comm_size(h->node, &h->nlocal);
-    /* a node is named by its lowest comm rank; nodes are numbered in that order */
-    int mine[2] = {rank, h->lrank}, *all = malloc(sizeof(int) * 2 * (size_t)size);
-    PMPI_Allreduce(MPI_IN_PLACE, &mine[0], 1, MPI_INT, MPI_MIN, h->node);
+    /* a node is named by its lowest comm rank (its local rank 0: the splits are keyed by
+     * rank), found by translating ranks, without a message; nodes are numbered in that order */
+    int mine[2] = {rank, h->lrank}, zero = 0, *all = malloc(sizeof(int) * 2 * (size_t)size);
+    MPI_Group node_group, comm_group;
+    MPI_Comm_group(h->node, &node_group);
+    MPI_Comm_group(comm, &comm_group);
+    MPI_Group_translate_ranks(node_group, 1, &zero, comm_group, &mine[0]);
+    MPI_Group_free(&node_group);
+    MPI_Group_free(&comm_group);
     /* Gather + Bcast, not Allgather: SMPI's default Allgather is n^2 point-to-point
      * messages and takes ~1 min of wall time at 256 ranks on the fat-tree */
     PMPI_Gather(mine, 2, MPI_INT, all, 2, MPI_INT, 0, comm);
@@ -95,10 +101,22 @@ ct_hier *ct_hier_get(MPI_Comm comm)
 MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j)
 {
     if (!h->up_built[j]) {
-        int lead = h->lrank == ct_hier_leader(h, h->node_idx, j);
         ct_setup_events++;
-        MPI_Comm_split(comm, lead ? 0 : MPI_UNDEFINED, h->node_idx, &h->up[j]);
         h->up_built[j] = 1;
+        if (h->lrank != ct_hier_leader(h, h->node_idx, j)) return h->up[j];   /* MPI_COMM_NULL */
+        /* only the leaders take part (MPI_Comm_create_group): every rank knows the node map,
+         * so no split (a collective over all of comm) is needed */
+        int *leaders = malloc(sizeof(int) * (size_t)h->nnodes), size;
+        MPI_Comm_size(comm, &size);
+        for (int r = 0; r < size; r++)
+            if (h->lrank_of[r] == ct_hier_leader(h, h->node_of[r], j)) leaders[h->node_of[r]] = r;
+        MPI_Group comm_group, group;
+        MPI_Comm_group(comm, &comm_group);
+        MPI_Group_incl(comm_group, h->nnodes, leaders, &group);
+        MPI_Comm_create_group(comm, group, CT_HIER_UP_TAG, &h->up[j]);
+        MPI_Group_free(&group);
+        MPI_Group_free(&comm_group);
+        free(leaders);
     }
     return h->up[j];
 }

@@ -96,7 +96,7 @@ static comm_info *info_of(MPI_Comm comm)
     PMPI_Comm_test_inter(comm, &ci->inter);
     if (!ci->inter) {
         MPI_Comm node;
-        int local = 1, lrank = 0, in[2], out[2];
+        int local = 1, lrank = 0;
         PMPI_Comm_size(comm, &ci->size);
         if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
             MPI_SUCCESS) {
@@ -104,10 +104,14 @@ static comm_info *info_of(MPI_Comm comm)
             PMPI_Comm_rank(node, &lrank);
             PMPI_Comm_free(&node);
         }
-        in[0] = lrank == 0, in[1] = local;
-        PMPI_Allreduce(in, out, 1, MPI_INT, MPI_SUM, comm);
-        PMPI_Allreduce(in + 1, out + 1, 1, MPI_INT, MPI_MAX, comm);
-        ci->nodes = out[0], ci->ppn = out[1];
+        /* nodes and ppn (the largest node) in one allreduce where the nodes are even:
+         * leaders' sums of 1, local and local^2 are equal-size iff n*sum(l^2) == sum(l)^2
+         * (Cauchy-Schwarz); uneven nodes take a second one for the largest */
+        long long in[3] = {lrank == 0, lrank == 0 ? local : 0, lrank == 0 ? (long long)local * local : 0}, out[3];
+        PMPI_Allreduce(in, out, 3, MPI_LONG_LONG, MPI_SUM, comm);
+        ci->nodes = (int)out[0];
+        if (out[0] * out[2] == out[1] * out[1]) ci->ppn = (int)(out[1] / out[0]);
+        else PMPI_Allreduce(&local, &ci->ppn, 1, MPI_INT, MPI_MAX, comm);
         CT_ONLINE_COMM(comm, ci->online, lrank, ci);
     }
     inside--;
