@@ -135,6 +135,9 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *o) { AROUND(PMPI_Comm_split(c, color, key, o)); }
 int MPI_Comm_dup(MPI_Comm c, MPI_Comm *o) { AROUND(PMPI_Comm_dup(c, o)); }
 int MPI_Comm_create(MPI_Comm c, MPI_Group g, MPI_Comm *o) { AROUND(PMPI_Comm_create(c, g, o)); }
+int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *o) {
+    AROUND(PMPI_Comm_create_group(c, g, tag, o));
+}
 int MPI_Comm_split_type(MPI_Comm c, int t, int key, MPI_Info i, MPI_Comm *o) {
     AROUND(PMPI_Comm_split_type(c, t, key, i, o));
 }
