@@ -51,6 +51,7 @@ from colltune.sizes import human_bytes, parse_list  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks/results/topology_twin"
 DEFAULT_ALGS = "han[ibalg=6,ibdepth=2,ibs=32768],han[ibalg=3]"
+SELECTORS = ("ompi", "mpich")   # SMPI's default selectors, by name in --algorithms
 NOCROSS = "nocross"
 VARIANTS = ("platform", "flat", "spread", NOCROSS, "flat-" + NOCROSS)
 # the cluster attributes the twin keeps: what a node and its own link are
@@ -135,6 +136,34 @@ def without_crosstraffic(xml: Path, where: Path) -> Path:
                           {**side, "smpi_config": {**side["smpi_config"], "network/crosstraffic": "0"}})
 
 
+def provider_alg(label: str) -> tuple[str, str]:
+    """The store's (provider, algorithm) of an --algorithms entry."""
+    return ("smpi", label) if label in SELECTORS else ("colltune", label)
+
+
+def versus(coll, times, variants, points) -> list[str]:
+    """T(selector)/T(algorithm) per point, one column per variant: whether a ratio measured
+    on the platform holds without crosstraffic."""
+    sels = [s for s in SELECTORS if any(alg == s for _, _, alg in points)]
+    if not sels:
+        return []
+    def sec(k, lay, m, alg):
+        n, p = (int(x) for x in lay.split("x"))
+        return times[k].get((coll, n, p, m, *provider_alg(alg)), (None, None, None))[1]
+    out = [f"T(selector) / T(algorithm), {' / '.join(variants)}",
+           f"{'layout':<7} {'size':>7} {'algorithm':<36}" + "".join(f" {s + ' / it':>20}" for s in sels)]
+    for lay, m, alg in points:
+        if alg in SELECTORS:
+            continue
+        cells = []
+        for s in sels:
+            r = [sec(k, lay, m, s) / sec(k, lay, m, alg) if sec(k, lay, m, s) and sec(k, lay, m, alg) else None
+                 for k in variants]
+            cells.append(" / ".join(f"{x:.2f}x" if x else "-" for x in r))
+        out.append(f"{lay:<7} {human_bytes(m):>7} {alg:<36}" + "".join(f" {c:>20}" for c in cells))
+    return out
+
+
 def table(plat, coll, times, base, twins, points) -> list[str]:
     """base's time and LBnet ratio per point, then each twin's and base/twin."""
     if base not in times:
@@ -145,7 +174,7 @@ def table(plat, coll, times, base, twins, points) -> list[str]:
     for lay, m, alg in points:
         n, p = (int(x) for x in lay.split("x"))
         lb = lbnet(plat, coll, m, n)
-        t = {k: times[k].get((coll, n, p, m, "colltune", alg), (None, None, None))[:2]
+        t = {k: times[k].get((coll, n, p, m, *provider_alg(alg)), (None, None, None))[:2]
              for k in [base, *twins]}
         cell = {k: f"{sec * 1e6:18.1f} {sec / lb:6.2f}x" if sec else f"{(st or 'not run'):>18} {'-':>7}"
                 for k, (st, sec) in t.items()}
@@ -162,7 +191,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="8M,64M")
     ap.add_argument("--coll", default="bcast", choices=("bcast", "allreduce"))
     ap.add_argument("--algorithms", default=DEFAULT_ALGS,
-                    help="colltune labels of --coll, comma-separated (default: bcast's two shapes)")
+                    help="colltune labels of --coll or SMPI's selectors ompi / mpich, comma-separated "
+                         "(default: bcast's two shapes)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per launch")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"which of {','.join(VARIANTS)} to run and print")
@@ -187,7 +217,7 @@ def main() -> int:
                     bench(str(xml), stores[k], a.coll, a.layouts, a.sizes, a.algorithms, a.timeout, where)
     times = {k: _times(str(v)) for k, v in stores.items() if v.exists()}
     # the store's labels, as the provider makes them (parameters sorted by name)
-    algs = [Algorithm("colltune", a.coll, base, params=tuple(sorted(params.items()))).label
+    algs = [base if base in SELECTORS else Algorithm("colltune", a.coll, base, params=tuple(sorted(params.items()))).label
             for base, params in map(split_label, split_labels(a.algorithms))]
     points = [(lay, m, alg) for lay in a.layouts.split(",") for m in parse_list(a.sizes) for alg in algs]
     lines = [f"{a.coll} on {a.platform} and on its twins, time to completion in us, "
@@ -199,6 +229,9 @@ def main() -> int:
              *table(plat, a.coll, times, NOCROSS, [k for k in ("flat-" + NOCROSS,) if k in times], points), "",
              f"{a.platform} with crosstraffic on and off",
              *table(plat, a.coll, times, "platform", [k for k in (NOCROSS,) if k in times], points)]
+    both = [k for k in ("platform", NOCROSS) if k in times]
+    if any(alg in SELECTORS for alg in algs) and both:
+        lines += ["", *versus(a.coll, times, both, points)]
     text = "\n".join(lines)
     print(text)
     (OUT / f"{a.platform}{'-' + a.tag if a.tag else ''}.txt").write_text(text + "\n")
