@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from functools import lru_cache
 
 
+@lru_cache(maxsize=None)
 def injection_bw(xml: str) -> tuple[float, float]:
-    """The cluster's per-link and loopback bandwidths (`bw="12.5GBps"`) in bytes/s."""
+    """The cluster's per-link and loopback bandwidths (`bw="12.5GBps"`) in bytes/s (parsed once
+    per file: the reports ask for every point)."""
     c = next(ET.parse(xml).getroot().iter("cluster"))
 
     def val(key):

@@ -143,15 +143,18 @@ def provider_alg(label: str) -> tuple[str, str]:
     return ("smpi", label) if label in SELECTORS else ("colltune", label)
 
 
+def measured(times, variant, coll, lay, m, alg) -> tuple:
+    """(status, seconds) of one point in one variant's store; (None, None) if not there."""
+    n, p = (int(x) for x in lay.split("x"))
+    return times[variant].get((coll, n, p, m, *provider_alg(alg)), (None, None, None))[:2]
+
+
 def versus(coll, times, variants, points) -> list[str]:
     """T(selector)/T(algorithm) per point, one column per variant: whether a ratio measured
-    on the platform holds without crosstraffic."""
+    on the platform holds without crosstraffic; [] when no selector was asked for."""
     sels = [s for s in SELECTORS if any(alg == s for _, _, alg in points)]
     if not sels:
         return []
-    def sec(k, lay, m, alg):
-        n, p = (int(x) for x in lay.split("x"))
-        return times[k].get((coll, n, p, m, *provider_alg(alg)), (None, None, None))[1]
     out = [f"T(selector) / T(algorithm), {' / '.join(variants)}",
            f"{'layout':<7} {'size':>7} {'algorithm':<36}" + "".join(f" {s + ' / it':>20}" for s in sels)]
     for lay, m, alg in points:
@@ -159,8 +162,10 @@ def versus(coll, times, variants, points) -> list[str]:
             continue
         cells = []
         for s in sels:
-            r = [sec(k, lay, m, s) / sec(k, lay, m, alg) if sec(k, lay, m, s) and sec(k, lay, m, alg) else None
-                 for k in variants]
+            r = []
+            for k in variants:
+                ts, ta = measured(times, k, coll, lay, m, s)[1], measured(times, k, coll, lay, m, alg)[1]
+                r.append(ts / ta if ts and ta else None)
             cells.append(" / ".join(f"{x:.2f}x" if x else "-" for x in r))
         out.append(f"{lay:<7} {human_bytes(m):>7} {alg:<36}" + "".join(f" {c:>20}" for c in cells))
     return out
@@ -174,10 +179,8 @@ def table(plat, coll, times, base, twins, points) -> list[str]:
     out = [f"{'layout':<7} {'size':>7} {'algorithm':<36} {label[:18]:>18} {'/LBnet':>7}"
            + "".join(f" {k + ' twin':>18} {'/LBnet':>7} {'ratio':>7}" for k in twins)]
     for lay, m, alg in points:
-        n, p = (int(x) for x in lay.split("x"))
-        lb = lbnet(plat, coll, m, n)
-        t = {k: times[k].get((coll, n, p, m, *provider_alg(alg)), (None, None, None))[:2]
-             for k in [base, *twins]}
+        lb = lbnet(plat, coll, m, int(lay.split("x")[0]))
+        t = {k: measured(times, k, coll, lay, m, alg) for k in [base, *twins]}
         cell = {k: f"{sec * 1e6:18.1f} {sec / lb:6.2f}x" if sec else f"{(st or 'not run'):>18} {'-':>7}"
                 for k, (st, sec) in t.items()}
         tb = t[base][1]
@@ -232,8 +235,8 @@ def main() -> int:
              f"{a.platform} with crosstraffic on and off",
              *table(plat, a.coll, times, "platform", [k for k in (NOCROSS,) if k in times], points)]
     both = [k for k in ("platform", NOCROSS) if k in times]
-    if any(alg in SELECTORS for alg in algs) and both:
-        lines += ["", *versus(a.coll, times, both, points)]
+    if both and (ratios := versus(a.coll, times, both, points)):
+        lines += ["", *ratios]
     text = "\n".join(lines)
     print(text)
     (OUT / f"{a.platform}{'-' + a.tag if a.tag else ''}.txt").write_text(text + "\n")
