@@ -112,8 +112,13 @@ def per_algorithm(run, algs: list[dict], workers: int = 2) -> list[str]:
     the whole catalogue non-blocking on 9 ranks took 364 s in one process, 15 s as one
     process per algorithm. The whole catalogue in one process (what one algorithm may
     leave behind for the next) stays covered by the 24-rank tests."""
+    return in_parallel(run, [f"{a['coll']}/{a['name']}" for a in algs], workers)
+
+
+def in_parallel(run, items, workers: int = 2) -> list:
+    """run(item) for each item, `workers` at a time; results in the items' order."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(run, [f"{a['coll']}/{a['name']}" for a in algs]))
+        return list(pool.map(run, items))
 
 
 @pytest.fixture(scope="module")

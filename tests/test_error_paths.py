@@ -31,7 +31,7 @@ from colltune.providers.colltune import libcolltune, link_args, preload_args
 from colltune.subcommands.run import compile_app
 from pathlib import Path
 
-from test_algorithms_smpi import build
+from test_algorithms_smpi import build, in_parallel
 
 APP = os.path.join(REPO, "tests", "data", "interpose", "errpaths.c")
 RULES = {
@@ -172,11 +172,14 @@ def test_fault_inside_algorithms_smpi(tmp_path):
     exe = build("smpicc", Path(CACHE) / "tests-native" / "smpi")
     plat = platforms.load("small")
     hosts = plat.write_hostfile(3, 3, tmp_path / "hosts")       # HAN: 3 nodes x 3
-    for coll in ("reduce", "allreduce"):
+
+    def one(coll):                  # the two simulations at once (each uses one core)
         cmd = ["smpirun", "-np", "9", "-platform", plat.xml_path, "-hostfile", hosts,
                *plat.smpirun_cfg_args(), "--log=root.thres:critical", str(exe),
                *FAULT_ARGS, "-s", "9", "-a", coll]
-        r = launch(cmd, 300, cwd=tmp_path)
+        return launch(cmd, 300, cwd=tmp_path)
+    colls = ("reduce", "allreduce")
+    for coll, r in zip(colls, in_parallel(one, colls)):
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         run, reported = fault_summary(r.stdout)
         # the failing rank saw its error in many calls (not in those where it
