@@ -18,40 +18,30 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from colltune.commands import _parse_collmix
+from colltune.exporters.colltune_rules import LIBRARY, match, read_rules
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "src" / "colltune" / "apps" / "collmix.c"
 OUT = REPO / "benchmarks" / "results" / "demo_neighbourhood" / "collmix-8x4.txt"
-RULE = re.compile(r"^(?P<coll>\w+) nodes=(?P<nodes>\S+) ppn=(?P<ppn>\S+) bytes=(?P<bytes>\S+) -> ")
 
 
-def in_range(text: str, n: int) -> bool:
-    """n in a rules field: '*', 'a', 'a..b', 'a..'."""
-    if text == "*":
-        return True
-    lo, dots, hi = text.partition("..")
-    if not dots:
-        return n == int(lo)
-    return int(lo) <= n and (hi == "" or n <= int(hi))
-
-
-def to_library(rules: str, coll: str, nbytes: int, nodes: int, ppn: int) -> tuple[str, int]:
-    """The rules text with the lines that send (coll, nodes, ppn, nbytes) anywhere sent to the library."""
-    out, changed = [], 0
-    for line in rules.splitlines():
-        m = RULE.match(line)
-        if (m and m["coll"] == coll and in_range(m["nodes"], nodes) and in_range(m["ppn"], ppn)
-                and in_range(m["bytes"], nbytes)):
-            line, changed = line[:m.end()] + "library", changed + 1
-        out.append(line)
-    return "\n".join(out) + "\n", changed
+def to_library(rules_path: Path, coll: str, nbytes: int, nodes: int, ppn: int) -> tuple[str, int]:
+    """The rules text with the rule the interposer applies to (coll, nodes x ppn, nbytes)
+    sent to the library, and that rule's line number (0: no rule, the library already)."""
+    rule = match(read_rules(str(rules_path)), coll, nodes * ppn, nodes, ppn, nbytes)
+    if rule and rule.algorithm == LIBRARY:
+        rule = None
+    lines = rules_path.read_text().splitlines()
+    if rule:
+        head = lines[rule.line - 1].split("->", 1)[0]
+        lines[rule.line - 1] = f"{head}-> library"
+    return "\n".join(lines) + "\n", rule.line if rule else 0
 
 
 def run(extra: list[str], iters: int) -> dict:
@@ -73,13 +63,13 @@ def main() -> int:
     if not rules_path.exists():
         raise SystemExit(f"{rules_path}: no deployment there; run `make demo` first (or give --deployment DIR)")
     coll, nbytes = a.to_library.split(":")
-    text, changed = to_library(rules_path.read_text(), coll, int(nbytes), 8, 4)
-    if not changed:
-        raise SystemExit(f"{rules_path}: no rule for {coll} {nbytes} B on 8x4")
+    text, line = to_library(rules_path, coll, int(nbytes), 8, 4)
+    if not line:
+        raise SystemExit(f"{rules_path}: no rule sends {coll} {nbytes} B on 8x4 anywhere but the library")
     lines = [f"collmix on 8x4 (SimGrid, small platform): time in the {coll} {nbytes} B calls and in all "
              f"collectives, max over ranks of each rank's sum, us",
-             f"deployment: {os.path.relpath(a.deployment, REPO)}; variant: its {changed} rule(s) for "
-             f"{coll} {nbytes} B on 8x4 sent to the library ({a.selector})", "",
+             f"deployment: {os.path.relpath(a.deployment, REPO)}; variant: its rule for "
+             f"{coll} {nbytes} B on 8x4 (line {line}) sent to the library ({a.selector})", "",
              f"{'iterations':>10}  {'run':<38} {coll + ' ' + nbytes + ' B':>14} {'total':>11}"]
     with tempfile.TemporaryDirectory(prefix="demo-nb-") as tmp:
         variant = Path(tmp) / "variant.rules"

@@ -109,8 +109,8 @@ def check_run(out: str | list[str], expected: int) -> None:
 def per_algorithm(run, algs: list[dict], workers: int = 2) -> list[str]:
     """run(filter) once per algorithm ("coll/name", the drivers' -a), `workers` at a time.
     SMPI 3.32 slows down over a long run (every failed MPI_Test leaves state behind):
-    the whole catalogue non-blocking on 9 ranks took 364 s in one process, 15 s as one
-    process per algorithm. The whole catalogue in one process (what one algorithm may
+    the whole catalogue non-blocking on 9 ranks took 364 s in one process, 8 s as one
+    process per algorithm, two at a time (docs/algorithms.md). The whole catalogue in one process (what one algorithm may
     leave behind for the next) stays covered by the 24-rank tests."""
     return in_parallel(run, [f"{a['coll']}/{a['name']}" for a in algs], workers)
 
