@@ -13,10 +13,10 @@ import pytest
 from conftest import run_cli
 
 
-def _smpirun_list(sim_backend, key: str) -> list[str]:
+def _smpirun_list(sim_backend, key: str, tmp_path) -> list[str]:
     """Ask smpirun directly (the way a user would) for the valid algorithm names."""
     plat = sim_backend.platform
-    hosts = plat.write_hostfile(1, 2, "/tmp/colltune-test-hosts")
+    hosts = plat.write_hostfile(1, 2, str(tmp_path / "hosts"))
     proc = subprocess.run([sim_backend.impl.launcher, "-np", "2", "-platform", plat.xml_path,
                            "-hostfile", hosts, f"--cfg=smpi/{key}:nope", str(sim_backend.bench)],
                           capture_output=True, text=True, timeout=60)
@@ -24,7 +24,7 @@ def _smpirun_list(sim_backend, key: str) -> list[str]:
     return [x.strip() for x in m.group(1).split(",")]
 
 
-def test_info_lists_backends_mpis_and_algorithms(sim_backend):
+def test_info_lists_backends_mpis_and_algorithms(sim_backend, tmp_path):
     info = json.loads(run_cli("info", "--json").stdout)
     assert "sim" in {b["name"] for b in info["backends"]}
     smpi = [m for m in info["mpi"] if m["name"] == "smpi"]
@@ -33,7 +33,7 @@ def test_info_lists_backends_mpis_and_algorithms(sim_backend):
     for coll, key in (("bcast", "bcast"), ("allreduce", "allreduce"),
                       ("reduce_scatter_block", "reduce_scatter")):
         listed = set(colls[coll]["algorithms"]) | set(colls[coll]["selectors"])
-        assert listed == set(_smpirun_list(sim_backend, key))
+        assert listed == set(_smpirun_list(sim_backend, key, tmp_path))
         assert {"ompi", "mpich"} <= set(colls[coll]["selectors"])
         assert "ompi" not in colls[coll]["algorithms"]
     text = run_cli("info").stdout
