@@ -129,6 +129,15 @@ def deployed_algorithm(coll: str, rules_text: str) -> Algorithm:
     return Algorithm(DEPLOYED, coll, f"rules-{sha}", ALGORITHM)
 
 
+def deployment(table_path: Path, session) -> tuple[str, list[str]]:
+    """`colltune deploy --library smpi` of the table: its rules text and the smpirun
+    arguments of the library default it runs with."""
+    from colltune.deploy import deploy
+    with tempfile.TemporaryDirectory() as d:
+        manifest = deploy(str(table_path), "smpi", d, session.settings.cache_dir)
+        return Path(d, "colltune.rules").read_text(), manifest["launch"]["COLLTUNE_SMPIRUN_ARGS"].split()
+
+
 def tune(session, plat: str, colls, train, sizes) -> DecisionTable:
     """The tuner a user runs, per training layout (allgather's feasible sizes differ
     by layout); the entries of all layouts make the platform's table."""
@@ -173,6 +182,41 @@ def evaluate(session, plat, colls, lays, sizes, rules, dep_args, retry_deployed:
           f"{summary.skipped_points} points reused")
 
 
+def recheck(cli, plat, colls, lays, sizes, rules, dep_args, store_path, op, tolerance=0.02) -> int:
+    """The committed deployment measured again with this checkout's libcolltune, in a
+    scratch store, at `sizes` on `lays`, against the committed store's times of the same
+    points: does the evidence still hold for the current build? Returns the number of
+    points off by more than `tolerance` (or not measured now)."""
+    from colltune import native
+    from best_of_both_report import _times
+    with tempfile.TemporaryDirectory(prefix="bob-recheck-") as d:
+        session = Session({**cli, "store": os.path.join(d, "recheck.sqlite")})
+        backend = session.backend()
+        program = str(native.build(backend.impl, "bench-interposed", session.settings.cache_dir))
+        dbk = DeployedBackend(backend, str(rules), dep_args, program)
+        specs = [BenchSpec(c, deployed_algorithm(c, rules.read_text()), n, p, tuple(feasible(c, sizes, n, p)))
+                 for c in colls for n, p in lays]
+        with session.store as store:
+            Campaign(f"{plat}-recheck", dbk, store, session.settings).run([s for s in specs if s.sizes])
+        now, before = _times(session.settings.store, op), _times(store_path, op)
+    print(f"\n{plat}: the committed deployment ({rules.name}) measured again with this checkout's "
+          f"libcolltune vs the committed store (tolerance {tolerance:.0%})")
+    print(f"{'layout':>7} {'collective':10} {'size':>10} {'store us':>10} {'now us':>10} {'now/store':>9}  ran now")
+    off = 0
+    for s in specs:
+        for size in s.sizes:
+            key = (s.collective, s.nodes, s.ppn, size, DEPLOYED, s.algorithm.label)
+            (st0, t0, _), (st1, t1, lab) = before.get(key, ("missing", None, {})), now.get(key, ("missing", None, {}))
+            ratio = t1 / t0 if t0 and t1 else None
+            bad = ratio is None or abs(ratio - 1) > tolerance
+            off += (bad and t0 is not None)
+            cell = lambda st, t: f"{t * 1e6:10.1f}" if t else f"{st:>10}"
+            print(f"{s.nodes:>4}x{s.ppn:<2} {s.collective:10} {size:>10} {cell(st0, t0)} {cell(st1, t1)} "
+                  f"{(f'{ratio:8.3f}x' if ratio else '        -')}{' *' if bad and t0 else '  '} {lab.get('ran', '')}")
+    print(f"points off by more than {tolerance:.0%} (*): {off}")
+    return off
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--platform", default="dragonfly", choices=sorted(PLANS))
@@ -196,6 +240,10 @@ def main() -> int:
                     help="measure the deployment's recorded failures again (e.g. a launch that "
                          "timed out, with a longer --eval-timeout); the selectors' stay recorded")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store and table")
+    ap.add_argument("--recheck", metavar="SIZES",
+                    help="measure the committed deployment again at these sizes (all layouts of the "
+                         "plan) in a scratch store and compare with the committed store; exit 1 if a "
+                         "point differs by more than 2 %%")
     a = ap.parse_args()
     plan = PLANS[a.platform]
     train = layouts(a.train if a.train is not None else plan[0])
@@ -212,18 +260,18 @@ def main() -> int:
            "timeout": a.timeout, "store": store, "min_reps": 1, "max_reps": 1,
            "output_dir": tempfile.mkdtemp(prefix="bob-")}
     session = Session(cli)
+    if a.recheck:
+        _, dep_args = deployment(table_path, session)
+        return 1 if recheck({**cli, "timeout": a.eval_timeout}, a.platform, colls, train + held,
+                            parse_list(a.recheck), rules.resolve(), dep_args, store, a.reduction_op) else 0
     if not a.no_run:
-        from colltune.deploy import deploy
         table = tune(session, a.platform, colls, train, tsizes)
         table.save(str(table_path))
-        with tempfile.TemporaryDirectory() as d:
-            manifest = deploy(str(table_path), "smpi", d, session.settings.cache_dir)
-            new = Path(d, "colltune.rules").read_text()
-            # the deployment's store label is the rules file's sha: keep the file (and its
-            # "# created" line) when the rules are the same, so a re-run reuses its points
-            if not rules.exists() or _rule_lines(rules.read_text()) != _rule_lines(new):
-                rules.write_text(new)
-        dep_args = manifest["launch"]["COLLTUNE_SMPIRUN_ARGS"].split()
+        new, dep_args = deployment(table_path, session)
+        # the deployment's store label is the rules file's sha: keep the file (and its
+        # "# created" line) when the rules are the same, so a re-run reuses its points
+        if not rules.exists() or _rule_lines(rules.read_text()) != _rule_lines(new):
+            rules.write_text(new)
         evaluate(Session({**cli, "timeout": a.eval_timeout}), a.platform, colls, train + held,
                  sorted(set(tsizes + hsizes)), rules.resolve(), dep_args, a.retry_deployed_failures)
     table = DecisionTable.load(str(table_path))
