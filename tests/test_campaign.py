@@ -208,6 +208,11 @@ def test_bad_input_is_named(workdir):
     assert err.returncode == 2 and "no bcast algorithm 'nope'" in err.stderr
     err = run_cli("tune", "--layouts", "99x4", "--sizes", "8", check=False)
     assert err.returncode == 2 and "layout 99x4 does not fit platform" in err.stderr
+    for layout, said in (("2x8", "layout 2x8 does not fit platform"),   # bench as tune, no traceback
+                         ("0x4", "bad layout '0x4': nodes and processes per node must be >= 1")):
+        err = run_cli("bench", "--coll", "bcast", "--algorithms", "binomial_tree", "--layouts", layout,
+                      "--sizes", "8", check=False)
+        assert err.returncode == 2 and said in err.stderr and "Traceback" not in err.stderr, err.stderr
     err = run_cli("tune", "--sizes", "8..x", check=False)
     assert err.returncode == 2 and "bad message size 'x'" in err.stderr
     err = run_cli("tune", "--platform", "marsupial", check=False)

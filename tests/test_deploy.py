@@ -273,3 +273,59 @@ def test_verify_deployment_placement_arguments(tmp_path):
                       (["--backend", "sim"], "verify --deployment runs the real library")):
         proc = run_cli("verify", "--deployment", str(tmp_path), *args, check=False)
         assert proc.returncode == 2 and msg in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("lib", ["openmpi", "mpich"])
+def test_verify_expects_the_safe_rules_deploy_derives_between_measured_sizes(tmp_path, lib):
+    """The table says colltune's binomial up to its 32768 B boundary, but binomial beat
+    the default by 2x at 1 KiB and lost at 1 MiB: deploy's safe rules (decision.
+    robust_rules) send the sizes in between to the library default. verify expects
+    what deploy derived there (it failed such a deployment before), and still fails a
+    rules file that says otherwise."""
+    if not have_mpi(lib):
+        pytest.skip(f"{lib} not installed")
+    measured = [[1024, "colltune", "binomial", 1.0e-6], [1024, lib, "default", 2.0e-6],
+                [1048576, "colltune", "binomial", 1.05e-3], [1048576, lib, "default", 1.0e-3]]
+    path = tmp_path / "t.json"
+    DecisionTable.from_dict({
+        "format": "colltune.decision-table", "version": 1, "tuner": "exhaustive",
+        "size_unit": "bytes-per-rank", "created": "2026-01-01", "colltune_version": "0.1.0",
+        "provenance": {"backend": "local", "platform": "test", "mpi_library": lib, "mpi_version": "x",
+                       "arms": {"provider": "both", "library": lib, "colltune": "colltune",
+                                "library_default": "default", "library_algorithms_deployable": True}},
+        "entries": [{"collective": "bcast", "nodes": 1, "ppn": 2, "measured": measured,
+                     "rules": [{"min_size": 0, "algorithm": "binomial", "provider": "colltune",
+                                "params": {}, "measured_sizes": [1024]},
+                               {"min_size": 32768, "algorithm": "default", "provider": lib,
+                                "params": {}, "measured_sizes": [1048576]}]}]}).save(str(path))
+    out = tmp_path / "dep"
+    run_cli("deploy", "--table", str(path), "--library", lib, "-o", str(out))
+    assert "bcast nodes=1 ppn=2 bytes=1025.. -> library" in (out / "colltune.rules").read_text()
+    proc = verify(out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    safe = [ln for ln in proc.stdout.splitlines() if "32767 B/rank" in ln]
+    assert len(safe) == 1 and safe[0].strip().startswith("ok"), proc.stdout
+    assert "colltune:binomial -> library (deploy: nothing measured here)" in safe[0]
+    assert "ran: library (its default decision)" in safe[0]
+    assert any("1 B/rank" in ln and "ran: binomial" in ln for ln in proc.stdout.splitlines())
+    # a rules file that runs binomial where deploy derived the library still fails
+    rules = out / "colltune.rules"
+    rules.write_text(rules.read_text().replace("bytes=1025.. -> library", "bytes=1025.. -> binomial"))
+    bad = verify(out)
+    assert bad.returncode != 0 and "the colltune rules file says binomial" in bad.stdout, bad.stdout
+
+
+def test_deploy_refuses_a_misspelt_colltune_algorithm_before_writing(tmp_path):
+    """colltune's rules file is built from the table's measured points, so a rule naming
+    no algorithm of colltune's catalogue ('hann') is refused up front, with its path in
+    the table, and nothing is written."""
+    table = json.loads(open(mixed_table(tmp_path / "t.json", "openmpi")).read())
+    table["entries"][0]["rules"][1]["algorithm"] = "hann"
+    (tmp_path / "bad.json").write_text(json.dumps(table))
+    out = tmp_path / "dep"
+    proc = run_cli("deploy", "--table", str(tmp_path / "bad.json"), "--library", "smpi", "-o", str(out),
+                   check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert (f"{tmp_path / 'bad.json'}: entries/0/rules/1: 'hann' is not one of colltune's bcast "
+            "algorithms (known: linear, binomial") in proc.stderr
+    assert not out.exists()

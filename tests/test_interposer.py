@@ -211,6 +211,16 @@ def test_colltune_run_sim_and_local(workdir, tmp_path):
     bad.write_text("colltune-rules 1\nbcast -> ring\n")
     proc = run_cli("run", "--rules", str(bad), "-n", "2", "--", APP, check=False)
     assert proc.returncode == 2 and f"{bad}:2: unknown bcast algorithm 'ring'" in proc.stderr
+    # --force, --default-selector and --layout are checked before the launch too: a typo
+    # would only warn and run the library (force), or abort smpirun (selector)
+    for args, said in ((["--force", "bcast:binomal"], "--force 'bcast:binomal': item 1 'bcast:binomal': "
+                        "unknown bcast algorithm 'binomal'"),
+                       (["--force", "bcast:binomial;allreduce:ring:segsize=x"], "item 2 "),
+                       (["--force", "bcst:binomial"], "unknown collective 'bcst'"),
+                       (["--default-selector", "foo", "-n", "2"], "--default-selector 'foo' is not an SMPI selector"),
+                       (["--layout", "100x4"], "--layout 100x4: platform 'small' has 8 nodes")):
+        proc = run_cli("run", *args, "--", APP, check=False)
+        assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_colltune_provider_tune_campaign_sim(workdir):

@@ -106,3 +106,21 @@ def test_reduction_ops_agree_with_the_schema_and_the_bench():
     assert config.DEFAULTS["reduction_op"] == DEFAULT_OP
     text = (Path(__file__).parents[1] / "native/bench/reduction.c").read_text()
     assert all(f'"{op}"' in text for op in REDUCTION_OPS)
+
+
+def test_decision_table_collectives_agree_with_the_providers():
+    """The decision-table schema's collective enum is providers.base.COLLECTIVES: a table
+    naming another ('bcst') is refused with the entry's path, not deployed as a collective
+    the interposer does not intercept."""
+    from colltune.decision import DecisionTable
+    from colltune.errors import InputError
+    from colltune.providers.base import COLLECTIVES
+    schema = json.loads(resources.files("colltune").joinpath("schemas/decision-table.schema.json").read_text())
+    entry = schema["properties"]["entries"]["items"]["properties"]["collective"]
+    assert tuple(entry["enum"]) == COLLECTIVES
+    table = {"format": "colltune.decision-table", "version": 1, "tuner": "exhaustive",
+             "size_unit": "bytes-per-rank", "provenance": {},
+             "entries": [{"collective": "bcst", "nodes": 1, "ppn": 2,
+                          "rules": [{"min_size": 0, "algorithm": "binomial", "provider": "colltune"}]}]}
+    with pytest.raises(InputError, match=r"t.json: not a valid decision table at entries/0/collective"):
+        DecisionTable.from_dict(table, "t.json")

@@ -35,6 +35,8 @@ def _layouts(args) -> list[tuple[int, int]]:
                 out.append((int(n), int(p)))
             except ValueError:
                 raise ColltuneError(f"bad layout {item!r}: expected NODESxPPN, e.g. 4x12") from None
+            if min(out[-1]) < 1:
+                raise ColltuneError(f"bad layout {item!r}: nodes and processes per node must be >= 1")
         return out
     nodes = parse_list(args.nodes, "node count", 1)
     ppns = parse_list(args.ppn, "processes per node", 1)
@@ -111,7 +113,9 @@ def cmd_bench(args, cli) -> int:
     sizes = tuple(parse_list(args.sizes, "message size"))
     procs = tuple(parse_list(args.procs, "participant count", 1)) if args.procs else None
     specs = []
-    for nodes, ppn in _layouts(args):
+    layouts = _layouts(args)
+    check_layouts(backend, layouts)
+    for nodes, ppn in layouts:
         if procs and max(procs) > nodes * ppn:
             raise ColltuneError(f"--procs {max(procs)} exceeds {nodes}x{ppn} = {nodes * ppn} ranks")
         for alg in algs:
@@ -134,6 +138,14 @@ def cmd_bench(args, cli) -> int:
     return 0 if not res.failures().shape[0] else 1
 
 
+def check_layouts(backend, layouts) -> None:
+    """Every layout fits the backend's machine (before anything is launched)."""
+    for n, p in layouts:
+        if n > backend.max_nodes() or p > backend.max_ppn():
+            raise ColltuneError(f"layout {n}x{p} does not fit platform "
+                                f"{backend.max_nodes()} nodes x {backend.max_ppn()} cores")
+
+
 def run_tuning(session: Session, args, collectives, layouts, sizes, name, strategy="exhaustive",
                baselines=None, algorithms=None):
     from .tuners import TUNERS, TuningSpace
@@ -143,10 +155,7 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
         if c not in provider.collectives():
             raise ColltuneError(f"{provider.name} provides no algorithms for {c!r}; "
                                 f"it has {', '.join(provider.collectives())}")
-    for n, p in layouts:
-        if n > backend.max_nodes() or p > backend.max_ppn():
-            raise ColltuneError(f"layout {n}x{p} does not fit platform "
-                                f"{backend.max_nodes()} nodes x {backend.max_ppn()} cores")
+    check_layouts(backend, layouts)
     baselines = baselines or list(provider.default_baselines)
     space = TuningSpace(tuple(collectives), tuple(layouts), tuple(sizes),
                         tuple(algorithms) if algorithms else None, getattr(args, "root", 0))

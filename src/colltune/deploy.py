@@ -51,6 +51,19 @@ def kind_of(table: DecisionTable, rule: Rule) -> str:
     return DEFAULT if is_library_default(table, rule) else LIBRARY
 
 
+def check_colltune_names(table: DecisionTable, where: str, index: dict) -> None:
+    """Every rule of colltune names one of its algorithms for that collective (index:
+    catalogue_index of the interposer's catalogue); the rules file is built from the
+    measured points, so a misspelt rule would otherwise go unnoticed."""
+    from .exporters.colltune_rules import split_label
+    for i, e in enumerate(table.entries):
+        for j, r in enumerate(e.rules):
+            if kind_of(table, r) == COLLTUNE and split_label(r.algorithm)[0] not in index.get(e.collective, {}):
+                known = ", ".join(index.get(e.collective, {})) or "none"
+                raise InputError(f"{where}: entries/{i}/rules/{j}: {r.algorithm!r} is not one of "
+                                 f"colltune's {e.collective} algorithms (known: {known})")
+
+
 def library_part(table: DecisionTable) -> DecisionTable | None:
     """The table restricted to the entries where the library runs one of its own
     algorithms at some size (None: nowhere), with their library rules and
@@ -107,6 +120,21 @@ def _launcher_args(impl, lib: Path, env: dict[str, str]) -> list[str]:
     return args
 
 
+def colltune_rules_exporter(impl, cache_dir: str, guard: int = 0):
+    """The exporter of a deployment's colltune rules file: checked against the
+    interposer's catalogue for this library, every non-colltune rule -> `library`, and
+    where nothing was measured a margin over the default unless the guard runs (verify
+    derives the expected rules with it too)."""
+    from .exporters.colltune_rules import ColltuneRulesExporter, catalogue_index
+    from .providers.colltune import catalogue
+    rules_exp = ColltuneRulesExporter()
+    rules_exp.allow_substitute = True
+    rules_exp.catalogue = catalogue_index(catalogue(impl, cache_dir))
+    if guard:           # the guard keeps the promise at run time: no margin where unmeasured
+        rules_exp.unmeasured_margin = None
+    return rules_exp
+
+
 def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: str | None = None,
            allow_substitute: bool = False, guard: int = 0) -> dict:
     """Write the deployment folder; returns the manifest. guard > 0: the interposer
@@ -116,8 +144,7 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     without the margin over the default (docs/rules.md)."""
     from . import mpi
     from .errors import BackendError
-    from .exporters.colltune_rules import ColltuneRulesExporter, catalogue_index
-    from .providers.colltune import catalogue, is_smpi, libcolltune, link_args
+    from .providers.colltune import is_smpi, libcolltune, link_args
     if not 0 <= guard <= GUARD_MAX:
         raise InputError(f"--guard {guard}: timed calls per arm must be in [0, {GUARD_MAX}]")
     table = DecisionTable.load(table_path)
@@ -125,6 +152,8 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         impl = mpi.find(library)
     except mpi.MPINotFound as exc:
         raise BackendError(str(exc)) from None
+    rules_exp = colltune_rules_exporter(impl, cache_dir, guard)
+    check_colltune_names(table, table_path, rules_exp.catalogue)     # before writing anything
     out = Path(out_dir).resolve()
     (out / "lib").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(table_path, out / TABLE_COPY)
@@ -161,11 +190,6 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         notes.append(f"run smpirun with --cfg=smpi/coll-selector:{arms['library_default']} "
                      f"($COLLTUNE_SMPIRUN_ARGS): the table's library arm")
     # 2. colltune's part, checked against the interposer's catalogue for this library
-    rules_exp = ColltuneRulesExporter()
-    rules_exp.allow_substitute = True         # every non-colltune rule -> `library`
-    rules_exp.catalogue = catalogue_index(catalogue(impl, cache_dir))
-    if guard:           # the guard keeps the promise at run time: no margin where unmeasured
-        rules_exp.unmeasured_margin = None
     exported = rules_exp.export(table, target)
     (out / COLLTUNE_RULES).write_text(exported.text)
     env["COLLTUNE_RULES"] = str(out / COLLTUNE_RULES)

@@ -166,5 +166,9 @@ class Problems:
     def check(self, fmt: str, shown: int = 12) -> None:
         if self.items:
             more = f"\n  ... and {len(self.items) - shown} more" if len(self.items) > shown else ""
+            hint = ("\n(colltune's own algorithms run through its interposer: `colltune deploy "
+                    "--table T --library LIB -o DIR` writes the library's rules file for the "
+                    "library's rules and colltune's for the rest)"
+                    if any("rules of provider 'colltune'" in i for i in self.items) else "")
             raise InputError(f"{len(self.items)} rule(s) cannot be exported as {fmt}:\n  "
-                             + "\n  ".join(self.items[:shown]) + more)
+                             + "\n  ".join(self.items[:shown]) + more + hint)

@@ -80,11 +80,31 @@ def compile_app(impl, source: str, cache_dir: str, extra: list[str]) -> Path:
     return out
 
 
-def check_rules(impl, settings, path: str) -> None:
-    """A rules file against the catalogue of libcolltune built for impl."""
-    from ..exporters.colltune_rules import catalogue_index, read_rules
+def check_choices(impl, settings, args) -> None:
+    """--rules and --force against the catalogue of libcolltune built for impl, before
+    the launch: the interposer would only warn and send every collective to the library."""
+    from ..errors import ConfigError
+    from ..exporters.colltune_rules import HEADER, VERSION, RulesError, catalogue_index, parse_rules, read_rules
     from ..providers.colltune import catalogue
-    read_rules(path, catalogue_index(catalogue(impl, settings.cache_dir)))
+    if not (args.rules or args.force):
+        return
+    cat = catalogue_index(catalogue(impl, settings.cache_dir))
+    if args.rules:
+        read_rules(args.rules, cat)
+    # --force COLL:ALG[:k=v,...][;...] (ct_force_parse): each item read as the rule
+    # "COLL -> ALG k=v ..." would be
+    for n, item in enumerate((s.strip() for s in (args.force or "").split(";")), 1):
+        if not item:
+            continue
+        parts = item.split(":")
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+            raise ConfigError(f"--force {args.force!r}: item {n} {item!r}: expected COLL:ALG[:k=v,...]")
+        params = parts[2].replace(",", " ") if len(parts) == 3 else ""
+        try:
+            parse_rules(f"{HEADER} {VERSION}\n{parts[0]} -> {parts[1]} {params}\n", "--force", cat)
+        except RulesError as exc:
+            raise ConfigError(f"--force {args.force!r}: item {n} {item!r}: "
+                              f"{str(exc).split(': ', 1)[-1]}") from None
 
 
 def find_mpi(settings):

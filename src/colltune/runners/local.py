@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from . import RUNNERS
-from .base import OMPI_MONITORING, Runner, check_rules, compile_app, find_mpi, layout
+from .base import OMPI_MONITORING, Runner, check_choices, compile_app, find_mpi, layout
 
 
 @RUNNERS.register("local")
@@ -27,8 +27,7 @@ class LocalRunner(Runner):
             return ["echo", f"{impl.cc} app.c -o app; mpiexec {shlex.join(preload_args(impl, lib))} "
                             f"-n N ./app   (or link: {impl.cc} app.c -o app {lib})"], \
                 impl.run_env(), 0
-        if args.rules:
-            check_rules(impl, settings, args.rules)
+        check_choices(impl, settings, args)
         if self.hosts == 1 and args.layout and not args.layout.lower().startswith("1x"):
             raise ConfigError(f"the local backend runs on this one host: --layout {args.layout}")
         _, _, ranks = layout(args, 10**6, self.hosts)

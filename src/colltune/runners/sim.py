@@ -7,7 +7,7 @@ import shlex
 import subprocess
 
 from . import RUNNERS
-from .base import Runner, check_rules, compile_app, layout
+from .base import Runner, check_choices, compile_app, layout
 
 
 @RUNNERS.register("sim")
@@ -40,8 +40,7 @@ class SimRunner(Runner):
         if args.link_flags:
             return ["echo", f"{impl.cc} app.c -o app {shlex.join(link_args(lib))}"], \
                 impl.run_env(), 0
-        if args.rules:
-            check_rules(impl, settings, args.rules)
+        check_choices(impl, settings, args)
         app = program[0]
         if app.endswith(".c"):
             app = str(compile_app(impl, app, settings.cache_dir, link_args(lib)))
@@ -53,9 +52,11 @@ class SimRunner(Runner):
         try:
             hostfile = plat.write_hostfile(nodes, ppn, os.path.join(scratch, "hostfile"),
                                            _placed_hosts(args.hosts, plat, nodes))
-        except platforms.PlatformError as exc:
-            raise ConfigError(f"--hosts {args.hosts}: {exc}") from None
-        trace = _selector_args(args, settings)
+        except platforms.PlatformError as exc:     # name the option the user gave
+            given = (f"--hosts {args.hosts}" if args.hosts else
+                     f"--layout {args.layout}" if args.layout else f"-n {ranks}")
+            raise ConfigError(f"{given}: {exc}") from None
+        trace = _selector_args(args, settings, impl.launcher, app)
         if "COLLTUNE_PROFILE" in env:          # every message, collectives' internals included
             from ..profile.simtrace import smpirun_args
             trace += smpirun_args(env["COLLTUNE_PROFILE"])
@@ -93,13 +94,19 @@ def _linked(program: str) -> bool | None:
     return "ct_rules_match" in proc.stdout if proc.returncode == 0 else None
 
 
-def _selector_args(args, settings) -> list[str]:
-    """smpirun arguments of the SMPI selector: the deployment's, or --default-selector."""
+def _selector_args(args, settings, smpirun: str, app: str) -> list[str]:
+    """smpirun arguments of the SMPI selector: the deployment's, or --default-selector
+    (checked against the selectors this SMPI lists: an unknown one aborts smpirun)."""
     from ..errors import ConfigError
+    from ..providers.smpi import SMPIProvider
     dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS")
     dep = shlex.split(dep) if dep else []
     sel = settings.values.get("default_selector") or ""
     if sel and settings.source_of("default_selector") != "default":
+        known = [s.name for s in SMPIProvider(smpirun, app).selectors("bcast")]
+        if sel not in known:
+            raise ConfigError(f"--default-selector {sel!r} is not an SMPI selector "
+                              f"(known: {', '.join(known)})")
         mine = [f"--cfg=smpi/coll-selector:{sel}"]
         if dep and dep != mine:
             raise ConfigError(f"--default-selector {sel} contradicts the deployment's "

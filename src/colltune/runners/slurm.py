@@ -11,7 +11,7 @@ import sys
 import uuid
 
 from . import RUNNERS
-from .base import Runner, check_rules, compile_app, find_mpi, layout
+from .base import Runner, check_choices, compile_app, find_mpi, layout
 
 
 @RUNNERS.register("slurm")
@@ -79,8 +79,7 @@ class SlurmRunner(Runner):
             return ["echo", f"{impl.cc} app.c -o app; srun --mpi={plugin} ... env "
                             f"{shlex.join(f'{k}={v}' for k, v in preload.items())} ./app   "
                             f"(or link: {impl.cc} app.c -o app {lib})"], impl.run_env(), 0
-        if args.rules:
-            check_rules(impl, settings, args.rules)
+        check_choices(impl, settings, args)
         nodes, ppn = self.world_layout()
         plugin = srun_plugin(impl, settings.values["slurm_mpi"])
         app = program[0]
