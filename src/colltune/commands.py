@@ -139,9 +139,13 @@ def cmd_bench(args, cli) -> int:
 
 
 def check_layouts(backend, layouts) -> None:
-    """Every layout fits the backend's machine (before anything is launched)."""
+    """Every layout fits the backend's machine (before anything is launched), in the
+    backend's own words where it has them (local: one host; netns: its cluster)."""
+    from .backends.base import Launch
     for n, p in layouts:
-        if n > backend.max_nodes() or p > backend.max_ppn():
+        if hasattr(backend, "check_layout"):
+            backend.check_layout(Launch(n, p, []))
+        elif n > backend.max_nodes() or p > backend.max_ppn():
             raise ColltuneError(f"layout {n}x{p} does not fit platform "
                                 f"{backend.max_nodes()} nodes x {backend.max_ppn()} cores")
 
