@@ -194,7 +194,8 @@ def recheck(cli, plat, colls, lays, sizes, rules, dep_args, store_path, op, tole
         backend = session.backend()
         program = str(native.build(backend.impl, "bench-interposed", session.settings.cache_dir))
         dbk = DeployedBackend(backend, str(rules), dep_args, program)
-        specs = [BenchSpec(c, deployed_algorithm(c, rules.read_text()), n, p, tuple(feasible(c, sizes, n, p)))
+        text = rules.read_text()
+        specs = [BenchSpec(c, deployed_algorithm(c, text), n, p, tuple(feasible(c, sizes, n, p)))
                  for c in colls for n, p in lays]
         with session.store as store:
             Campaign(f"{plat}-recheck", dbk, store, session.settings).run([s for s in specs if s.sizes])
@@ -203,6 +204,7 @@ def recheck(cli, plat, colls, lays, sizes, rules, dep_args, store_path, op, tole
           f"libcolltune vs the committed store (tolerance {tolerance:.0%})")
     print(f"{'layout':>7} {'collective':10} {'size':>10} {'store us':>10} {'now us':>10} {'now/store':>9}  ran now")
     off = 0
+    cell = lambda st, t: f"{t * 1e6:10.1f}" if t else f"{st:>10}"      # noqa: E731
     for s in specs:
         for size in s.sizes:
             key = (s.collective, s.nodes, s.ppn, size, DEPLOYED, s.algorithm.label)
@@ -210,7 +212,6 @@ def recheck(cli, plat, colls, lays, sizes, rules, dep_args, store_path, op, tole
             ratio = t1 / t0 if t0 and t1 else None
             bad = ratio is None or abs(ratio - 1) > tolerance
             off += (bad and t0 is not None)
-            cell = lambda st, t: f"{t * 1e6:10.1f}" if t else f"{st:>10}"
             print(f"{s.nodes:>4}x{s.ppn:<2} {s.collective:10} {size:>10} {cell(st0, t0)} {cell(st1, t1)} "
                   f"{(f'{ratio:8.3f}x' if ratio else '        -')}{' *' if bad and t0 else '  '} {lab.get('ran', '')}")
     print(f"points off by more than {tolerance:.0%} (*): {off}")

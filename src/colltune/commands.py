@@ -139,15 +139,11 @@ def cmd_bench(args, cli) -> int:
 
 
 def check_layouts(backend, layouts) -> None:
-    """Every layout fits the backend's machine (before anything is launched), in the
-    backend's own words where it has them (local: one host; netns: its cluster)."""
+    """Every layout fits the backend's machine (Backend.check_layout), before anything
+    is launched."""
     from .backends.base import Launch
     for n, p in layouts:
-        if hasattr(backend, "check_layout"):
-            backend.check_layout(Launch(n, p, []))
-        elif n > backend.max_nodes() or p > backend.max_ppn():
-            raise ColltuneError(f"layout {n}x{p} does not fit platform "
-                                f"{backend.max_nodes()} nodes x {backend.max_ppn()} cores")
+        backend.check_layout(Launch(n, p, []))
 
 
 def run_tuning(session: Session, args, collectives, layouts, sizes, name, strategy="exhaustive",

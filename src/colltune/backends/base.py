@@ -138,5 +138,13 @@ class Backend:
     def max_nodes(self) -> int:
         raise NotImplementedError
 
+    def check_layout(self, launch: Launch) -> None:
+        """Raise a ColltuneError naming the layout when it does not fit this backend's
+        machine (backends with their own words override it: local, netns)."""
+        from ..errors import ColltuneError
+        if launch.nodes > self.max_nodes() or launch.ppn > self.max_ppn():
+            raise ColltuneError(f"layout {launch.nodes}x{launch.ppn} does not fit platform "
+                                f"{self.max_nodes()} nodes x {self.max_ppn()} cores")
+
     def run(self, launch: Launch, workdir: str) -> LaunchResult:
         raise NotImplementedError

@@ -100,14 +100,12 @@ class DeploymentReport:
         return "\n".join(out)
 
 
-def sample_points(table: DecisionTable, rules, ranks: int, nodes: int = 1,
-                  derived=None) -> list[DeployPoint]:
+def sample_points(table: DecisionTable, rules, derived, ranks: int, nodes: int = 1) -> list[DeployPoint]:
     """Each rule's first size and the size just below the next rule, for the
     entry a communicator of `ranks` ranks on `nodes` nodes uses, of every
     collective the interposer intercepts. `rules`: the deployed colltune rules file;
     `derived`: the rules `deploy` derives from the table (parsed), whose safe rules may
-    send sizes between measured ones to the library default (decision.robust_rules);
-    None: the table's own rules are expected."""
+    send sizes between measured ones to the library default (decision.robust_rules)."""
     from ..exporters.colltune_rules import COLLS, match, split_label
     points = []
     ppn = ranks // nodes
@@ -130,13 +128,12 @@ def sample_points(table: DecisionTable, rules, ranks: int, nodes: int = 1,
             kind = _deploy.kind_of(table, rule)
             expected = split_label(rule.algorithm)[0] if kind == _deploy.COLLTUNE else "library"
             says_table = f"{rule.provider}:{rule.algorithm}"
-            if derived is not None:
-                line = match(derived, coll, ranks, nodes, ppn, nbytes)
-                safe = line.algorithm if line else "library"
-                if safe != expected:        # deploy's safe rule between measured sizes
-                    says_table += f" -> {safe} (deploy: nothing measured here)"
-                    kind = _deploy.COLLTUNE if safe != "library" else _deploy.DEFAULT
-                    expected = safe
+            line = match(derived, coll, ranks, nodes, ppn, nbytes)
+            safe = line.algorithm if line else "library"
+            if safe != expected:            # deploy's safe rule between measured sizes
+                says_table += f" -> {safe} (deploy: nothing measured here)"
+                kind = _deploy.COLLTUNE if safe != "library" else _deploy.DEFAULT
+                expected = safe
             p = DeployPoint(coll, nbytes, kind, says_table, expected)
             line = match(rules, coll, ranks, nodes, ppn, nbytes)
             says = line.algorithm if line else "library"
@@ -194,8 +191,8 @@ def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps:
     from ..exporters.colltune_rules import parse_rules
     derived = _deploy.colltune_rules_exporter(impl, cache_dir, manifest.get("guard", 0)).export(
         table, manifest.get("target"))
-    report.points = sample_points(table, read_rules(str(d / files["colltune_rules"])), ranks,
-                                  nodes, parse_rules(derived.text, "<derived from the table>"))
+    report.points = sample_points(table, read_rules(str(d / files["colltune_rules"])),
+                                  parse_rules(derived.text, "<derived from the table>"), ranks, nodes)
     run = [p for p in report.points if not p.ran]
     if not run:
         return report
