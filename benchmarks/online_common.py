@@ -69,7 +69,8 @@ def ompi_platform(name: str, work: str) -> str:
 
 def platform_name(platform: str) -> str:
     """COLLTUNE_PLATFORM as `colltune run --online` sets it."""
-    return os.path.splitext(os.path.basename(platform))[0]
+    from colltune.online.job import platform_id
+    return platform_id(platform)
 
 
 def colltune_run(platform: str, layout: str, program: list[str], online: str | None = None,

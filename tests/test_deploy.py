@@ -136,7 +136,8 @@ def test_mixed_table_deploys_and_verifies(tmp_path, lib):
     m = json.loads((out / "deployment.json").read_text())
     assert m["table"]["rules"] == {"colltune": 2, "library": 3, "default": 1}
     env = (out / "env.sh").read_text()
-    assert f"export COLLTUNE_RULES={out}/colltune.rules" in env and "COLLTUNE_MPIRUN_ARGS=" in env
+    assert 'export COLLTUNE_RULES="${COLLTUNE_DEPLOYMENT}/colltune.rules"' in env
+    assert "COLLTUNE_MPIRUN_ARGS=" in env
     assert m["files"]["library_rules"] in env
     rules = (out / "colltune.rules").read_text()
     assert "bcast nodes=* ppn=* bytes=1000..99999 -> binomial" in rules
@@ -177,7 +178,7 @@ def test_guarded_deployment_verifies(tmp_path, lib):
     run_cli("deploy", "--table", table, "--library", lib, "-o", str(out), "--guard", "1")
     assert json.loads((out / "deployment.json").read_text())["guard"] == 1
     env = (out / "env.sh").read_text()
-    assert "export COLLTUNE_GUARD=1" in env
+    assert 'export COLLTUNE_GUARD="1"' in env
     assert ("-x COLLTUNE_GUARD=1" if lib == "openmpi" else "-genv COLLTUNE_GUARD 1") in env
     # where nothing was measured, the rules take the minimax arm: the guard checks it
     assert "checks each rule against the library" in (out / "colltune.rules").read_text()
@@ -275,6 +276,18 @@ def test_verify_deployment_placement_arguments(tmp_path):
         assert proc.returncode == 2 and msg in proc.stderr, proc.stderr
 
 
+def _measured_table(path, lib, measured, rules):
+    DecisionTable.from_dict({
+        "format": "colltune.decision-table", "version": 1, "tuner": "exhaustive",
+        "size_unit": "bytes-per-rank", "created": "2026-01-01", "colltune_version": "0.1.0",
+        "provenance": {"backend": "local", "platform": "test", "mpi_library": lib, "mpi_version": "x",
+                       "arms": {"provider": "both", "library": lib, "colltune": "colltune",
+                                "library_default": "default", "library_algorithms_deployable": True}},
+        "entries": [{"collective": "bcast", "nodes": 1, "ppn": 2, "measured": measured,
+                     "rules": rules}]}).save(str(path))
+    return str(path)
+
+
 @pytest.mark.parametrize("lib", ["openmpi", "mpich"])
 def test_verify_expects_the_safe_rules_deploy_derives_between_measured_sizes(tmp_path, lib):
     """The table says colltune's binomial up to its 32768 B boundary, but binomial beat
@@ -286,18 +299,11 @@ def test_verify_expects_the_safe_rules_deploy_derives_between_measured_sizes(tmp
         pytest.skip(f"{lib} not installed")
     measured = [[1024, "colltune", "binomial", 1.0e-6], [1024, lib, "default", 2.0e-6],
                 [1048576, "colltune", "binomial", 1.05e-3], [1048576, lib, "default", 1.0e-3]]
-    path = tmp_path / "t.json"
-    DecisionTable.from_dict({
-        "format": "colltune.decision-table", "version": 1, "tuner": "exhaustive",
-        "size_unit": "bytes-per-rank", "created": "2026-01-01", "colltune_version": "0.1.0",
-        "provenance": {"backend": "local", "platform": "test", "mpi_library": lib, "mpi_version": "x",
-                       "arms": {"provider": "both", "library": lib, "colltune": "colltune",
-                                "library_default": "default", "library_algorithms_deployable": True}},
-        "entries": [{"collective": "bcast", "nodes": 1, "ppn": 2, "measured": measured,
-                     "rules": [{"min_size": 0, "algorithm": "binomial", "provider": "colltune",
-                                "params": {}, "measured_sizes": [1024]},
-                               {"min_size": 32768, "algorithm": "default", "provider": lib,
-                                "params": {}, "measured_sizes": [1048576]}]}]}).save(str(path))
+    path = _measured_table(tmp_path / "t.json", lib, measured, [
+        {"min_size": 0, "algorithm": "binomial", "provider": "colltune", "params": {},
+         "measured_sizes": [1024]},
+        {"min_size": 32768, "algorithm": "default", "provider": lib, "params": {},
+         "measured_sizes": [1048576]}])
     out = tmp_path / "dep"
     run_cli("deploy", "--table", str(path), "--library", lib, "-o", str(out))
     assert "bcast nodes=1 ppn=2 bytes=1025.. -> library" in (out / "colltune.rules").read_text()
@@ -329,3 +335,77 @@ def test_deploy_refuses_a_misspelt_colltune_algorithm_before_writing(tmp_path):
     assert (f"{tmp_path / 'bad.json'}: entries/0/rules/1: 'hann' is not one of colltune's bcast "
             "algorithms (known: linear, binomial") in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("lib", ["openmpi", "mpich"])
+def test_verify_runs_colltunes_rule_inside_a_table_rule(tmp_path, lib):
+    """Found by a user review: the table's rule for binomial starts at its boundary
+    32768 B, but binomial lost at 1 KiB and won at 1 MiB, so deploy sends only 1 MiB and
+    up to it. verify sampled the table's boundaries alone (1, 32767, 32768: all the
+    library) and passed without running colltune's algorithm once; it now samples the
+    derived rules' ranges too, and 1 MiB runs binomial."""
+    if not have_mpi(lib):
+        pytest.skip(f"{lib} not installed")
+    measured = [[1024, "colltune", "binomial", 2.0e-6], [1024, lib, "default", 1.0e-6],
+                [1048576, "colltune", "binomial", 0.5e-3], [1048576, lib, "default", 1.0e-3]]
+    table = _measured_table(tmp_path / "t.json", lib, measured, [
+        {"min_size": 0, "algorithm": "default", "provider": lib, "params": {}, "measured_sizes": [1024]},
+        {"min_size": 32768, "algorithm": "binomial", "provider": "colltune", "params": {},
+         "measured_sizes": [1048576]}])
+    out = tmp_path / "dep"
+    run_cli("deploy", "--table", table, "--library", lib, "-o", str(out))
+    assert "bcast nodes=1 ppn=2 bytes=1048576.. -> binomial" in (out / "colltune.rules").read_text()
+    proc = verify(out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert any("1048576 B/rank" in ln and "table: colltune:binomial" in ln and "ran: binomial" in ln
+               for ln in proc.stdout.splitlines()), proc.stdout
+
+
+@pytest.mark.parametrize("lib", ["openmpi", "mpich"])
+def test_a_moved_deployment_uses_its_own_files(tmp_path, lib):
+    """Found by a user review: env.sh and the manifest held absolute paths, so a copied
+    deployment ran the original's files and a moved one failed every point. Both now
+    use the folder they are in: verify --deployment and env.sh sourced from bash."""
+    import shutil
+    import subprocess
+    if not have_mpi(lib):
+        pytest.skip(f"{lib} not installed")
+    out = deploy(tmp_path, lib)
+    moved = tmp_path / "elsewhere" / "dep"
+    moved.parent.mkdir()
+    shutil.move(str(out), str(moved))
+    env = subprocess.run(["bash", "-c", f'. "{moved}/env.sh" && echo "$COLLTUNE_RULES" && '
+                          'echo "$COLLTUNE_MPIRUN_ARGS"'], capture_output=True, text=True, check=True)
+    rules, launch = env.stdout.splitlines()
+    assert rules == f"{moved.resolve()}/colltune.rules"
+    assert f"{moved.resolve()}/lib/libcolltune" in launch and str(out) + "/" not in launch
+    proc = verify(moved)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # a copy with its rules file removed does not fall back on the original's
+    copy = tmp_path / "copy"
+    shutil.copytree(moved, copy)
+    (copy / "colltune.rules").unlink()
+    bad = run_cli("run", "--backend", "local", "--mpi", lib, "--deployment", str(copy), "-n", "2",
+                  "--", "src/colltune/apps/collmix.c", "1", check=False)
+    assert bad.returncode == 2 and f"{copy.resolve()}/colltune.rules is missing" in bad.stderr, bad.stderr
+
+
+def test_a_hand_edited_deployment_is_refused_clearly(tmp_path):
+    """A manifest without a key it needs, or a table changed after deploying, is
+    reported with the file, not a traceback (a user review found both)."""
+    if not have_mpi("openmpi"):
+        pytest.skip("openmpi not installed")
+    out = deploy(tmp_path, "openmpi")
+    manifest = json.loads((out / "deployment.json").read_text())
+    table = (out / "table.json").read_text()
+    (out / "table.json").write_text(table.replace('"binomial"', '"linear"', 1))
+    proc = run_cli("verify", "--deployment", str(out), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{out}/table.json: changed since it was deployed" in proc.stderr
+    (out / "table.json").write_text(table)
+    for key in ("files", "library"):
+        broken = {k: v for k, v in manifest.items() if k != key}
+        (out / "deployment.json").write_text(json.dumps(broken))
+        proc = run_cli("verify", "--deployment", str(out), check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"{out}/deployment.json: '{key}' missing" in proc.stderr

@@ -180,8 +180,12 @@ def test_mpich_errors_name_the_rule(tmp_path):
     with pytest.raises(InputError, match=r"allreduce layout 1x2 from 0 B/rank: mpich algorithm "
                                          r"'ccl': it needs NCCL/RCCL"):
         mpich([("allreduce", 1, 2, [(0, "ccl", "mpich", {})])], "5.0.2", tmp_path)
+    # another library's namesake is another implementation (a user review found the old
+    # wording refuse a name it listed as known)
     with pytest.raises(InputError, match=r"bcast layout 1x2 from 0 B/rank: openmpi algorithm "
-                                         r"'chain': rules of provider 'openmpi'"):
+                                         r"'chain': measured on openmpi, not mpich: a mpich rules "
+                                         r"file names only mpich's own algorithms .*; "
+                                         r"--allow-substitute would run mpich's general-purpose"):
         mpich([("bcast", 1, 2, [(0, "chain", "openmpi", {})])], "5.0.2", tmp_path)
 
 
@@ -272,3 +276,9 @@ def test_verify_samples_the_branch_the_ranks_reach():
                 "any": {"algorithm=MPIR_Bcast_intra_tree": {}}}}}}
     assert sample_sizes(comm_branch(tree, "bcast", 2), "bcast", 2) == [1, 99, 100]
     assert sample_sizes(comm_branch(tree, "bcast", 4), "bcast", 4) == [1, 4999, 5000]
+    # reductions sample whole ints: the first size above 724 is 728, not 724 (a user
+    # review found the range above a threshold never run)
+    red = {"collective=allreduce": {"comm_type=intra": {"any": {
+        "avg_msg_size<=724": {"algorithm=MPIR_Allreduce_intra_recursive_doubling": {}},
+        "any": {"algorithm=MPIR_Allreduce_intra_ring": {}}}}}}
+    assert sample_sizes(comm_branch(red, "allreduce", 2), "allreduce", 2) == [4, 724, 728]

@@ -105,6 +105,10 @@ def test_choice_needs_the_library_measured():
     assert b.best().arm == "library"
     b.arms[1].n = 2                           # nothing else timed 3 times: the library
     assert b.best().arm == "library"
+    # a user review: only the other arm timed, once, and the most probable; C runs the
+    # library there once the budget is spent, and show/export said the other arm
+    b = Block("reduce", 2, 2, 0, arms=[Arm("library", 0.2, 0), Arm("binary_pipelined", 0.8, 1, 1.0)])
+    assert b.best().arm == "library"
     # a state that lists no library arm: the lowest measured mean
     assert Block("bcast", 2, 2, 0, arms=[Arm("han", 0.5, 3, 2.0), Arm("binomial", 0.5, 4, 1.0)]).best().arm \
         == "binomial"
@@ -424,7 +428,8 @@ def test_run_online_twice_on_smpi_c_state_equals_python(tmp_path, workdir):
     outs = []
     # run 1 through colltune run --online (which re-derives the state afterwards); run 2
     # self-launched with the documented variables, so state.txt is what C wrote
-    for env in ({}, {"COLLTUNE_ONLINE": str(d), "COLLTUNE_PLATFORM": "small"}):
+    from colltune.online.job import platform_id
+    for env in ({}, {"COLLTUNE_ONLINE": str(d), "COLLTUNE_PLATFORM": platform_id("small")}):
         proc = run_cli("run", "--backend", "sim", "--platform", "small", "--layout", "2x4",
                        *([] if env else ["--online", str(d)]), "--", str(src), env=env, timeout=300)
         outs.append([l for l in proc.stdout.splitlines() if l.startswith("checksum")])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import __version__
@@ -142,6 +143,16 @@ def main(argv: list[str] | None = None) -> int:
         print("colltune: interrupted; finished launches are in the store, re-run to resume",
               file=sys.stderr)
         return 130
+    except BrokenPipeError:             # `colltune ... | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as exc:
+        # a file the command reads or writes (permissions, a missing folder, a folder
+        # where a file was wanted): the file and the reason, not a traceback
+        if exc.filename is None or os.environ.get("COLLTUNE_DEBUG"):
+            raise
+        print(f"colltune: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -229,7 +229,14 @@ def _print_outcome(name, summary, results, baselines, table_path, report_path) -
     if report_path:
         print(f"HTML report:    {report_path}")
     print("\nBest algorithm vs the library default selectors (time ratio selector/best):")
-    print(format_summary(summarize(compare_to_baselines(results, baselines), baselines)))
+    cmp = compare_to_baselines(results, baselines)
+    print(format_summary(summarize(cmp, baselines)))
+    for name in baselines if not cmp.empty else ():
+        slower = int((cmp[f"{name}_speedup"] < 1 - 1e-6).sum())
+        if slower:
+            print(f"note: at {slower} point(s) the library default {name!r} beat every algorithm "
+                  f"measured, so the table's choice there is slower than leaving the library "
+                  f"alone; `tune --provider both` lets the table keep the default (docs/deploy.md)")
 
 
 def cmd_report(args, cli) -> int:

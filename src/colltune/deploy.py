@@ -152,9 +152,13 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         impl = mpi.find(library)
     except mpi.MPINotFound as exc:
         raise BackendError(str(exc)) from None
+    except ValueError as exc:
+        raise InputError(f"--library: {exc}") from None
     rules_exp = colltune_rules_exporter(impl, cache_dir, guard)
     check_colltune_names(table, table_path, rules_exp.catalogue)     # before writing anything
     out = Path(out_dir).resolve()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"-o {out_dir}: exists and is not a folder")
     (out / "lib").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(table_path, out / TABLE_COPY)
     notes: list[str] = []
@@ -223,29 +227,87 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         "table": {"source": os.path.abspath(table_path), "sha256": _sha256(table_path),
                   "tuner": table.tuner, "arms": arms, "rules": counts(table)},
         "files": files, "env": env, "launch": launch, "notes": notes, "guard": guard,
+        "dir": str(out),
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
+def _dquote(text: str) -> str:
+    """text for the inside of a double-quoted shell word."""
+    for ch in '\\"$`':
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
 def write_env(path: Path, env: dict[str, str], usage: list[str], library: str, version: str) -> None:
+    """env.sh; paths into the folder go through $COLLTUNE_DEPLOYMENT, which bash sets
+    to where the file is when it is sourced (the folder may have moved); other shells
+    keep the folder it was written to."""
+    here = str(path.parent)
     lines = [f"# colltune {__version__} deployment for {library} {version}: source this file "
              f"(or turn it into a module) before launching the job",
-             *[f"#   {u}" for u in usage]]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+             *[f"#   {u}" for u in usage],
+             f"COLLTUNE_DEPLOYMENT={shlex.quote(here)}",
+             '# sourced from bash: the folder this file is in, wherever the deployment was moved',
+             'if [ -n "${BASH_SOURCE:-}" ]; then '
+             'COLLTUNE_DEPLOYMENT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P); fi',
+             "export COLLTUNE_DEPLOYMENT"]
+    mark = _dquote(here + os.sep)
+    lines += [f'export {k}="{_dquote(v).replace(mark, "${COLLTUNE_DEPLOYMENT}/")}"'
+              for k, v in env.items()]
     path.write_text("\n".join(lines) + "\n")
 
 
+# what load() needs of a manifest: key -> type (and of "files": its keys)
+_REQUIRED = {"library": str, "files": dict, "env": dict, "launch": dict}
+_REQUIRED_FILES = ("table", "colltune_rules")
+
+
 def load(deployment_dir: str) -> tuple[dict, Path]:
+    """The manifest of a deployment folder, its paths rebased on where the folder is
+    now (it may have been moved or copied since `colltune deploy` wrote it), its
+    files checked against the sha256 recorded for the table."""
     d = Path(deployment_dir).resolve()
+    where = d / MANIFEST
     try:
-        manifest = json.loads((d / MANIFEST).read_text())
+        manifest = json.loads(where.read_text())
     except OSError as exc:
-        raise InputError(f"{d / MANIFEST}: cannot read the deployment manifest: "
+        raise InputError(f"{where}: cannot read the deployment manifest: "
                          f"{exc.strerror}") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{d / MANIFEST}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-        raise InputError(f"{d / MANIFEST}: not a {FORMAT} version {VERSION} manifest "
-                         f"(format {manifest.get('format')!r}, version {manifest.get('version')!r})")
+        raise InputError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT \
+            or manifest.get("version") != VERSION:
+        got = manifest if isinstance(manifest, dict) else {}
+        raise InputError(f"{where}: not a {FORMAT} version {VERSION} manifest "
+                         f"(format {got.get('format')!r}, version {got.get('version')!r})")
+    for key, typ in _REQUIRED.items():
+        if not isinstance(manifest.get(key), typ):
+            raise InputError(f"{where}: {key!r} missing or not a {typ.__name__} "
+                             f"(hand-edited? deploy again)")
+    for key in _REQUIRED_FILES:
+        if not isinstance(manifest["files"].get(key), str):
+            raise InputError(f"{where}: files.{key} missing (hand-edited? deploy again)")
+    _rebase(manifest, d)
+    for key in _REQUIRED_FILES:
+        if not (d / manifest["files"][key]).is_file():
+            raise InputError(f"{where}: its {key.replace('_', ' ')} file "
+                             f"{d / manifest['files'][key]} is missing")
+    sha = (manifest.get("table") or {}).get("sha256")
+    if sha and _sha256(str(d / manifest["files"]["table"])) != sha:
+        raise InputError(f"{d / manifest['files']['table']}: changed since it was deployed "
+                         f"(sha256 differs from {where}'s); deploy the table again")
     return manifest, d
+
+
+def _rebase(manifest: dict, d: Path) -> None:
+    """Paths into the folder as written (manifest "dir"; older manifests: the folder
+    of env's COLLTUNE_RULES) now point into d, in env and launch."""
+    was = manifest.get("dir") or os.path.dirname(manifest["env"].get("COLLTUNE_RULES", "")) or None
+    manifest["dir"] = str(d)
+    if not was or was == str(d):
+        return
+    for part in ("env", "launch"):
+        manifest[part] = {k: v.replace(was + os.sep, str(d) + os.sep) if isinstance(v, str) else v
+                          for k, v in manifest[part].items()}

@@ -17,6 +17,12 @@
  * run the same sb sequence: own block, then i-1, i-2, ... (mod N).
  * imod = 0 (library): one PMPI_Iallgatherv on the leaders, overlapped with the
  * sb of the own block; then sb of the blocks before and after it (two ranges).
+ * imod = 2 (Bruck): step t (distance d = 2^t), leader i sends the min(d, N-d)
+ * node blocks i, i+1, ... it holds to leader i-d and receives blocks i+d, ...
+ * from leader i+d (mod N: at most two ranges each way): ceil(log2 N) steps
+ * instead of N-1, for many nodes and small blocks, any N. Every block crosses
+ * once, as in the ring. Task t = ia step t + sb of the ranges received at step
+ * t-1, so a node runs log2 N sbs, not N.
  *
  * Intra-node modules (smod): 0 library (PMPI_Gather, PMPI_Bcast, blocking),
  * 1 colltune (point-to-point gather, the engine's non-blocking tree bcast in
@@ -31,7 +37,8 @@
 
 /* Tags: unique among the operations of one call on a communicator (node: sg
  * and sb; leaders: ring steps), which is all MPI's ordering needs. */
-enum { AG_TAG_SG = 0, AG_TAG_SB = 4096, AG_TAG_RING = 8192 };
+enum { AG_TAG_SG = 0, AG_TAG_SB = 4096, AG_TAG_RING = 8192, AG_TAG_BRUCK = 12288 };
+enum { AG_IMOD_RING = 1, AG_IMOD_BRUCK = 2 };
 
 typedef struct {
     const ct_args *a;
@@ -175,6 +182,38 @@ static nb_op *ring_step(ag_call *g, int t, int *rc)
     return o;
 }
 
+/* Node blocks [first, first+n) mod N as at most two ranges of positions. */
+static int node_ranges(const ag_call *g, int first, int n, ag_range out[2])
+{
+    int N = g->h->nnodes, k = 0;
+    while (n > 0) {
+        int end = first + n < N ? first + n : N;
+        out[k++] = (ag_range){g->off[first], g->off[end] - g->off[first]};
+        n -= end - first;
+        first = 0;
+    }
+    return k;
+}
+
+/* Bruck step t among the leaders: blocks i.. to leader i-d, blocks i+d.. from i+d. */
+static nb_op *bruck_step(ag_call *g, int t, int *rc)
+{
+    int N = g->h->nnodes, i = g->h->node_idx, d = 1 << t, n = d < N - d ? d : N - d;
+    ag_range mine[2], theirs[2];
+    int nm = node_ranges(g, i, n, mine), nt = node_ranges(g, (i + d) % N, n, theirs);
+    const ct_args *a = g->a;
+    nb_op *o = raw_op(nm + nt);
+    *rc = MPI_SUCCESS;
+    for (int k = 0; k < nt && *rc == MPI_SUCCESS; k++, o->pending++)
+        *rc = MPI_Irecv(at_pos(g, theirs[k].pos), theirs[k].n * a->count, a->dtype, (i + d) % N,
+                        AG_TAG_BRUCK + 2 * t + k, g->up, &o->req[k]);
+    for (int k = 0; k < nm && *rc == MPI_SUCCESS; k++, o->pending++)
+        *rc = MPI_Isend(at_pos(g, mine[k].pos), mine[k].n * a->count, a->dtype, (i - d + N) % N,
+                        AG_TAG_BRUCK + 2 * t + k, g->up, &o->req[nt + k]);
+    add_live(g, o);
+    return o;
+}
+
 static nb_op *library_ia(ag_call *g, int *rc)
 {
     int N = g->h->nnodes;
@@ -229,17 +268,31 @@ static int han_allgather(const ct_args *a, const int *p)
     }
     g.work = same ? a->recvbuf : malloc((size_t)(g.size * g.blk));
 
-    /* the sb sequence, the same on every rank of a node */
-    ag_range *seq = malloc(sizeof(ag_range) * (size_t)(N + 2));
+    /* ia steps, and the sb sequence (the same on every rank of a node): range k is
+     * broadcast in task task_of[k], with ia step task_of[k] */
+    int nia = 0;
+    if (N > 1) nia = g.imod == CT_HAN_MOD_LIBRARY ? 1 : g.imod == AG_IMOD_RING ? N - 1 : 0;
+    if (g.imod == AG_IMOD_BRUCK)
+        while ((1 << nia) < N) nia++;
+    ag_range *seq = malloc(sizeof(ag_range) * (size_t)(N + 2 * nia + 2));
+    int *task_of = malloc(sizeof(int) * (size_t)(N + 2 * nia + 2));
     int nseq = 0;
     seq[nseq++] = (ag_range){g.off[i], h->node_size[i]};
     if (g.imod == CT_HAN_MOD_LIBRARY) {
         if (g.off[i] > 0) seq[nseq++] = (ag_range){0, g.off[i]};
         if (g.off[i + 1] < g.size) seq[nseq++] = (ag_range){g.off[i + 1], g.size - g.off[i + 1]};
-    } else {
+        for (int k = 0; k < nseq; k++) task_of[k] = k;
+    } else if (g.imod == AG_IMOD_RING) {
         for (int t = 1; t < N; t++) {
             int b = ((i - t) % N + N) % N;
             seq[nseq++] = (ag_range){g.off[b], h->node_size[b]};
+        }
+        for (int k = 0; k < nseq; k++) task_of[k] = k;
+    } else {
+        task_of[0] = 0;
+        for (int t = 0; t < nia; t++) {
+            int d = 1 << t, got = node_ranges(&g, (i + d) % N, d < N - d ? d : N - d, seq + nseq);
+            for (int k = 0; k < got; k++) task_of[nseq++] = t + 1;
         }
     }
     if (g.smod == CT_HAN_MOD_SHM && h->nlocal > 1) {   /* collective over the node */
@@ -249,16 +302,18 @@ static int han_allgather(const ct_args *a, const int *p)
     }
 
     rc = gather(&g);
-    /* task t: ia step t (leaders) + sb(seq[t]) */
-    int ntasks = nseq, nsteps = 0;
-    if (leader && N > 1) nsteps = g.imod == CT_HAN_MOD_LIBRARY ? 1 : N - 1;
+    /* task t: ia step t (leaders) + sb of the ranges of task t */
+    int nsteps = leader ? nia : 0, ntasks = task_of[nseq - 1] + 1, k = 0;
     if (nsteps > ntasks) ntasks = nsteps;
     for (int t = 0; t < ntasks && rc == MPI_SUCCESS; t++) {
-        nb_op *mine[2];
+        nb_op *mine[3];
         int n = 0, rc2 = MPI_SUCCESS;
-        if (t < nsteps) mine[n++] = g.imod == CT_HAN_MOD_LIBRARY ? library_ia(&g, &rc) : ring_step(&g, t, &rc);
-        if (t < nseq && rc == MPI_SUCCESS) {
-            nb_op *o = start_sb(&g, seq[t], t, &rc2);
+        if (t < nsteps)
+            mine[n++] = g.imod == CT_HAN_MOD_LIBRARY ? library_ia(&g, &rc)
+                      : g.imod == AG_IMOD_RING    ? ring_step(&g, t, &rc)
+                                                  : bruck_step(&g, t, &rc);
+        for (; k < nseq && task_of[k] == t && rc == MPI_SUCCESS && rc2 == MPI_SUCCESS; k++) {
+            nb_op *o = start_sb(&g, seq[k], k, &rc2);
             if (o) mine[n++] = o;
         }
         int rc3 = progress(&g, mine, n);
@@ -269,7 +324,7 @@ static int han_allgather(const ct_args *a, const int *p)
     while (g.live) { nb_op *o = g.live; g.live = o->next; nb_free(o); }
     if (!same && rc == MPI_SUCCESS) permute(&g, pos);
     if (!same) free(g.work);
-    free(seq); free(pos); free(g.off); free(g.vcounts);
+    free(seq); free(task_of); free(pos); free(g.off); free(g.vcounts);
     return rc;
 }
 
@@ -283,11 +338,11 @@ static int run(const ct_args *a, const int *p) { return han_allgather(a, p); }
 
 const ct_algorithm ct_allgather_han = {
     .id = 5, .name = "han", .coll = CT_ALLGATHER,
-    .description = "hierarchical task-based (HAN): node gather, leaders' ring of node blocks overlapped with intra-node bcast",
+    .description = "hierarchical task-based (HAN): node gather, leaders' ring (or Bruck) of node blocks overlapped with intra-node bcast",
     .nparams = 4,
     .params = {
-        {.name = "imod", .unit = "", .help = "inter-node module: 0 library MPI_Iallgatherv, 1 colltune ring",
-         .def = 1, .min = 0, .max = 1, .nprobe = 1, .probe = {0}},
+        {.name = "imod", .unit = "", .help = "inter-node module: 0 library MPI_Iallgatherv, 1 colltune ring, 2 colltune Bruck (ceil(log2 N) steps)",
+         .def = 1, .min = 0, .max = 2, .nprobe = 2, .probe = {0, 2}},
         {.name = "smod", .unit = "", .help = "intra-node module: 0 library MPI_Gather/MPI_Bcast, 1 colltune, 2 shared-memory bcast",
          .def = 1, .min = 0, .max = 2, .nprobe = 2, .probe = {0, 2}},
         {.name = "salg", .unit = "", .help = "intra-node bcast tree (smod 1): 1 binomial 2 binary 3 chain 4 4-nomial 5 linear",
@@ -295,6 +350,6 @@ const ct_algorithm ct_allgather_han = {
         {.name = "ss", .unit = "bytes", .help = "piece size of one intra-node bcast (smod 1), 0 = whole",
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {100}},
     },
-    .tune = {"smod=0"},
+    .tune = {"smod=0", "imod=2", "imod=2,smod=0"},
     .supports = supports, .run = run,
 };

@@ -129,11 +129,17 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
             return Resolved(name, params={**params, **rule.params})
         problem = (f"SMPI's {rule.algorithm!r} has no {library} equivalent"
                    if name is None else f"its equivalent {name!r} is not in the target version")
-    else:
+    elif rule.provider == "colltune":
         problem = f"rules of provider {rule.provider!r} cannot be expressed for {library}"
+    else:       # another library's algorithm: a namesake is another implementation
+        problem = (f"measured on {rule.provider}, not {library}: a {library} rules file names "
+                   f"only {library}'s own algorithms (tune on {library} for its table)")
     sub = SUBSTITUTE.get((library, coll))
     if allow_substitute and usable(sub):
         return Resolved(sub, f"{describe(entry, rule)} -> substituted by {sub!r} ({problem})")
+    if rule.provider not in (library, "smpi", "colltune"):
+        raise InputError(f"{describe(entry, rule)}: {problem}; --allow-substitute would run "
+                         f"{library}'s general-purpose {sub!r} there")
     known_list = "not checked" if known is None else ", ".join(sorted(set(known) - set(banned)))
     raise InputError(f"{describe(entry, rule)}: {problem} (known: {known_list}); "
                      f"--allow-substitute would use {sub!r}")

@@ -44,7 +44,7 @@ def header_lines(table: DecisionTable, target: str | None, fmt: str) -> list[str
     return [
         f"colltune {__version__} export, format {fmt}, target {target or 'latest'}",
         f"created {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}"
-        f" from a {table.tuner} decision table",
+        f" from {'an' if table.tuner[:1] in 'aeiou' else 'a'} {table.tuner} decision table",
         f"source platform: {prov.get('platform', '?')} (backend {prov.get('backend', '?')}),"
         f" measured with {prov.get('mpi_library', '?')} {prov.get('mpi_version', '?')}",
     ]

@@ -21,11 +21,26 @@ def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
         raise ConfigError(f"--online {args.online}: cannot create it: {exc.strerror}") from None
     env = {"COLLTUNE_ONLINE": state_dir}
     if settings.backend == "sim":
-        env["COLLTUNE_PLATFORM"] = os.path.splitext(os.path.basename(settings.platform))[0]
+        env["COLLTUNE_PLATFORM"] = platform_id(settings.platform)
     if os.listdir(os.path.join(state_dir, "samples")):
         presets, fingerprint = _presets(settings, env.get("COLLTUNE_PLATFORM", ""))
         update_dir(state_dir, [layout], fingerprint or None, presets)
     return env
+
+
+def platform_id(platform: str) -> str:
+    """The platform in the job's fingerprint: its name and the sha256 of its XML (a
+    user file with a bundled platform's name, or an edited one, is another cluster)."""
+    import hashlib
+    from .. import platforms
+    from ..errors import ConfigError
+    try:
+        xml = platforms.load(platform).xml_path
+        with open(xml, "rb") as f:
+            sha = hashlib.sha256(f.read()).hexdigest()[:12]
+    except (platforms.PlatformError, OSError) as exc:
+        raise ConfigError(f"--platform {platform}: {exc}") from None
+    return f"{os.path.splitext(os.path.basename(xml))[0]}@{sha}"
 
 
 def _presets(settings, platform: str) -> tuple[dict, str]:

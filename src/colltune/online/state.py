@@ -80,16 +80,16 @@ class Block:
         lowest mean among arms measured at least MIN_N times and the library's arm once
         timed (the update rule lets a slow library fade before MIN_N), but the library
         while its arm (when the block lists one) was never timed (the default is left only
-        on a measured comparison with it); nothing measured: the most probable arm (C runs
-        the library then after a spent budget, and draws at budget 0)."""
+        on a measured comparison with it); nothing measured MIN_N times: the library, as C
+        runs it after a spent budget, or without a library arm the most probable one."""
         from .update import MIN_N
         measured = [a for a in self.arms if a.n >= MIN_N]
         lib = self.arm("library")
-        if measured and lib is not None:
-            if lib.n < 1:
-                return lib
-            measured = measured + [lib] if lib not in measured else measured
+        if lib is not None and (not measured or lib.n < 1):
+            return lib
         if measured:
+            if lib is not None and lib not in measured:
+                measured.append(lib)
             return min(measured, key=lambda a: (a.mean, a.arm))
         return max(self.arms, key=lambda a: (a.p, -self.arms.index(a)))
 

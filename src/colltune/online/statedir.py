@@ -49,6 +49,9 @@ def update_dir(state_dir: str, layouts: list[tuple[int, int]] = (), fingerprint:
     fp = fingerprint or (runs[-1].fingerprint if runs else None)
     old = read_state(state_dir, fp)
     fp = fp or (old.fingerprint if old else "")
+    if not fp:      # C reads no state without one: writing a placeholder would only be set aside
+        raise InputError(f"{state_dir}: no samples and no state yet, nothing to update (a run "
+                         f"writes its samples at MPI_Finalize; did the job end before it?)")
     foreign = [s for s in runs if s.fingerprint != fp]
     if foreign:
         warn(f"{len(foreign)} samples file(s) of another fingerprint ignored "

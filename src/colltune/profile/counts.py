@@ -96,6 +96,9 @@ class TrafficProfile:
     def _selected(self, region: str, kind: str | None, source: str | None):
         if region not in self.region_order:
             raise ProfileError(f"no region '{region}' in the profile (regions: {self.region_order})")
+        if kind is not None and kind not in KINDS:
+            raise ProfileError(f"no kind '{kind}' (kinds: {', '.join(KINDS)}; in this profile: "
+                               f"{', '.join(self.kinds(region)) or 'none'})")
         for (r, k, s), cell in self.cells.items():
             if r != region or kind not in (None, k):
                 continue
@@ -267,6 +270,11 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
         files[rf.rank] = rf
     info = simtrace.TraceInfo(tpath)
     size = int(job.get("size") or 0) or (max(files) + 1 if files else 0)
+    stray = sorted(r for r in files if r >= size)
+    if stray:
+        raise ProfileError(f"{files[stray[0]].path}: rank {stray[0]}, but {job_path} says the job "
+                           f"had {size} ranks: a file of an earlier run (profile each run into "
+                           f"its own folder)")
 
     acc = _Accumulator()
     names = ["run"]

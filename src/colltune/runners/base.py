@@ -115,3 +115,37 @@ def find_mpi(settings):
         return mpi.find(settings.mpi)
     except mpi.MPINotFound as exc:
         raise BackendError(str(exc)) from None
+
+
+def interposer(args, impl, cache_dir: str):
+    """The libcolltune a run uses: the deployment's own copy under `run --deployment`
+    (what was deployed and verified), else this colltune's build for impl."""
+    from ..providers.colltune import libcolltune
+    own = getattr(args, "deployment_interposer", None)
+    return Path(own) if own else libcolltune(impl, cache_dir)
+
+
+# the libmpi SONAME a program built with each family needs (MPICH's ABI: also Intel MPI)
+LIBMPI_SONAME = {"openmpi": "libmpi.so.40", "mpich": "libmpi.so.12"}
+
+
+def check_linked_mpi(impl, app: str) -> None:
+    """A prebuilt program linked with the other MPI family than the run's crashes in
+    MPI_Init (the interposer and the launcher are the run's): refuse it up front.
+    Unknown (no ldd, a static build): let it run."""
+    from ..errors import ConfigError
+    want = LIBMPI_SONAME.get(impl.name)
+    if not want:
+        return
+    try:
+        out = subprocess.run(["ldd", app], capture_output=True, text=True, timeout=30,
+                             env=impl.run_env()).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    needs = [ln.split()[0] for ln in out.splitlines() if ln.strip().startswith("libmpi.so.")]
+    other = [n for n in needs if n in LIBMPI_SONAME.values() and n != want]
+    if other and want not in needs:
+        family = next(k for k, v in LIBMPI_SONAME.items() if v == other[0])
+        raise ConfigError(f"{app} is linked with {other[0]} ({family}'s), but this run uses "
+                          f"{impl.name} {impl.version}: build it with {impl.cc} (or run it with "
+                          f"--mpi {family})")

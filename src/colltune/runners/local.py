@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from . import RUNNERS
-from .base import OMPI_MONITORING, Runner, check_choices, compile_app, find_mpi, layout
+from .base import OMPI_MONITORING, Runner, check_choices, check_linked_mpi, compile_app, find_mpi, layout
 
 
 @RUNNERS.register("local")
@@ -19,10 +19,11 @@ class LocalRunner(Runner):
     def command(self, env, program, scratch):
         from ..backends.local import oversubscribe_args
         from ..errors import ConfigError
-        from ..providers.colltune import libcolltune, preload_args
+        from ..providers.colltune import preload_args
+        from .base import interposer
         args, settings = self.args, self.settings
         impl = find_mpi(settings)
-        lib = libcolltune(impl, settings.cache_dir)
+        lib = interposer(args, impl, settings.cache_dir)
         if args.link_flags:
             return ["echo", f"{impl.cc} app.c -o app; mpiexec {shlex.join(preload_args(impl, lib))} "
                             f"-n N ./app   (or link: {impl.cc} app.c -o app {lib})"], \
@@ -34,6 +35,8 @@ class LocalRunner(Runner):
         app = program[0]
         if app.endswith(".c"):
             app = str(compile_app(impl, app, settings.cache_dir, []))
+        else:
+            check_linked_mpi(impl, app)
         cmd = [impl.launcher, *preload_args(impl, lib), "-n", str(ranks),
                *oversubscribe_args(impl, ranks)]
         if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:

@@ -33,10 +33,11 @@ class SimRunner(Runner):
         from .. import mpi, platforms
         from ..backends.sim import QUIET_LOGS
         from ..errors import ConfigError
-        from ..providers.colltune import libcolltune, link_args
+        from ..providers.colltune import link_args
+        from .base import interposer
         args, settings = self.args, self.settings
         impl = mpi.find("smpi")
-        lib = libcolltune(impl, settings.cache_dir)
+        lib = interposer(args, impl, settings.cache_dir)
         if args.link_flags:
             return ["echo", f"{impl.cc} app.c -o app {shlex.join(link_args(lib))}"], \
                 impl.run_env(), 0

@@ -11,7 +11,7 @@ import sys
 import uuid
 
 from . import RUNNERS
-from .base import Runner, check_choices, compile_app, find_mpi, layout
+from .base import Runner, check_choices, check_linked_mpi, compile_app, find_mpi, layout
 
 
 @RUNNERS.register("slurm")
@@ -65,13 +65,14 @@ class SlurmRunner(Runner):
         from .. import slurm
         from ..backends.slurm import rank_env, srun_command, srun_extra, srun_plugin
         from ..errors import BackendError
-        from ..providers.colltune import libcolltune, preload_args
+        from ..providers.colltune import preload_args
+        from .base import interposer
         args, settings = self.args, self.settings
         impl = find_mpi(settings)
         if impl.name not in slurm.PMI_PLUGIN:
             raise BackendError(f"the slurm backend runs {' or '.join(slurm.PMI_PLUGIN)}, "
                                f"not {impl.name!r} (setting mpi)")
-        lib = libcolltune(impl, settings.cache_dir)
+        lib = interposer(args, impl, settings.cache_dir)
         preload = rank_env(preload_args(impl, lib))
         if args.link_flags:
             plugin = settings.values.get("slurm_mpi") or "auto"
@@ -85,6 +86,8 @@ class SlurmRunner(Runner):
         app = program[0]
         if app.endswith(".c"):
             app = str(compile_app(impl, app, settings.cache_dir, []))
+        else:
+            check_linked_mpi(impl, app)
         ranks_env = {**preload, **env}
         if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:
             ranks_env["OMPI_MCA_pml_monitoring_enable"] = "1"      # = mpiexec's OMPI_MONITORING

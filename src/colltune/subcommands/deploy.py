@@ -10,7 +10,8 @@ def add_parser(sub) -> None:
                                       "colltune rules file, interposer, env.sh, manifest")
     p.add_argument("--table", required=True, help="decision table (JSON), e.g. from "
                                                   "colltune tune --provider both")
-    p.add_argument("--library", required=True, help="openmpi, mpich or smpi: the MPI the job runs")
+    p.add_argument("--library", required=True, choices=("openmpi", "mpich", "smpi"),
+                   help="the MPI the job runs")
     p.add_argument("--target", help="library version the rules file is for, e.g. 5.0.7 "
                                     "(default: the newest this colltune knows)")
     p.add_argument("-o", "--output", required=True, help="deployment folder (created)")

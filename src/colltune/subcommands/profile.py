@@ -115,11 +115,15 @@ def run_show(args, cli) -> int:
     from ..profile.draw_svg import fmt_bytes
     prof = _load(args.out_dir)
     known = [h for h in prof.hosts if h]
-    print(f"{args.out_dir}: {prof.size} ranks on {len(set(known))} hosts")
+    hosts = len(set(known))
+    print(f"{args.out_dir}: {prof.size} rank{'s' * (prof.size != 1)} on {hosts} "
+          f"host{'s' * (hosts != 1)}")
     if prof.missing:
         print(f"MISSING: {len(prof.missing)} rank file(s): {', '.join(map(str, prof.missing))}")
-    for r in prof.regions():
-        for k in prof.kinds():
+    # every region and kind, or those --region / --kind name (checked by matrix)
+    regions = prof.regions() if args.region == "run" else [args.region]
+    for r in regions:
+        for k in [args.kind] if args.kind else prof.kinds():
             b, m = prof.matrix(region=r, kind=k)
             vis = prof.visibility(r, k)
             if b.sum() or m.sum() or vis == "not visible":

@@ -79,12 +79,31 @@ def add_parser(sub) -> None:
     t = p.add_argument_group("tune first (per-job tune-then-run, active learning)")
     t.add_argument("--tune-first", action="store_true",
                    help="tune colltune's algorithms for this layout first, then run with the result")
-    t.add_argument("--collectives", default="bcast,allreduce", help="collectives to tune")
-    t.add_argument("--budget", default="10m", help="tuning time budget: seconds, or 90s / 10m / 1h")
-    t.add_argument("--sizes", default="8..1M", help="message sizes to tune (bytes per rank)")
+    # defaults in TUNE_FIRST_DEFAULTS: None here tells "given" from "left out"
+    t.add_argument("--collectives", help=f"collectives to tune ({TUNE_FIRST_DEFAULTS['collectives']})")
+    t.add_argument("--budget", help="tuning time budget: seconds, or 90s / 10m / 1h "
+                                    f"({TUNE_FIRST_DEFAULTS['budget']})")
+    t.add_argument("--sizes", help=f"message sizes to tune, bytes per rank ({TUNE_FIRST_DEFAULTS['sizes']})")
     t.add_argument("--campaign", help="results campaign of the tuning (default: run-<time>)")
     p.add_argument("app", nargs="*", help="-- PROGRAM [ARGS...]; PROGRAM may be a C source")
     p.set_defaults(handler=run)
+
+
+TUNE_FIRST_DEFAULTS = {"collectives": "bcast,allreduce", "budget": "10m", "sizes": "8..1M"}
+
+
+def _tune_first_options(args) -> None:
+    """The tune-first group's options mean something with --tune-first only (online
+    tuning has its own budget: COLLTUNE_ONLINE_BUDGET); their defaults otherwise."""
+    from ..errors import ConfigError
+    given = [f"--{k}" for k in (*TUNE_FIRST_DEFAULTS, "campaign") if getattr(args, k) is not None]
+    if given and not args.tune_first:
+        raise ConfigError(f"{', '.join(given)}: options of --tune-first"
+                          + (" (online tuning's budget is COLLTUNE_ONLINE_BUDGET, docs/online.md)"
+                             if args.online else ""))
+    for k, v in TUNE_FIRST_DEFAULTS.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
 
 
 def _deployment(args, settings, runner) -> dict:
@@ -103,9 +122,31 @@ def _deployment(args, settings, runner) -> dict:
         raise ConfigError(f"--deployment {args.deployment}: its rules file {rules} is missing "
                           f"(moved folder? deploy again)")
     args.deployment_launch = manifest.get("launch") or {}
+    own = (manifest.get("files") or {}).get("interposer")
+    if own and (d / own).is_file():
+        args.deployment_interposer = str(d / own)      # what was deployed, not this build
     if rules:
         args.rules = rules                      # checked against the catalogue like --rules
     return dict(manifest.get("env") or {})
+
+
+def _profile_dir(given: str, path: str) -> None:
+    """The profile's folder: created, writable, and holding no earlier run's profile
+    (its rank files and trace would mix into this one's)."""
+    import glob
+    from ..errors import ConfigError
+    from ..profile.simtrace import TRACE_NAME
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--profile {given}: cannot create it: {exc.strerror}") from None
+    old = sorted(os.path.basename(f) for f in glob.glob(os.path.join(path, "rank-*.json"))
+                 + [os.path.join(path, n) for n in ("job.json", TRACE_NAME)] if os.path.exists(f))
+    if old:
+        raise ConfigError(f"--profile {given}: holds an earlier run's profile ({', '.join(old[:3])}"
+                          f"{' ...' if len(old) > 3 else ''}); give each run its own folder")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"--profile {given}: not writable")
 
 
 def missing_ranks(out_dir: str, ranks: int) -> list[int]:
@@ -152,6 +193,10 @@ def run(args, cli) -> int:
         raise ConfigError("no program: colltune run [options] -- PROGRAM [ARGS...]")
     if program and not (os.path.exists(program[0]) or program[0].endswith(".c")):
         raise ConfigError(f"program {program[0]!r} not found")
+    _tune_first_options(args)
+    for opt in ("online", "profile", "report", "rules", "deployment"):
+        if getattr(args, opt, None) == "":      # an empty $VAR must not turn the mode off
+            raise ConfigError(f"--{opt}: empty path")
     env = {}
     if args.deployment:
         if args.rules or args.tune_first:
@@ -164,10 +209,7 @@ def run(args, cli) -> int:
         if value:
             env[var] = value
     if args.profile and not args.link_flags:
-        try:
-            os.makedirs(env["COLLTUNE_PROFILE"], exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"--profile {args.profile}: cannot create it: {exc.strerror}") from None
+        _profile_dir(args.profile, env["COLLTUNE_PROFILE"])
     if args.online and not args.link_flags:
         from ..online.job import prepare
         env.update(prepare(args, settings, runner.world_layout()))

@@ -7,8 +7,8 @@ deployment (colltune.deploy) runs what its decision table says.
    which is the table's.
 2. The whole deployment runs the probe on the real library, the interposer
    preloaded, with the deployment's environment and COLLTUNE_REPORT: at every
-   sample point of the table (each rule's first size and the size just below
-   the next rule) the interposer's report must name the table's colltune
+   sample point (the first and last size of each of the table's rules and of
+   each rule deploy derived for the layout) the interposer's report must name the table's colltune
    algorithm, or ``library`` where the table names the library's algorithm or
    its default decision (what the library then ran is (1)'s evidence). The
    colltune rules file must also say what the table says there.
@@ -101,8 +101,8 @@ class DeploymentReport:
 
 
 def sample_points(table: DecisionTable, rules, derived, ranks: int, nodes: int = 1) -> list[DeployPoint]:
-    """Each rule's first size and the size just below the next rule, for the
-    entry a communicator of `ranks` ranks on `nodes` nodes uses, of every
+    """The first and last size of each rule of the table's entry a communicator of
+    `ranks` ranks on `nodes` nodes uses, and of each rule deploy derives for it, of every
     collective the interposer intercepts. `rules`: the deployed colltune rules file;
     `derived`: the rules `deploy` derives from the table (parsed), whose safe rules may
     send sizes between measured ones to the library default (decision.robust_rules)."""
@@ -114,16 +114,23 @@ def sample_points(table: DecisionTable, rules, derived, ranks: int, nodes: int =
             continue
         entry = table.entry(coll, nodes, ppn)
         unit = 4 if coll in REDUCTIONS else 1
-        sizes: list[int] = []
-        for i, r in enumerate(entry.rules):
-            lo = max(unit, -(-r.min_size // unit) * unit)
-            cands = [lo]
-            if i + 1 < len(entry.rules):
-                hi = (entry.rules[i + 1].min_size - 1) // unit * unit
-                if hi > lo:
-                    cands.append(hi)
-            sizes += [c for c in cands if c not in sizes]
-        for nbytes in sizes:
+        # the table's rules and the rules deploy derived for this layout (a size deploy
+        # sends to colltune's algorithm may lie inside one table rule): each range's
+        # first size and its last, in whole elements of the reductions' int
+        ranges = [(r.min_size, entry.rules[i + 1].min_size - 1 if i + 1 < len(entry.rules) else None)
+                  for i, r in enumerate(entry.rules)]
+        for line in derived:
+            lo_b, hi_b = line.ranges.get("bytes", (0, None))
+            if line.collective == coll and line.matches(
+                    {"size": ranks, "nodes": nodes, "ppn": ppn, "bytes": lo_b}):
+                ranges.append((lo_b, hi_b))
+        sizes: set[int] = set()
+        for lo_b, hi_b in ranges:
+            lo = max(unit, -(-lo_b // unit) * unit)
+            sizes.add(lo)
+            if hi_b is not None and hi_b // unit * unit > lo:
+                sizes.add(hi_b // unit * unit)
+        for nbytes in sorted(sizes):
             rule = entry.rule_for(nbytes)
             kind = _deploy.kind_of(table, rule)
             expected = split_label(rule.algorithm)[0] if kind == _deploy.COLLTUNE else "library"
@@ -189,9 +196,11 @@ def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps:
             report.library_error = str(exc)
     # 2. + 3. the whole deployment and the library default, back to back
     from ..exporters.colltune_rules import parse_rules
-    derived = _deploy.colltune_rules_exporter(impl, cache_dir, manifest.get("guard", 0)).export(
-        table, manifest.get("target"))
-    report.points = sample_points(table, read_rules(str(d / files["colltune_rules"])),
+    rules_exp = _deploy.colltune_rules_exporter(impl, cache_dir, manifest.get("guard", 0))
+    derived = rules_exp.export(table, manifest.get("target"))
+    # the deployed file read as the interposer will: an unknown algorithm is an error here
+    report.points = sample_points(table, read_rules(str(d / files["colltune_rules"]),
+                                                    rules_exp.catalogue),
                                   parse_rules(derived.text, "<derived from the table>"), ranks, nodes)
     run = [p for p in report.points if not p.ran]
     if not run:

@@ -88,15 +88,17 @@ def sample_sizes(branch: dict, coll: str, ranks: int, limit: int = 8) -> list[in
             sub_lo, sub_hi = lo, hi
             if m:
                 edge = int(m.group(2)) // div
-                if lo <= edge <= hi:
-                    found.update({edge, edge + 1} if edge < hi else {edge})
+                if lo <= edge <= hi:       # the last size at or below, the first above
+                    found.add(edge // unit * unit)
+                    if edge < hi:
+                        found.add(-(-(edge + 1) // unit) * unit)
                 sub_lo, sub_hi, prev = prev, min(hi, edge), max(prev, edge + 1)
             elif k.endswith("msg_size=any"):
                 sub_lo = prev
             if isinstance(sub, dict) and not key.startswith("algorithm="):
                 walk(sub, sub_lo, sub_hi)
     walk(branch, 0, float("inf"))
-    sizes = sorted({max(unit, s // unit * unit) for s in found} | {unit})
+    sizes = sorted({max(unit, s) for s in found} | {unit})
     return [0] if coll == "barrier" else sizes[:limit]
 
 

@@ -1,0 +1,120 @@
+"""Mistakes a user makes on the command line, found by fresh-eyes reviews of the
+documented journeys: each gets one clear error naming the option, file or value
+(exit 2, no traceback) and nothing is lost or silently ignored."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import CACHE, REPO, run_cli
+
+from colltune.decision import DecisionTable
+
+APP = os.path.join(REPO, "src", "colltune", "apps", "collmix.c")
+
+
+def refused(proc, text: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert text in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_profile_folder_is_one_run(tmp_path):
+    """Reusing a profile folder mixed two runs: stale rank files crashed the reader
+    (an index error) or their traffic was added to the new run's. run refuses a folder
+    holding a profile; the reader refuses a rank file the job cannot have had."""
+    prof = tmp_path / "prof"
+    run_cli("run", "--platform", "small", "--layout", "2x2", "--profile", str(prof), "-q", "--",
+            APP, "1", timeout=300)
+    again = run_cli("run", "--platform", "small", "--layout", "2x2", "--profile", str(prof), "--",
+                    APP, "1", check=False)
+    refused(again, f"--profile {prof}: holds an earlier run's profile")
+    show = run_cli("profile", "show", str(prof))
+    assert "bcast" in show.stdout
+    doc = json.loads((prof / "rank-0.json").read_text())
+    (prof / "rank-9.json").write_text(json.dumps({**doc, "rank": 9}))
+    refused(run_cli("profile", "show", str(prof), check=False),
+            "rank-9.json: rank 9, but")
+    (prof / "rank-9.json").unlink()
+    refused(run_cli("profile", "show", str(prof), "--kind", "bcats", check=False),
+            "no kind 'bcats' (kinds: p2p, bcast")
+
+
+def test_empty_paths_and_options_of_another_mode(tmp_path):
+    """An empty $STATE turned online mode off without a word; --budget beside
+    --online was ignored (online's budget is COLLTUNE_ONLINE_BUDGET)."""
+    for opt in ("--online", "--profile", "--rules", "--deployment"):
+        refused(run_cli("run", "--layout", "2x2", opt, "", "--", APP, "1", check=False),
+                f"{opt}: empty path")
+    refused(run_cli("run", "--layout", "2x2", "--online", str(tmp_path / "s"), "--budget", "3",
+                    "--", APP, "1", check=False),
+            "--budget: options of --tune-first (online tuning's budget is COLLTUNE_ONLINE_BUDGET")
+
+
+def test_online_update_without_samples_writes_no_state(tmp_path):
+    """A first run that died left a placeholder state the next run called corrupt."""
+    d = tmp_path / "state"
+    (d / "samples").mkdir(parents=True)
+    refused(run_cli("online", "update", str(d), check=False), "no samples and no state yet")
+    assert not (d / "state.txt").exists()
+
+
+def _table(path) -> str:
+    DecisionTable.from_dict({
+        "format": "colltune.decision-table", "version": 1, "tuner": "exhaustive",
+        "size_unit": "bytes-per-rank", "created": "2026-01-01", "colltune_version": "0.1.0",
+        "provenance": {"backend": "sim", "platform": "small"},
+        "entries": [{"collective": "bcast", "nodes": 1, "ppn": 2,
+                     "rules": [{"min_size": 0, "algorithm": "binomial", "provider": "colltune",
+                                "params": {}}]}]}).save(str(path))
+    return str(path)
+
+
+def test_files_that_cannot_be_written_are_named(tmp_path):
+    """OSErrors of the files a command writes (a missing folder, a folder where a file
+    is wanted) used to end in a traceback."""
+    table = _table(tmp_path / "t.json")
+    refused(run_cli("export", "--table", table, "--format", "colltune", "-o",
+                    "/proc/nonexistent/x.rules", check=False),
+            "colltune: error: /proc/nonexistent/x.rules: No such file or directory")
+    (tmp_path / "afile").write_text("")
+    refused(run_cli("deploy", "--table", table, "--library", "smpi", "-o", str(tmp_path / "afile"),
+                    check=False), "exists and is not a folder")
+    proc = run_cli("deploy", "--table", table, "--library", "intel", "-o", str(tmp_path / "d"),
+                   check=False)
+    assert proc.returncode == 2 and "invalid choice: 'intel'" in proc.stderr, proc.stderr
+
+
+def test_a_closed_pipe_is_not_an_error():
+    """`colltune info | head -1` printed a BrokenPipeError traceback."""
+    env = {**os.environ, "COLLTUNE_CACHE_DIR": CACHE}
+    proc = subprocess.run(f"{sys.executable} -m colltune.cli info | head -1", shell=True,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.strip() and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_program_of_the_other_mpi_family_is_refused(tmp_path):
+    """A program built with Open MPI run with --mpi mpich crashed in MPI_Init (the
+    interposer called into the wrong library); the run now says which to use."""
+    from conftest import have_mpi
+    import pytest
+    if not (have_mpi("openmpi") and have_mpi("mpich")):
+        pytest.skip("needs both Open MPI and MPICH")
+    from colltune import mpi
+    from colltune.runners.base import compile_app
+    app = compile_app(mpi.find("openmpi"), APP, CACHE, [])
+    refused(run_cli("run", "--backend", "local", "--mpi", "mpich", "-n", "2", "--", str(app), "1",
+                    check=False),
+            f"{app} is linked with libmpi.so.40 (openmpi's), but this run uses mpich")
+
+
+def test_tune_says_where_the_library_default_beat_every_algorithm(workdir):
+    """A user review: a library-provider table chose algorithms slower than the
+    untouched library without a word (summaries below 1x). Restricted to SMPI's flat
+    tree, bcast loses to the `ompi` selector at 8 ranks: tune says so."""
+    proc = run_cli("tune", "--platform", "small", "--collectives", "bcast", "--algorithms",
+                   "flattree", "--baselines", "ompi", "--layouts", "2x4", "--sizes", "64K",
+                   "--campaign", "flat", "-q")
+    assert "note: at 1 point(s) the library default 'ompi' beat every algorithm measured" \
+        in proc.stdout, proc.stdout
