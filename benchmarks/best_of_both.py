@@ -47,6 +47,7 @@ from colltune.campaign import Campaign  # noqa: E402
 from colltune.cli import build_parser  # noqa: E402
 from colltune.commands import run_tuning  # noqa: E402
 from colltune.decision import DecisionTable  # noqa: E402
+from colltune.exporters.colltune_rules import HEADER as RULES_HEADER  # noqa: E402
 from colltune.plan import DEFAULT_OP, REDUCING, REDUCTION_OPS, BenchSpec  # noqa: E402
 from colltune.providers.base import ALGORITHM, Algorithm  # noqa: E402
 from colltune.providers.colltune import read_report  # noqa: E402
@@ -124,8 +125,11 @@ def _rule_lines(text: str) -> list[str]:
 
 
 def deployed_algorithm(coll: str, rules_text: str) -> Algorithm:
-    """The deployment as a store 'algorithm': a new rules file gets new points."""
-    sha = hashlib.sha256(rules_text.encode()).hexdigest()[:10]
+    """The deployment of one collective as a store 'algorithm': the sha of the rules
+    file's lines for that collective (and its version line), so new rules for a
+    collective get new points and the other collectives keep theirs."""
+    lines = [ln for ln in _rule_lines(rules_text) if ln.split()[0] in (coll, RULES_HEADER)]
+    sha = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:10]
     return Algorithm(DEPLOYED, coll, f"rules-{sha}", ALGORITHM)
 
 

@@ -27,6 +27,7 @@ PLATFORM-links.json (top links, totals; PLATFORM-links.txt: the report), so reru
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -324,7 +325,8 @@ def main() -> int:
                           f"call {cache[k]['sim_s'] * 1e6:.1f} us, {cache[k]['wall_s']} s"), flush=True)
             cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
     times = _times(str(out / f"{a.platform}.sqlite"))
-    text = "\n".join([f"{a.platform}: rules {rules_path.name} (sha {label[next(iter(label))][6:]}), "
+    sha = hashlib.sha256(rules_path.read_bytes()).hexdigest()[:10]      # the file's, whole
+    text = "\n".join([f"{a.platform}: rules {rules_path.name} (sha {sha}), "
                       f"layouts {','.join(f'{n}x{p}' for n, p in lays)}", *report(points, cache, times, plat)])
     print(text)
     (out / f"{a.platform}-links.txt").write_text(text + "\n")
