@@ -118,3 +118,14 @@ def test_tune_says_where_the_library_default_beat_every_algorithm(workdir):
                    "--campaign", "flat", "-q")
     assert "note: at 1 point(s) the library default 'ompi' beat every algorithm measured" \
         in proc.stdout, proc.stdout
+
+
+def test_mpi_abort_is_the_runs_exit_status(tmp_path):
+    """smpirun exits 0 when a rank calls MPI_Abort: colltune run gives the program's
+    error code, as mpirun does (docs/online.md promises the application's status)."""
+    src = tmp_path / "abort.c"
+    src.write_text("#include <mpi.h>\nint main(int c, char **v) { int r; MPI_Init(&c, &v);\n"
+                   "MPI_Comm_rank(MPI_COMM_WORLD, &r); if (r == 1) MPI_Abort(MPI_COMM_WORLD, 3);\n"
+                   "MPI_Barrier(MPI_COMM_WORLD); MPI_Finalize(); return 0; }\n")
+    proc = run_cli("run", "--platform", "small", "--layout", "1x2", "-q", "--", str(src), check=False)
+    assert proc.returncode == 3 and "called MPI_Abort (error code 3)" in proc.stderr, proc.stderr

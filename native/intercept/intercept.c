@@ -569,6 +569,18 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return rc;
 }
 
+#ifdef COLLTUNE_SMPI
+/* smpirun exits 0 when a rank calls MPI_Abort; colltune run (COLLTUNE_ABORT_STATUS)
+ * takes the error code from this file and exits with it, as mpirun does. */
+int MPI_Abort(MPI_Comm comm, int errorcode)
+{
+    const char *path = getenv("COLLTUNE_ABORT_STATUS");
+    FILE *f = path && *path ? fopen(path, "w") : NULL;
+    if (f) fprintf(f, "%d\n", errorcode), fclose(f);
+    return PMPI_Abort(comm, errorcode);
+}
+#endif
+
 int MPI_Finalize(void)
 {
     ct_prof_finalize();                             /* writes COLLTUNE_PROFILE's files */

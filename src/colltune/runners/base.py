@@ -42,6 +42,11 @@ class Runner:
         """After the job; clean is False after a timeout, a signal or a failed launcher
         (leftovers of the job to remove)."""
 
+    def exit_status(self, rc: int) -> int:
+        """The job's exit status from the launcher's (a launcher that hides an
+        MPI_Abort overrides it)."""
+        return rc
+
 
 def layout(args, cores: int, max_nodes: int) -> tuple[int, int, int]:
     """(nodes, ppn, ranks) of --layout NODESxPPN or -n N (N ranks, `cores` a node)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 
 from . import RUNNERS
 from .base import Runner, check_choices, compile_app, layout
@@ -64,7 +65,18 @@ class SimRunner(Runner):
         cmd = [impl.launcher, "-np", str(ranks), "-platform", plat.xml_path, "-hostfile", hostfile,
                *plat.smpirun_cfg_args(), *trace, *QUIET_LOGS, "--log=smpi_colls.thres:warning",
                "--log=smpi_coll.thres:warning", app, *program[1:]]
-        return cmd, {**impl.run_env(), **env}, ranks
+        self._abort = os.path.join(scratch, "abort-status")     # libcolltune's MPI_Abort writes it
+        return cmd, {**impl.run_env(), **env, "COLLTUNE_ABORT_STATUS": self._abort}, ranks
+
+    def exit_status(self, rc: int) -> int:
+        """smpirun exits 0 after an MPI_Abort: the program's error code, as mpirun gives."""
+        try:
+            with open(getattr(self, "_abort", "")) as fh:
+                code = int(fh.read().strip() or 1)
+        except (OSError, ValueError):
+            return rc
+        print(f"colltune run: the program called MPI_Abort (error code {code})", file=sys.stderr)
+        return rc or code
 
 
 def _placed_hosts(spec: str | None, plat, nodes: int) -> list[str] | None:

@@ -226,7 +226,7 @@ def run(args, cli) -> int:
         timeout = settings.timeout if settings.source_of("timeout") != "default" else None
         clean = False
         try:
-            rc = run_group(cmd, timeout, forward_signals=True, env=full_env).returncode
+            rc = runner.exit_status(run_group(cmd, timeout, forward_signals=True, env=full_env).returncode)
             clean = rc == 0
             runner.finish(clean)
             if args.profile and ranks:
