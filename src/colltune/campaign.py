@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
-from .backends.base import Backend, Launch, LaunchResult
+from .backends.base import Backend, Launch, LaunchResult, stop_launches
 from .plan import BenchSpec, check_bytes_per_rank
 from .progress import Progress
 from .store import CRASHED, ERROR, OK, TIMEOUT, WRONG, Store
@@ -72,6 +72,7 @@ class Campaign:
         self.provenance = backend.provenance()
         self.context = {k: v for k, v in self.provenance.items() if k != "smpi_config"}
         self._lock = threading.Lock()       # guards the summary and the store across workers
+        self._stopping = False              # interrupted: launches that end are not stored
         # store keys of points this campaign skipped as already measured (by any campaign):
         # Results.from_store(store, name, also_keys=...) gives the campaign's whole space
         self.reused_keys: set[str] = set()
@@ -120,18 +121,26 @@ class Campaign:
         jobs = self.jobs(specs, summary)
         progress = Progress(len(jobs), enabled=self.show_progress)
         workroot = tempfile.mkdtemp(prefix="colltune-")
+        pool = ThreadPoolExecutor(max_workers=self.settings.jobs)
         try:
-            with ThreadPoolExecutor(max_workers=self.settings.jobs) as pool:
-                futures = {pool.submit(self._execute, job, os.path.join(workroot, str(i)), summary): job
-                           for i, job in enumerate(jobs)}
-                for fut in as_completed(futures):
-                    job = futures[fut]
-                    fut.result()
-                    with self._lock:
-                        counts = dict(summary.measured)
-                    progress.step(f"{job.spec.collective} {job.spec.algorithm.label} "
-                                  f"{job.spec.nodes}x{job.spec.ppn}", counts)
+            futures = {pool.submit(self._execute, job, os.path.join(workroot, str(i)), summary): job
+                       for i, job in enumerate(jobs)}
+            for fut in as_completed(futures):
+                job = futures[fut]
+                fut.result()
+                with self._lock:
+                    counts = dict(summary.measured)
+                progress.step(f"{job.spec.collective} {job.spec.algorithm.label} "
+                              f"{job.spec.nodes}x{job.spec.ppn}", counts)
+        except BaseException:
+            # Ctrl-C (or a worker's error): queued jobs never start, launches in flight
+            # are killed and not stored (an interrupted launch is no measurement)
+            self._stopping = True
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop_launches()
+            raise
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)
             progress.close()
             shutil.rmtree(workroot, ignore_errors=True)
         summary.wall_s = time.monotonic() - start
@@ -146,6 +155,8 @@ class Campaign:
             launch = Launch(spec.nodes, spec.ppn, spec.bench_args(self.settings, job.check),
                             self.backend.provider().force(spec.algorithm), self.settings.timeout)
             result, placed = self._launch(launch, workdir, spec)
+            if self._stopping:
+                return
             points, unreached = self._classify(spec, job, result)
             stalled = stalled + 1 if result.timed_out and not result.records else 0
             if unreached and stalled >= MAX_STALLED_LAUNCHES:

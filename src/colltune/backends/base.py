@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,21 @@ def read_records(path: str) -> tuple[dict | None, list[dict], bool]:
     return header, records, done
 
 
+# launches running now (campaign workers' threads): an interrupted campaign kills them
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_launches() -> None:
+    """Kill every launch running now (process group and descendants): Ctrl-C on a
+    campaign must not wait for the launches in flight."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for proc in live:
+        if proc.poll() is None:
+            kill_group(proc)
+
+
 def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
                 json_path: str) -> LaunchResult:
     """Run a launcher command in its own process group; kill the group on timeout."""
@@ -75,6 +91,8 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                 start_new_session=True)
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
         timed_out = False
         try:
             proc.wait(timeout=timeout)
@@ -82,6 +100,9 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
             timed_out = True
             kill_group(proc)
             proc.wait()
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
     with open(log_path, errors="replace") as fh:
         tail = fh.read()[-4000:]
     header, records, done = read_records(json_path)
