@@ -163,3 +163,44 @@ def test_ctrl_c_stops_a_campaign_at_once(tmp_path):
         killed = db.execute("select count(*) from measurements where status = 'timeout' or "
                             "check_error like 'exit code -%' or check_error like '%signal%'").fetchone()[0]
     assert 0 < runs < 100 and killed == 0, (runs, killed)
+
+
+def test_a_campaign_that_reused_points_reports_them(tmp_path):
+    """A user review: a campaign whose points were all measured by an earlier one wrote
+    its table, then `report` said 'not found' and `results export` wrote a header. The
+    points a campaign reuses are recorded as its own results."""
+    store = str(tmp_path / "s.sqlite")
+    tune = ["tune", "--platform", "small", "--collectives", "bcast", "--algorithms",
+            "binomial_tree,flattree", "--layouts", "2x4", "--sizes", "8,1000", "--store", store,
+            "--output-dir", str(tmp_path / "out"), "-q"]
+    run_cli(*tune, "--campaign", "first")
+    again = run_cli(*tune, "--campaign", "second")
+    assert "0 launches" in again.stdout
+    rows = run_cli("results", "export", "--store", store, "--campaign", "second", "--format",
+                   "jsonl").stdout.splitlines()
+    first = run_cli("results", "export", "--store", store, "--campaign", "first", "--format",
+                    "jsonl").stdout.splitlines()
+    assert len(rows) == len(first) > 0
+    run_cli("report", "--store", store, "--campaign", "second", "-o", str(tmp_path / "r.html"))
+    assert run_cli("results", "list", "--store", store).stdout.split() == ["first", "second"]
+    refused(run_cli("results", "export", "--store", store, "--campaign", "third", "--format", "csv",
+                    check=False),
+            "campaign 'third' not found")
+
+
+def test_a_store_that_is_not_one_is_refused_untouched(tmp_path):
+    import sqlite3
+    refused(run_cli("results", "list", "--store", str(tmp_path / "missing.sqlite"), check=False),
+            "missing.sqlite: no such results store")
+    assert not (tmp_path / "missing.sqlite").exists()
+    refused(run_cli("results", "list", "--store", str(tmp_path), check=False), "not a file")
+    (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
+    refused(run_cli("results", "list", "--store", str(tmp_path / "junk.sqlite"), check=False),
+            "not a readable SQLite results store")
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("create table notes (x text)")
+    before = other.read_bytes()
+    refused(run_cli("results", "list", "--store", str(other), check=False),
+            "an SQLite file of something else (tables: notes)")
+    assert other.read_bytes() == before

@@ -109,7 +109,9 @@ def test_both_campaign_uses_points_another_campaign_measured(workdir):
     from colltune.results import Results
     from colltune.store import Store
     with Store(str(workdir / "store.sqlite")) as store:
-        own = Results.from_store(store, "both")
-    assert set(own.points["provider"]) == {"colltune"}       # only colltune's were measured here
+        launched = store.query_points("both")
+        results = Results.from_store(store, "both")
+    assert {p["provider"] for p in launched} == {"colltune"}   # only colltune's were measured here
+    assert set(results.points["provider"]) == {"colltune", "smpi"}     # its results: the reused too
     assert {(r.provider, r.algorithm) for e in t.entries for r in e.rules} <= {
         ("colltune", "binomial"), ("smpi", "ompi")}

@@ -97,6 +97,7 @@ class Campaign:
                 done -= failed
             summary.skipped_points += len(done)
             self.reused_keys |= done
+            self.store.add_campaign_keys(self.name, done)      # its results include them
             todo_sizes = sorted({i[1] for i, k in keys.items() if k not in done})
             if not todo_sizes:
                 continue

@@ -109,10 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("results", help="list or export stored results")
     add_globals(p)
     rs = p.add_subparsers(dest="results_command", required=True)
-    rs.add_parser("list", help="campaigns in the store")
-    ex = rs.add_parser("export", help="export measurements")
+    # the settings also after list / export (suppressed defaults keep those given before)
+    add_globals(rs.add_parser("list", help="campaigns in the store", argument_default=argparse.SUPPRESS))
+    ex = rs.add_parser("export", help="export measurements", argument_default=argparse.SUPPRESS)
+    add_globals(ex)
     ex.add_argument("--format", choices=["csv", "jsonl"], required=True)
-    ex.add_argument("--campaign")
+    ex.add_argument("--campaign", default=None)
     ex.add_argument("-o", "--output", default="-")
 
     p = sub.add_parser("demo", help="tune bcast and allreduce on the small simulated cluster "

@@ -242,7 +242,7 @@ def _print_outcome(name, summary, results, baselines, table_path, report_path) -
 def cmd_report(args, cli) -> int:
     from .report import render
     session = Session(cli, args.config)
-    with session.store as store:
+    with session.existing_store() as store:
         name = args.campaign or (store.campaigns() or [None])[-1]
         if name is None:
             raise ColltuneError(f"no campaign in {session.settings.store}")
@@ -274,11 +274,14 @@ def _tuner_sections(table_path: str) -> tuple[str, ...]:
 
 def cmd_results(args, cli) -> int:
     session = Session(cli, args.config)
-    with session.store as store:
+    with session.existing_store() as store:
         if args.results_command == "list":
             for c in store.campaigns():
                 print(c)
             return 0
+        if args.campaign and args.campaign not in store.campaigns():
+            raise ColltuneError(f"campaign {args.campaign!r} not found in {session.settings.store} "
+                                f"(`colltune results list` lists them)")
         results = Results.from_store(store, args.campaign)
     out = sys.stdout if args.output == "-" else open(args.output, "w", newline="")
     try:

@@ -30,6 +30,8 @@ class Results:
         """The campaign's points; with also_keys (a campaign's reused points,
         Campaign.reused_keys) also those measured by other campaigns under these keys."""
         pts, rns = store.query_points(campaign), store.query_runs(campaign)
+        if campaign:        # and the points it reused, recorded by Campaign
+            also_keys = set(also_keys) | store.campaign_keys(campaign)
         if campaign and also_keys:
             own = {p.get("key") for p in pts}
             more = [p for p in store.query_points_by_keys(also_keys) if p.get("key") not in own]

@@ -18,6 +18,10 @@ class Session:
     def store(self) -> Store:
         return Store(self.settings.store)
 
+    def existing_store(self) -> Store:
+        """The store of a command that only reads it: it must exist."""
+        return Store(self.settings.store, create=False)
+
     def backend(self, platform: str | None = None):
         if self._backend is None:
             cls = BACKENDS.get(self.settings.backend)

@@ -48,7 +48,11 @@ CREATE TABLE IF NOT EXISTS measurements (
 );
 CREATE INDEX IF NOT EXISTS measurements_key ON measurements(key);
 CREATE INDEX IF NOT EXISTS runs_campaign ON runs(campaign);
+-- points a campaign reused from other campaigns (same key): part of its results
+CREATE TABLE IF NOT EXISTS campaign_points (campaign TEXT, key TEXT, added REAL,
+                                            PRIMARY KEY (campaign, key));
 """
+_TABLES = {"meta", "runs", "measurements", "campaign_points", "sqlite_sequence"}
 
 
 def point_key(**fields: Any) -> str:
@@ -58,13 +62,31 @@ def point_key(**fields: Any) -> str:
 
 
 class Store:
-    def __init__(self, path: str):
+    def __init__(self, path: str, create: bool = True):
+        """create False: the store must exist (commands that only read it: a mistyped
+        path is an error, not an empty store). A file that is not a colltune store is
+        refused before anything is written to it."""
+        from .errors import InputError
         self.path = path
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise InputError(f"{path}: not a file (the results store is an SQLite file)")
+        if not os.path.exists(path) and not create:
+            raise InputError(f"{path}: no such results store")
         if os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         # Campaign workers write their own launches (under the campaign's lock).
         self.db = sqlite3.connect(path, check_same_thread=False)
         self.db.row_factory = sqlite3.Row
+        try:
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            raise InputError(f"{path}: not a readable SQLite results store ({exc})") from None
+        if tables and not {"meta", "runs", "measurements"} <= tables:
+            self.db.close()
+            raise InputError(f"{path}: an SQLite file of something else (tables: "
+                             f"{', '.join(sorted(tables - _TABLES)) or ', '.join(sorted(tables))}), "
+                             f"not a colltune results store")
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_DDL)
         row = self.db.execute("SELECT v FROM meta WHERE k='schema_version'").fetchone()
@@ -157,4 +179,19 @@ class Store:
                       key=lambda r: r["run_id"])
 
     def campaigns(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT campaign FROM runs ORDER BY campaign")]
+        """Campaign names, the most recently active last (launches or reused points)."""
+        return [r[0] for r in self.db.execute(
+            "SELECT campaign FROM (SELECT campaign, started AS t FROM runs UNION ALL "
+            "SELECT campaign, added AS t FROM campaign_points) GROUP BY campaign "
+            "ORDER BY MAX(t), campaign")]
+
+    def add_campaign_keys(self, campaign: str, keys: Iterable[str]) -> None:
+        """Record points of other campaigns that this one reused (its results include them)."""
+        now = time.time()
+        self.db.executemany("INSERT OR IGNORE INTO campaign_points VALUES (?, ?, ?)",
+                            [(campaign, k, now) for k in keys])
+        self.db.commit()
+
+    def campaign_keys(self, campaign: str) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT key FROM campaign_points WHERE campaign=?",
+                                              (campaign,))}
