@@ -204,3 +204,31 @@ def test_a_store_that_is_not_one_is_refused_untouched(tmp_path):
     refused(run_cli("results", "list", "--store", str(other), check=False),
             "an SQLite file of something else (tables: notes)")
     assert other.read_bytes() == before
+
+
+def test_bench_and_tune_refuse_what_they_would_ignore(tmp_path):
+    """A user review: names a tune could not use were dropped silently (a table with no
+    entries), options of another scenario ignored, a root no rank has launched and
+    recorded as a crash, two layouts' rows printed without saying which is which."""
+    common = ["--platform", "small", "--sizes", "8", "--store", str(tmp_path / "s.sqlite"),
+              "--output-dir", str(tmp_path / "out"), "-q"]
+    bench = ["bench", "--coll", "bcast", *common]
+    refused(run_cli("tune", "--collectives", "bcast", "--algorithms", "binomial_tree,rdb",
+                    "--layouts", "2x4", *common, check=False),
+            "--algorithms: 'rdb' is not an algorithm of smpi for bcast")
+    refused(run_cli("tune", "--collectives", "bcast", "--baselines", "nosuch", "--layouts", "2x4",
+                    *common, check=False), "--baselines: 'nosuch' is not a selector of smpi")
+    refused(run_cli(*bench, "--layouts", "2x4", "--delays-us", "1..4", check=False),
+            "--delays-us: only with --scenario delayed")
+    refused(run_cli(*bench, "--layouts", "2x4", "--root", "8", check=False),
+            "--root 8: not a rank of every communicator measured (the smallest has 8 ranks)")
+    refused(run_cli("bench", "--coll", "allreduce", *common, "--layouts", "2x4", "--root", "1",
+                    check=False), "--root 1: allreduce has no root")
+    refused(run_cli(*bench, "--layouts", "2x4", "--nodes", "3", check=False),
+            "--layouts or --nodes/--ppn, not both")
+    refused(run_cli(*bench, "--layouts", "2x4", "--algorithms", "", check=False),
+            "--algorithms: empty")
+    refused(run_cli("bench", "--coll", "bcastx", *common, "--layouts", "2x4", check=False),
+            "--coll bcastx: not a collective smpi provides")
+    out = run_cli(*bench, "--layouts", "2x4,4x2").stdout
+    assert "# bcast default scenario=plain layout=2x4" in out and "layout=4x2" in out, out

@@ -22,7 +22,8 @@ def test_parse():
     assert H.parse("all") == set(H.ALL) == {"H1", "H2", "H3", "H4", "H5"}
     assert H.parse(False) == H.parse(None) == H.parse("") == H.parse("none") == set()
     assert H.parse("h1,H3") == {"H1", "H3"}
-    with pytest.raises(ValueError, match="H9"):
+    from colltune.errors import ConfigError
+    with pytest.raises(ConfigError, match="--heuristics: unknown taskmodel heuristic.s. H9"):
         H.parse("H1,H9")
 
 

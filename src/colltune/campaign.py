@@ -264,6 +264,22 @@ def _missing(ident: tuple, status: str, why: str) -> dict:
 
 def _failure_text(result: LaunchResult) -> str:
     why = (f"timed out after {result.wall_s:.0f} s" if result.timed_out
-           else f"exit code {result.exit_code}")
-    lines = [ln for ln in result.output_tail.strip().splitlines() if ln.strip()][-6:]
+           else f"exit code {result.exit_code}{_signal_name(result.exit_code)}")
+    # the launcher's last words, less SimGrid's "please report a bug" banner
+    lines = [ln for ln in result.output_tail.strip().splitlines() if ln.strip()
+             and not any(b in ln for b in _BANNER)][-6:]
     return why + (": " + " | ".join(lines) if lines else "")
+
+
+_BANNER = ("If you think you've found a bug in SimGrid", "Minimal Working Example",
+           "of the fault captured with gdb")
+
+
+def _signal_name(code: int | None) -> str:
+    """' (SIGSEGV)' for a process killed by a signal: -N, or 128+N from a shell."""
+    import signal
+    n = -code if code is not None and code < 0 else code - 128 if code and 128 < code < 160 else 0
+    try:
+        return f" ({signal.Signals(n).name})" if n else ""
+    except ValueError:
+        return ""

@@ -68,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         add_globals(p)
         p.add_argument("--layouts", help="NODESxPPN list, e.g. 2x4,8x4 (instead of --nodes/--ppn)")
-        p.add_argument("--nodes", default="2", help="node counts, e.g. 2,3,8 or 2..16")
-        p.add_argument("--ppn", default="4", help="processes per node")
+        p.add_argument("--nodes", help="node counts, e.g. 2,3,8 or 2..16 (default 2)")
+        p.add_argument("--ppn", help="processes per node (default 4)")
         p.add_argument("--sizes", default="8..1M", help="bytes per rank: 8..4M,1000,3000")
         p.add_argument("--campaign", help="results campaign name (resumes if it exists)")
         p.add_argument("--retry-failed", action="store_true", help="re-measure recorded failures")
@@ -80,9 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="comma list of algorithm/selector names, or 'all'")
             p.add_argument("--scenario", choices=SCENARIOS, default="plain")
             p.add_argument("--procs", help="participant counts (sub-communicators), e.g. 2-17")
-            p.add_argument("--delays-us", default="1..1024", help="delayed scenario: delays")
+            p.add_argument("--delays-us", help="delayed scenario: delays (default 1..1024)")
             p.add_argument("--delayed-rank", choices=["first", "last"], default="last")
-            p.add_argument("--tcalc-us", default="1..1024", help="overlap scenario: compute times")
+            p.add_argument("--tcalc-us", help="overlap scenario: compute times (default 1..1024)")
             p.add_argument("--dtype", choices=["char", "int", "float", "double"])
         else:
             p.add_argument("--strategy", default="exhaustive", choices=TUNERS.names(),

@@ -27,6 +27,8 @@ def _split(text: str | None) -> list[str]:
 
 
 def _layouts(args) -> list[tuple[int, int]]:
+    if getattr(args, "layouts", None) and (args.nodes or args.ppn):
+        raise ColltuneError("--layouts or --nodes/--ppn, not both")
     if getattr(args, "layouts", None):
         out = []
         for item in args.layouts.split(","):
@@ -38,8 +40,8 @@ def _layouts(args) -> list[tuple[int, int]]:
             if min(out[-1]) < 1:
                 raise ColltuneError(f"bad layout {item!r}: nodes and processes per node must be >= 1")
         return out
-    nodes = parse_list(args.nodes, "node count", 1)
-    ppns = parse_list(args.ppn, "processes per node", 1)
+    nodes = parse_list(args.nodes or "2", "node count", 1)
+    ppns = parse_list(args.ppn or "4", "processes per node", 1)
     return [(n, p) for n in nodes for p in ppns]
 
 
@@ -106,10 +108,20 @@ def cmd_bench(args, cli) -> int:
     backend = session.backend()
     provider = backend.provider()
     names = _split(args.algorithms)
+    if args.collective not in provider.collectives():
+        raise ColltuneError(f"--coll {args.collective}: not a collective {provider.name} provides "
+                            f"({', '.join(provider.collectives())})")
+    if not names:
+        raise ColltuneError("--algorithms: empty (names, or 'all')")
     if names == ["all"]:
         algs = provider.algorithms(args.collective)
     else:
         algs = [provider.lookup(args.collective, n) for n in names]
+    for opt, scen in (("delays_us", "delayed"), ("tcalc_us", "overlap")):
+        if getattr(args, opt) is not None and args.scenario != scen:
+            raise ColltuneError(f"--{opt.replace('_', '-')}: only with --scenario {scen}")
+    if args.root and args.collective not in ROOTED:
+        raise ColltuneError(f"--root {args.root}: {args.collective} has no root")
     sizes = tuple(parse_list(args.sizes, "message size"))
     procs = tuple(parse_list(args.procs, "participant count", 1)) if args.procs else None
     specs = []
@@ -118,12 +130,15 @@ def cmd_bench(args, cli) -> int:
     for nodes, ppn in layouts:
         if procs and max(procs) > nodes * ppn:
             raise ColltuneError(f"--procs {max(procs)} exceeds {nodes}x{ppn} = {nodes * ppn} ranks")
+        if not 0 <= args.root < min(procs or [nodes * ppn]):
+            raise ColltuneError(f"--root {args.root}: not a rank of every communicator measured "
+                                f"(the smallest has {min(procs or [nodes * ppn])} ranks)")
         for alg in algs:
             specs.append(BenchSpec(
                 args.collective, alg, nodes, ppn, sizes, procs, args.scenario,
-                tuple(parse_list(args.delays_us, "delay")) if args.scenario == "delayed" else (),
+                tuple(parse_list(args.delays_us or "1..1024", "delay")) if args.scenario == "delayed" else (),
                 args.delayed_rank if args.scenario == "delayed" else None,
-                tuple(parse_list(args.tcalc_us, "tcalc")) if args.scenario == "overlap" else (),
+                tuple(parse_list(args.tcalc_us or "1..1024", "tcalc")) if args.scenario == "overlap" else (),
                 args.root, args.dtype))
     name = args.campaign or new_campaign_name("bench")
     with session.store as store:
@@ -136,6 +151,23 @@ def cmd_bench(args, cli) -> int:
     print(f"campaign {name}: {summary.launches} launches, measured {summary.measured}, "
           f"{summary.skipped_points} points already in {session.settings.store}")
     return 0 if not res.failures().shape[0] else 1
+
+
+# collectives with a root (bench --root)
+ROOTED = ("bcast", "reduce", "gather", "scatter")
+
+
+def _knows(provider, collective: str, name: str) -> bool:
+    """Is name one of the provider's algorithms or selectors for the collective (a
+    PROVIDER:NAME of --provider both, a label with parameters: its name)?"""
+    from .errors import ConfigError
+    for n in dict.fromkeys((name, name.split("[", 1)[0])):
+        try:
+            provider.lookup(collective, n)
+            return True
+        except ConfigError:
+            pass
+    return any(a.label == name.split(":", 1)[-1] for a in provider.algorithms(collective))
 
 
 def check_layouts(backend, layouts) -> None:
@@ -156,6 +188,14 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
             raise ColltuneError(f"{provider.name} provides no algorithms for {c!r}; "
                                 f"it has {', '.join(provider.collectives())}")
     check_layouts(backend, layouts)
+    for alg in algorithms or ():
+        if not any(_knows(provider, c, alg) for c in collectives):
+            raise ColltuneError(f"--algorithms: {alg!r} is not an algorithm of {provider.name} for "
+                                f"{', '.join(collectives)} (`colltune info` lists them)")
+    for sel in baselines or ():
+        if not any(s.name == sel for c in collectives for s in provider.selectors(c)):
+            raise ColltuneError(f"--baselines: {sel!r} is not a selector of {provider.name} "
+                                f"(known: {', '.join(sorted({s.name for c in collectives for s in provider.selectors(c)}))})")
     baselines = baselines or list(provider.default_baselines)
     space = TuningSpace(tuple(collectives), tuple(layouts), tuple(sizes),
                         tuple(algorithms) if algorithms else None, getattr(args, "root", 0))

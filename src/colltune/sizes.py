@@ -29,6 +29,8 @@ def parse_list(spec: str, what: str = "size", minimum: int = 0) -> list[int]:
     out: set[int] = set()
     for item in str(spec).split(","):
         item = item.strip()
+        if not item or item.startswith("..") or item.endswith(".."):
+            raise InputError(f"bad {what} list {spec!r}: empty item or open range {item!r}")
         if ".." in item:
             lo_s, hi_s = item.split("..", 1)
             lo, hi = parse_value(lo_s, what), parse_value(hi_s, what)

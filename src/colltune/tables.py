@@ -7,8 +7,11 @@ import pandas as pd
 def classic(points: pd.DataFrame) -> str:
     """size ranks avg min max stddev (us) of time to completion, per algorithm."""
     lines = []
-    for (coll, alg, scen), g in points.groupby(["collective", "algorithm", "scenario"], sort=False):
-        lines.append(f"# {coll} {alg} scenario={scen}")
+    keys = ["collective", "algorithm", "scenario"] + [k for k in ("nodes", "ppn") if k in points]
+    for group, g in points.groupby(keys, sort=False):
+        coll, alg, scen = group[:3]
+        layout = f" layout={int(group[3])}x{int(group[4])}" if len(group) == 5 else ""
+        lines.append(f"# {coll} {alg} scenario={scen}{layout}")
         extra = "delay_us" if scen == "delayed" else ("tcalc_us" if scen == "overlap" else None)
         head = "# size ranks avg_us min_us max_us stddev_us median_us reps status"
         lines.append(head + (f" {extra}" if extra else "") + (" overlap_pct" if scen == "overlap" else ""))

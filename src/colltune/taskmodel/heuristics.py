@@ -83,8 +83,9 @@ def parse(spec) -> frozenset:
         names = {x.strip().upper() for x in s.split(",") if x.strip()}
     bad = names - set(ALL)
     if bad:
-        raise ValueError(f"unknown taskmodel heuristic(s) {', '.join(sorted(bad))} "
-                         f"(have {', '.join(ALL)})")
+        from ..errors import ConfigError
+        raise ConfigError(f"--heuristics: unknown taskmodel heuristic(s) {', '.join(sorted(bad))} "
+                          f"(have {', '.join(ALL)}, safe, all, none)")
     return frozenset(names)
 
 

@@ -113,6 +113,10 @@ class ActiveLearner:
             grid = (candidates or {}).get(coll) or [(n, p, m) for n, p in self.layouts
                                                     for m in self.sizes]
             grid = [g for g in grid if g[0] * g[1] > 1]     # one rank: nothing to choose
+            if not grid:
+                from ..errors import ConfigError
+                raise ConfigError(f"{coll}: no layout of more than one rank to tune "
+                                  f"(--layouts {','.join(f'{n}x{p}' for n, p in self.layouts)})")
             self.states[coll] = CollectiveState(coll, algs, sorted(set(grid)), CollectiveModel(
                 [self.label(a) for a in algs], s.active_trees, s.active_seed, s.active_model,
                 s.active_per_algorithm, s.active_features))
