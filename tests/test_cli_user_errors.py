@@ -232,3 +232,16 @@ def test_bench_and_tune_refuse_what_they_would_ignore(tmp_path):
             "--coll bcastx: not a collective smpi provides")
     out = run_cli(*bench, "--layouts", "2x4,4x2").stdout
     assert "# bcast default scenario=plain layout=2x4" in out and "layout=4x2" in out, out
+
+
+def test_results_export_keeps_whole_numbers_whole(tmp_path):
+    """A user review: counts came out as 2.0 and `valid` as 1.0 (SQLite keeps REAL)."""
+    store = str(tmp_path / "s.sqlite")
+    run_cli("bench", "--coll", "bcast", "--platform", "small", "--layouts", "2x2", "--sizes", "8",
+            "--store", store, "--campaign", "b", "-q")
+    (rec,) = [json.loads(x) for x in run_cli("results", "export", "--store", store, "--campaign", "b",
+                                             "--format", "jsonl").stdout.splitlines()]
+    assert rec["count"] == 8 and isinstance(rec["count"], int) and rec["valid"] is True
+    assert isinstance(rec["participants"], int) and "labels" in rec
+    csv = run_cli("results", "export", "--store", store, "--campaign", "b", "--format", "csv").stdout
+    assert ",8,8,8,char," in csv or ",8,8,8," in csv, csv[:400]

@@ -101,20 +101,34 @@ class Results:
 
     def records(self) -> list[dict]:
         out = []
-        for rec in self.points.replace({np.nan: None}).to_dict(orient="records"):
-            if rec.get("labels_json"):
-                rec["labels"] = json.loads(rec.pop("labels_json"))
-            else:
-                rec.pop("labels_json", None)
+        for rec in self._typed().replace({np.nan: None}).to_dict(orient="records"):
+            labels = rec.pop("labels_json", None)
+            rec["labels"] = json.loads(labels) if labels else None
             out.append(rec)
         return out
 
+    def _typed(self) -> pd.DataFrame:
+        """The points with counts as integers and `valid` as a boolean (SQLite keeps
+        them as REAL); missing values stay missing."""
+        pts = self.points.copy()
+        for col in INTEGER_COLUMNS:
+            if col in pts:
+                pts[col] = pd.to_numeric(pts[col], errors="coerce").astype("Int64")
+        if "valid" in pts:
+            pts["valid"] = pts["valid"].map(lambda v: None if pd.isna(v) else bool(v)).astype(object)
+        return pts
+
     def to_csv(self, path_or_buf: Any) -> None:
-        self.points.to_csv(path_or_buf, index=False)
+        self._typed().to_csv(path_or_buf, index=False)
 
     def to_jsonl(self, fh: Any) -> None:
         for rec in self.records():
             fh.write(json.dumps(rec, default=_json_default) + "\n")
+
+
+# columns that hold whole numbers (results export writes them as such)
+INTEGER_COLUMNS = ("nodes", "ppn", "nprocs", "participants", "msg_size", "bytes", "count", "root",
+                   "warmup", "reps", "late_starts", "exit_code")
 
 
 def _json_default(obj: Any) -> Any:
