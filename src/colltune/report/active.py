@@ -56,8 +56,10 @@ def learning_figure(curves: dict[str, list[dict]], exhaustive_s: float, key: str
 
 def active_section(history: list[dict]) -> str:
     """HTML of the active learner's own history (per collective)."""
-    parts = ["<h2>Active learning</h2><p class='note'>The learner stops when the summed "
-             "jackknife variance over the candidate space stops changing (no test set).</p>"]
+    parts = ["<h2>Active learning</h2><p class='note'>The learner measures next where the "
+             "jackknife variance over the candidate space is largest; it stops when its table "
+             "stops changing (setting active_stop = stable, the default) or when the summed "
+             "variance below settles (active_stop = variance); no test set.</p>"]
     for coll in sorted({h["collective"] for h in history}):
         curve = [h for h in history if h["collective"] == coll]
         parts.append(_img(variance_figure(curve, f"{coll}: summed variance"), f"{coll} variance"))
