@@ -1,5 +1,5 @@
-"""Exporters: the format details of each dialect (no MPI run here; the real
-libraries load these files in test_verify.py)."""
+"""Exporters: the format details of each dialect (no MPI run here but one small
+smpirun tuning; the real libraries load these files in test_verify.py)."""
 from __future__ import annotations
 
 import json
@@ -100,6 +100,31 @@ def test_smpi_rules_map_to_equivalents_or_fail_naming_the_rule():
         ompi([("bcast", 1, 2, [(0, "binomial", "openmpi", {"k": 3})])])
     with pytest.raises(InputError, match="no such bcast algorithm"):
         ompi([("bcast", 1, 2, [(0, "warp_drive", "openmpi", {})])])
+
+
+def test_smpi_exact_tie_goes_to_the_arm_the_library_has(workdir):
+    """SMPI is deterministic: at allreduce 2x4, 8 B, mvapich2_rs and rdb send the same
+    messages and take the same time, and the tie goes to the first name; mvapich2_rs
+    has no Open MPI or MPICH equivalent, rdb has (both recursive doubling)."""
+    t, t2 = str(workdir / "t.json"), str(workdir / "t2.json")
+    run_cli("tune", "--platform", "small", "--collectives", "allreduce", "--layouts", "2x4",
+            "--sizes", "8", "--provider", "library", "--algorithms", "mvapich2_rs,rdb,lr",
+            "--table", t, "-q")
+    entry = DecisionTable.load(t).entries[0]
+    times = {alg: s for _, _, alg, s in entry.measured}
+    assert entry.rules[0].algorithm == "mvapich2_rs" and times["mvapich2_rs"] == times["rdb"]
+    for fmt, name in (("openmpi-tuned", "recursive_doubling"), ("mpich-json", "recursive_doubling")):
+        proc = run_cli("export", "--table", t, "--format", fmt, "-o", str(workdir / fmt))
+        assert f"'mvapich2_rs' -> '{name}', the equivalent of SMPI's 'rdb'" in proc.stdout
+    rows = parse_tuned(open(workdir / "openmpi-tuned").read(), "t").blocks["allreduce"][0][1]
+    assert [r[1] for r in rows] == [IDS_5_0["allreduce"].index("recursive_doubling") + 1]
+    # no tie, no equivalent: still an error naming the rule (a measured 1 % apart is no tie)
+    data = json.load(open(t))
+    data["entries"][0]["measured"] = [[8, "smpi", a, s * (1.01 if a == "rdb" else 1)]
+                                      for _, _, a, s in data["entries"][0]["measured"]]
+    json.dump(data, open(t2, "w"))
+    bad = run_cli("export", "--table", t2, "--format", "openmpi-tuned", check=False)
+    assert bad.returncode != 0 and "'mvapich2_rs' has no openmpi equivalent" in bad.stderr
 
 
 def test_header_comment_and_env():

@@ -8,8 +8,10 @@ algorithm each one is (same communication pattern, from the algorithms'
 descriptions in SMPI's and the libraries' sources; verify proves the mapped
 algorithm runs, not that it performs as SMPI's did). A rule
 with no equivalent, or naming an algorithm that cannot be deployed through a
-rules file (UNDEPLOYABLE), is an error, unless the user allows SUBSTITUTE: the
-library's general-purpose algorithm for that collective, named in the file header.
+rules file (UNDEPLOYABLE), is an error, unless another SMPI algorithm took the same
+time at every size the rule was measured at and has an equivalent (an exact tie,
+TIE), or the user allows SUBSTITUTE: the library's general-purpose algorithm for
+that collective, named in the file header.
 """
 from __future__ import annotations
 
@@ -102,6 +104,38 @@ class Resolved:
     params: dict = field(default_factory=dict)   # the equivalent's parameters + the rule's
 
 
+# SMPI is deterministic: algorithms that send the same messages take the same time (at
+# 8 B, mvapich2_rs and rdb are both recursive doubling). Two arms within this fraction
+# of each other at every size a rule was measured at are the same choice.
+TIE = 1e-3
+
+
+def tied_equivalent(library: str, entry: Entry, rule: Rule, usable) -> Resolved | None:
+    """For an SMPI rule without a usable equivalent: another SMPI algorithm measured
+    within TIE of it at every size the rule was measured at, whose equivalent the
+    target has (the first by name), with a header note saying so. None when the rule
+    has no measured sizes (a size between measured ones, a layout not tuned)."""
+    sizes = set(rule.measured_sizes)
+    times: dict[str, dict[int, float]] = {}
+    for size, provider, alg, seconds in entry.measured:
+        if provider == "smpi" and size in sizes:
+            times.setdefault(alg, {})[size] = seconds
+    own = times.get(rule.algorithm, {})
+    if not sizes or set(own) != sizes:
+        return None
+    for alg in sorted(times):
+        equiv = EQUIVALENT.get((library, entry.collective), {}).get(alg)
+        name, params = equiv if isinstance(equiv, tuple) else (equiv, {})
+        if alg == rule.algorithm or not usable(name) or set(times[alg]) != sizes or \
+                any(abs(times[alg][s] - own[s]) > TIE * own[s] for s in sizes):
+            continue
+        at = ", ".join(f"{s} B" for s in sorted(sizes))
+        return Resolved(name, f"{describe(entry, rule)} -> {name!r}, the equivalent of SMPI's "
+                              f"{alg!r}, which took the same time (within {TIE:.1%}) at {at}",
+                        params={**params, **rule.params})
+    return None
+
+
 def describe(entry: Entry, rule: Rule) -> str:
     return (f"{entry.collective} layout {entry.nodes}x{entry.ppn} from {rule.min_size} B/rank: "
             f"{rule.provider} algorithm {rule.algorithm!r}")
@@ -129,6 +163,9 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
             return Resolved(name, params={**params, **rule.params})
         problem = (f"SMPI's {rule.algorithm!r} has no {library} equivalent"
                    if name is None else f"its equivalent {name!r} is not in the target version")
+        tie = tied_equivalent(library, entry, rule, usable)
+        if tie:
+            return tie
     elif rule.provider == "colltune":
         problem = f"rules of provider {rule.provider!r} cannot be expressed for {library}"
     else:       # another library's algorithm: a namesake is another implementation
