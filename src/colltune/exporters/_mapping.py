@@ -110,6 +110,12 @@ class Resolved:
 TIE = 1e-3
 
 
+def equivalent(library: str, collective: str, smpi_algorithm: str) -> tuple[str | None, dict]:
+    """The library's algorithm (None if it has none) and its parameters for an SMPI one."""
+    equiv = EQUIVALENT.get((library, collective), {}).get(smpi_algorithm)
+    return equiv if isinstance(equiv, tuple) else (equiv, {})
+
+
 def tied_equivalent(library: str, entry: Entry, rule: Rule, usable) -> Resolved | None:
     """For an SMPI rule without a usable equivalent: another SMPI algorithm measured
     within TIE of it at every size the rule was measured at, whose equivalent the
@@ -124,8 +130,7 @@ def tied_equivalent(library: str, entry: Entry, rule: Rule, usable) -> Resolved 
     if not sizes or set(own) != sizes:
         return None
     for alg in sorted(times):
-        equiv = EQUIVALENT.get((library, entry.collective), {}).get(alg)
-        name, params = equiv if isinstance(equiv, tuple) else (equiv, {})
+        name, params = equivalent(library, entry.collective, alg)
         if alg == rule.algorithm or not usable(name) or set(times[alg]) != sizes or \
                 any(abs(times[alg][s] - own[s]) > TIE * own[s] for s in sizes):
             continue
@@ -157,8 +162,7 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
             return Resolved(name, params=dict(rule.params))
         problem = banned.get(name, f"{library} has no such {coll} algorithm in the target version")
     elif rule.provider == "smpi":
-        equiv = EQUIVALENT.get((library, coll), {}).get(rule.algorithm)
-        name, params = equiv if isinstance(equiv, tuple) else (equiv, {})
+        name, params = equivalent(library, coll, rule.algorithm)
         if usable(name):
             return Resolved(name, params={**params, **rule.params})
         problem = (f"SMPI's {rule.algorithm!r} has no {library} equivalent"
