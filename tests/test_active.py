@@ -13,7 +13,7 @@ from colltune import config
 from colltune.decision import DecisionTable
 from colltune.store import Store
 from colltune.tuners.active import ActiveLearner, tune_active
-from colltune.tuners.active_model import CollectiveModel, is_pow2
+from colltune.tuners.active_model import CollectiveModel, failed_by_ppn, is_pow2
 from colltune.tuners.active_rules import bisect_choices, midpoint, rules_from_choices, rules_from_samples
 
 from conftest import CACHE, run_cli
@@ -146,6 +146,25 @@ def test_model_picks_the_faster_and_never_a_failing_algorithm(kind, per_algorith
     best = model.best(np.array([(4, 2, 16), (4, 2, 1 << 13)]))
     assert best == ["fast", "big"]
     assert (model.ok_probability(np.array([(4, 2, 64)]))[0, 0]) == 0.0
+
+
+def test_an_algorithm_that_failed_at_every_point_of_a_ppn_is_not_picked_there():
+    """'smp' is fastest and works at ppn 1, 2 and 4, and failed at all of its ppn-3
+    points (as SMPI's smp_rdb allreduce deadlocks at ppn 3): never picked at ppn 3,
+    at a layout nobody measured either; one failure alone is not enough evidence."""
+    measured = {}
+    for n in (2, 3, 4, 5):
+        for p in (1, 2, 3, 4):
+            for m in (8, 4096, 16384):
+                measured[(n, p, m)] = {"smp": None if p == 3 else 1e-6, "flat": 2e-6}
+    model = CollectiveModel(["smp", "flat"], trees=16, seed=1)
+    model.fit(measured)
+    assert model.failed_ppn == {"smp": {3}}
+    pts = np.array([(6, 3, 9000), (6, 4, 9000), (6, 2, 9000)])
+    assert model.best(pts) == ["flat", "smp", "smp"]
+    assert model.ok_probability(pts)[0, 0] == 0.0
+    measured = {k: v for k, v in measured.items() if k[1] != 3 or k == (2, 3, 8)}
+    assert failed_by_ppn(measured) == {}
 
 
 def test_rank_features():

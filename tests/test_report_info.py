@@ -77,3 +77,26 @@ def test_report_renders_in_chromium(workdir):
     assert len(colours) > 50
     white = (flat.sum(axis=1) > 750).mean()
     assert 0.3 < white < 0.995
+
+
+def test_report_keeps_sweeps_and_sub_communicators_out_of_the_summary(workdir):
+    """`bench --procs` and the delayed scenario have points that share (collective,
+    layout, size) but differ in ranks or delay: the summary compares only the plain
+    scenario on the whole communicator; the rest is tabulated per ranks / delay."""
+    run_cli("bench", "--coll", "gather", "--procs", "2,8", "--layouts", "2x4", "--sizes", "1",
+            "--algorithms", "ompi_binomial,ompi_basic_linear,ompi", "--campaign", "p", "-q")
+    run_cli("bench", "--coll", "bcast", "--scenario", "delayed", "--delays-us", "1,64",
+            "--layouts", "2x4", "--sizes", "64K", "--algorithms", "binomial_tree,ompi",
+            "--campaign", "d", "-q")
+    text = open(run_cli("report", "--campaign", "p").stdout.strip()).read()
+    summary = text[text.index("<h2>Summary"):text.index("<h2 id='gather'>")]
+    # one point (P=8) in the summary, the P=2 one only in the sweep table
+    assert re.search(r"<td class=\"l\">ompi</td><td class=\"\">1</td>", summary), summary
+    sweep = text[text.index("Scenario sweeps"):text.index("<h2>Failures")]
+    assert "gather plain, 2x4, 1 B" in sweep and "<td class=\"\">2</td>" in sweep
+    text = open(run_cli("report", "--campaign", "d").stdout.strip()).read()
+    assert "No comparable points" in text and "bcast delayed, 2x4, 65536 B" in text
+    assert "delay (us)" in text
+    bad = run_cli("report", "--campaign", "d", "--baselines", "foo", check=False)
+    assert bad.returncode == 2 and "measured none of them (its library default selectors: ompi)" \
+        in bad.stderr

@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="render the HTML report of a campaign")
     add_globals(p)
     p.add_argument("--campaign", help="campaign name (default: the latest)")
-    p.add_argument("--baselines", default="ompi,mpich")
+    p.add_argument("--baselines", help="library default selectors to compare with (default: "
+                                       "every one the campaign measured)")
     p.add_argument("-o", "--output", help="HTML path (default: OUTPUT_DIR/<campaign>.html)")
 
     p = sub.add_parser("results", help="list or export stored results")

@@ -71,6 +71,16 @@ class Results:
     def failures(self) -> pd.DataFrame:
         return self.points[self.points["status"] != OK].copy()
 
+    def decision_points(self) -> "Results":
+        """The points a decision table is about: the plain scenario on the whole
+        communicator. A delayed or overlap sweep, or a sub-communicator size
+        (bench --procs), has other keys than SPACE and must not be compared as one."""
+        pts = self.points
+        mask = pd.Series(True, index=pts.index) if "scenario" not in pts else pts["scenario"] == "plain"
+        if "participants" in pts and "nprocs" in pts:
+            mask &= pts["participants"].isna() | (pts["participants"] == pts["nprocs"])
+        return Results(pts[mask].copy(), self.runs.copy())
+
     def algorithms(self) -> "Results":
         """Only real algorithms (not library default selectors)."""
         return self.filter(algorithm_kind="algorithm")

@@ -10,6 +10,8 @@ import pandas as pd
 
 from .. import __version__
 from ..compare import compare_to_baselines, summarize
+from ..errors import InputError
+from ..providers.base import SELECTOR
 from ..results import Results
 from . import plots
 
@@ -27,25 +29,62 @@ def _img(png: bytes, alt: str) -> str:
 def _table(df: pd.DataFrame, left: set[str] = frozenset(), floatfmt: str = "{:.3f}") -> str:
     head = "".join(f'<th class="{"l" if c in left else ""}">{html.escape(str(c))}</th>' for c in df.columns)
     rows = []
-    for _, r in df.iterrows():
+    for i in range(len(df)):
         cells = []
         for c in df.columns:
-            v = r[c]
+            v = df[c].iloc[i]          # by column: a row would turn its integers into floats
             text = floatfmt.format(v) if isinstance(v, float) and pd.notna(v) else ("" if pd.isna(v) else str(v))
             cells.append(f'<td class="{"l" if c in left else ""}">{html.escape(text)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
+# what varies along a sweep that is not a decision point (Results.decision_points)
+_SWEEP = (("delayed", "delay_us", "delay (us)"), ("overlap", "tcalc_us", "compute (us)"))
+
+
+def _sweeps(results: Results) -> list[str]:
+    """The points that are not decision points, one table per collective, layout,
+    scenario and size: time (us) per algorithm along the scenario's variable or the
+    sub-communicator size. Not in the summary: no best or speed-up across them."""
+    pts = results.ok().points
+    if pts.empty:
+        return []
+    rest = pts.loc[~pts.index.isin(results.decision_points().points.index)]
+    if rest.empty:
+        return []
+    out = ["<h2>Scenario sweeps and sub-communicator sizes</h2>",
+           "<p class='note'>Time to completion in µs per algorithm; these points are not "
+           "in the summary above (it compares the plain scenario on the whole communicator).</p>"]
+    var = {scen: (col, label) for scen, col, label in _SWEEP}
+    for (coll, scen, n, p, m), g in rest.groupby(["collective", "scenario", "nodes", "ppn", "msg_size"]):
+        col, label = var.get(scen, (None, None))
+        t = g.pivot_table(index=([col] if col else []) + ["participants"], columns="algorithm",
+                          values="ttc_median_s", aggfunc="min") * 1e6
+        t = t.reset_index().astype({"participants": int})
+        t = t.rename(columns={"participants": "ranks", **({col: label} if col else {})})
+        out.append(f"<h3>{html.escape(coll)} {html.escape(scen)}, {n}x{p}, {m} B</h3>")
+        out.append(_table(t, set(), "{:.2f}"))
+    return out
+
+
 def render(results: Results, baselines: list[str], path: str, title: str = "colltune report",
            extra: tuple[str, ...] = ()) -> str:
     """`extra`: further HTML sections (e.g. report.active.active_section,
     report.taskmodel.sections) before Failures."""
-    measured = set(results.points["algorithm"]) if len(results) else set()
-    baselines = [b for b in baselines if b in measured]   # e.g. active campaigns measure none
-    pts = results.ok().filter(scenario="plain").points
-    best = results.best()
-    cmp = compare_to_baselines(results, baselines)
+    pts = results.points
+    measured = set(pts["algorithm"]) if len(results) else set()
+    selectors = sorted(set(pts.loc[pts["algorithm_kind"] == SELECTOR, "algorithm"])) \
+        if len(results) and "algorithm_kind" in pts else []
+    if baselines and not measured & set(baselines) and len(results):
+        raise InputError(f"--baselines {','.join(baselines)}: the campaign measured none of them "
+                         f"(its library default selectors: {', '.join(selectors) or 'none'})")
+    # default: the selectors the campaign measured (none for active learning)
+    baselines = [b for b in baselines if b in measured] if baselines else selectors
+    decision = results.decision_points()
+    pts = decision.ok().points
+    best = decision.best()
+    cmp = compare_to_baselines(decision, baselines)
     summary = summarize(cmp, baselines)
     runs = results.runs
     prov = {}
@@ -63,7 +102,9 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
              f"On SimGrid SMPI timings are deterministic. Failed points (crash, hang, wrong "
              f"result) are excluded from 'best'.</p>",
              "<h2>Summary</h2>",
-             _table(summary, {"collective", "baseline"}) if not summary.empty else "<p>No comparable points.</p>"]
+             _table(summary, {"collective", "baseline"}) if not summary.empty else ("<p>No comparable points: the summary compares the best algorithm with the "
+              f"baselines ({html.escape(', '.join(baselines) or 'none measured')}) at points of "
+              "the plain scenario on the whole communicator.</p>")]
     for coll in sorted(pts["collective"].unique()):
         parts.append(f"<h2 id='{coll}'>{html.escape(coll)}</h2>")
         if not best.empty and coll in set(best["collective"]):
@@ -79,6 +120,7 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
             parts.append("<details><summary>per-point table</summary>"
                          + _table(c, {"best_algorithm"} | {f"{b}_choice" for b in baselines},
                                   "{:.4g}") + "</details>")
+    parts.extend(_sweeps(results))
     parts.extend(extra)
     fails = results.failures()
     parts.append("<h2>Failures</h2>")

@@ -33,6 +33,32 @@ MODELS = ("forest", "extratrees")
 FEATURE_SETS = ("acclaim", "ranks")
 
 
+# An algorithm that failed at this many measured points with one ppn, and worked at
+# none with it, is not picked for that ppn: SMPI's SMP algorithms deadlock at a ppn
+# they do not support (smp_rdb allreduce at ppn 3), and the classifier, which shares
+# its trees with every algorithm and layout, gave 6x3 a success probability >= 0.5
+# after smp_rdb had failed at all 5 of its ppn-3 points.
+PPN_FAILURES = 2
+
+
+def failed_by_ppn(measured) -> dict[str, set[int]]:
+    """algorithm -> the ppn values where it failed at PPN_FAILURES measured points or
+    more and worked at none."""
+    failed: dict[tuple[str, int], int] = {}
+    worked: set[tuple[str, int]] = set()
+    for (_, ppn, _), times in measured.items():
+        for a, t in times.items():
+            if t:
+                worked.add((a, ppn))
+            else:
+                failed[(a, ppn)] = failed.get((a, ppn), 0) + 1
+    out: dict[str, set[int]] = {}
+    for (a, ppn), k in failed.items():
+        if k >= PPN_FAILURES and (a, ppn) not in worked:
+            out.setdefault(a, set()).add(ppn)
+    return out
+
+
 class CollectiveModel:
     """kind: "forest" (RandomForestRegressor: bootstrap samples, best split
     thresholds; ACCLAiM's model, the default) or "extratrees" (ExtraTreesRegressor:
@@ -58,6 +84,7 @@ class CollectiveModel:
         self.untrusted: set[str] = set()
         self.feasible = None          # classifier, or None when every attempt succeeded
         self.all_failed: set[str] = set()
+        self.failed_ppn: dict[str, set[int]] = {}    # failed_by_ppn of the data
 
     # -- features ----------------------------------------------------------
     def point_features(self, points) -> np.ndarray:
@@ -122,6 +149,7 @@ class CollectiveModel:
         ok_algs = {a for times in measured.values() for a, t in times.items() if t}
         tried = {a for times in measured.values() for a in times}
         self.all_failed = tried - ok_algs
+        self.failed_ppn = failed_by_ppn(measured)
         return len(X)
 
     # -- queries -------------------------------------------------------------
@@ -182,6 +210,10 @@ class CollectiveModel:
             prob = (raw[:, col] if col is not None else np.zeros(len(raw))).reshape(k, -1)
         for a in self.all_failed | self.untrusted:
             prob[:, self.algorithms.index(a)] = 0.0
+        ppn = np.asarray(points, dtype=float).reshape(-1, 3)[:, 1]
+        for a, bad in self.failed_ppn.items():
+            if a in self.algorithms:
+                prob[np.isin(ppn, list(bad)), self.algorithms.index(a)] = 0.0
         return prob
 
     def best(self, points: np.ndarray) -> list[str]:
