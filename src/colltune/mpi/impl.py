@@ -39,6 +39,57 @@ def _show_output(name: str, cc: str, env_items: tuple[tuple[str, str], ...]) -> 
     return f"{code}\n{out.strip()}"
 
 
+# What decides which collective algorithm runs: the interposer's settings and the
+# libraries' rules files and forced algorithms -- what a deployment's env.sh exports.
+# Inherited from the shell (env.sh sourced before `colltune run --default-selector`),
+# they made the "library default" run the deployment; colltune's own options (--rules,
+# --deployment, the arm of a bench) decide instead. Site settings (coll_hcoll_*,
+# coll_han_priority, MPIR_CVAR_DEVICE_COLLECTIVES) are left alone.
+INTERPOSER_VARIABLES = ("COLLTUNE_RULES", "COLLTUNE_FORCE", "COLLTUNE_GUARD", "COLLTUNE_REPORT",
+                        "COLLTUNE_VERBOSE", "COLLTUNE_PROFILE", "COLLTUNE_PROFILE_MAX_MB",
+                        "COLLTUNE_ABORT_STATUS", "COLLTUNE_MPIT_CVARS")
+_CHOICE_PATTERNS = (r"COLLTUNE_ONLINE(_\w+)?", r"OMPI_MCA_coll_tuned_use_dynamic_rules",
+                    r"OMPI_MCA_coll_tuned_dynamic_rules_filename", r"OMPI_MCA_coll_tuned_\w+_algorithm",
+                    r"OMPI_MCA_coll_han_use_dynamic_file_rules", r"OMPI_MCA_coll_han_dynamic_rules_filename",
+                    r"MPIR_CVAR_(CH4_(POSIX_)?)?COLL_SELECTION_TUNING_JSON_FILE",
+                    r"MPIR_CVAR_\w+_(INTRA|INTER)_ALGORITHM")
+
+
+def inherited_choices(environ) -> list[str]:
+    """The variables of environ that choose collective algorithms (and an LD_PRELOAD
+    of libcolltune): INTERPOSER_VARIABLES and _CHOICE_PATTERNS."""
+    import re
+    names = [k for k in environ if k in INTERPOSER_VARIABLES
+             or any(re.fullmatch(p, k) for p in _CHOICE_PATTERNS)]
+    if "libcolltune" in environ.get("LD_PRELOAD", ""):
+        names.append("LD_PRELOAD")
+    return sorted(names)
+
+
+_warned: set[str] = set()
+
+
+def clean_environ() -> dict[str, str]:
+    """os.environ without inherited_choices (LD_PRELOAD: without its libcolltune
+    entries); says so on stderr once per process."""
+    import sys
+    env = dict(os.environ)
+    dropped = inherited_choices(env)
+    for k in dropped:
+        if k == "LD_PRELOAD":
+            keep = [p for p in env[k].replace(":", " ").split() if "libcolltune" not in p]
+            if keep:
+                env[k] = " ".join(keep)
+                continue
+        env.pop(k)
+    if dropped and set(dropped) - _warned:
+        _warned.update(dropped)
+        print(f"colltune: not passing on {', '.join(dropped)} from this shell (a deployment's "
+              f"env.sh?): colltune's own options decide which algorithms a launch runs "
+              f"(run --rules / --deployment)", file=sys.stderr)
+    return env
+
+
 @dataclass(frozen=True)
 class MPIImpl:
     """An MPI implementation colltune can compile against and launch with.
@@ -51,7 +102,8 @@ class MPIImpl:
     launcher:  absolute path of smpirun or mpiexec
     prefix:    installation prefix (parent of the wrapper's bin/), or None
     env:       extra environment for compiling and running (full values, so
-               {**os.environ, **env} is right; run_env() does exactly that)
+               {**os.environ, **env} is right; run_env() does that, less
+               the inherited choices of algorithms: clean_environ)
     info_tool: ompi_info / mpichversion, or None
     """
 
@@ -65,8 +117,9 @@ class MPIImpl:
     info_tool: str | None = None
 
     def run_env(self) -> dict[str, str]:
-        """os.environ merged with this implementation's extra environment."""
-        return {**os.environ, **self.env}
+        """os.environ less what decides which collective algorithms run (inherited_choices),
+        merged with this implementation's extra environment."""
+        return {**clean_environ(), **self.env}
 
     def show(self) -> str:
         """The wrapper's own account of the compile line (-show / --showme)."""
