@@ -8,6 +8,8 @@ import json
 import math
 import os
 import random
+import shlex
+import subprocess
 
 import pytest
 
@@ -427,12 +429,23 @@ def test_run_online_twice_on_smpi_c_state_equals_python(tmp_path, workdir):
     d = tmp_path / "state"
     outs = []
     # run 1 through colltune run --online (which re-derives the state afterwards); run 2
-    # self-launched with the documented variables, so state.txt is what C wrote
+    # self-launched with smpirun and the documented variables, so state.txt is what C wrote
+    from colltune import platforms
     from colltune.online.job import platform_id
-    for env in ({}, {"COLLTUNE_ONLINE": str(d), "COLLTUNE_PLATFORM": platform_id("small")}):
-        proc = run_cli("run", "--backend", "sim", "--platform", "small", "--layout", "2x4",
-                       *([] if env else ["--online", str(d)]), "--", str(src), env=env, timeout=300)
-        outs.append([l for l in proc.stdout.splitlines() if l.startswith("checksum")])
+    proc = run_cli("run", "--backend", "sim", "--platform", "small", "--layout", "2x4",
+                   "--online", str(d), "--", str(src), timeout=300)
+    outs.append([l for l in proc.stdout.splitlines() if l.startswith("checksum")])
+    build = shlex.split(run_cli("run", "--link-flags", "--", str(src)).stdout.strip())
+    app = tmp_path / "app"
+    subprocess.run([build[0], str(src), "-o", str(app), *build[4:]], check=True, cwd=tmp_path)
+    plat = platforms.load("small")
+    hosts = plat.write_hostfile(2, 4, str(tmp_path / "hosts"))
+    proc = subprocess.run(["smpirun", "-np", "8", "-platform", plat.xml_path, "-hostfile", hosts,
+                           *plat.smpirun_cfg_args(), "--cfg=smpi/coll-selector:ompi", str(app)],
+                          capture_output=True, text=True, timeout=300, check=True,
+                          env={**os.environ, "COLLTUNE_ONLINE": str(d),
+                               "COLLTUNE_PLATFORM": platform_id("small")})
+    outs.append([l for l in proc.stdout.splitlines() if l.startswith("checksum")])
     assert outs[0] == outs[1] and outs[0]           # the same result whatever the arms
     samples = sorted(os.listdir(d / "samples"))
     assert len(samples) == 2
