@@ -409,3 +409,22 @@ def test_a_hand_edited_deployment_is_refused_clearly(tmp_path):
         proc = run_cli("verify", "--deployment", str(out), check=False)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert f"{out}/deployment.json: '{key}' missing" in proc.stderr
+
+
+@pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed")
+def test_run_refuses_a_deployment_whose_library_file_does_not_parse(tmp_path):
+    """A hand-broken CSEL file made MPICH assert in MPI_Init with no file named (a
+    user review): `run --deployment` names the file and line and launches nothing."""
+    out = deploy(tmp_path, "mpich")
+    path = out / "mpich-json.json"
+    text = path.read_text()
+    cut = text.rindex("}")
+    path.write_text(text[:cut] + text[cut + 1:])
+    app = tmp_path / "app.c"
+    app.write_text("#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); "
+                   "MPI_Finalize(); return 0; }\n")
+    proc = run_cli("run", "--backend", "local", "--mpi", "mpich", "--deployment", str(out),
+                   "-n", "2", "--", str(app), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{path}:" in proc.stderr and "not valid JSON" in proc.stderr
+    assert "Assertion failed" not in proc.stderr + proc.stdout

@@ -301,6 +301,25 @@ def load(deployment_dir: str) -> tuple[dict, Path]:
     return manifest, d
 
 
+def check_library_file(path: Path, fmt: str | None) -> None:
+    """InputError naming the file and line where the library's rules file does not
+    parse: a hand-edited file the library would abort on in MPI_Init (MPICH's
+    assertion names no file) is refused before `run --deployment` launches. What
+    parses but the library refuses (Open MPI drops a file whose first rule is not at
+    size 0) is left to `verify --deployment`, which proves it on the library."""
+    from .verify.rules import load_csel, parse_han, parse_tuned
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the library's rules file: {exc.strerror}") from None
+    if fmt == "mpich-json":
+        load_csel(str(path))
+    elif fmt == "openmpi-tuned":
+        parse_tuned(text, str(path), strict=False)
+    elif fmt == "openmpi-han":
+        parse_han(text, str(path))
+
+
 def _rebase(manifest: dict, d: Path) -> None:
     """Paths into the folder as written (manifest "dir"; older manifests: the folder
     of env's COLLTUNE_RULES) now point into d, in env and launch."""

@@ -112,6 +112,9 @@ def _deployment(args, settings, runner) -> dict:
     from .. import deploy
     from ..errors import ConfigError
     manifest, d = deploy.load(args.deployment)
+    files = manifest.get("files") or {}
+    if files.get("library_rules"):
+        deploy.check_library_file(d / files["library_rules"], files.get("library_format"))
     lib = manifest.get("library")
     want = runner.library()
     if lib != want:
