@@ -107,6 +107,10 @@ def test_a_program_of_the_other_mpi_family_is_refused(tmp_path):
     refused(run_cli("run", "--backend", "local", "--mpi", "mpich", "-n", "2", "--", str(app), "1",
                     check=False),
             f"{app} is linked with libmpi.so.40 (openmpi's), but this run uses mpich")
+    # built with smpicc: it segfaulted under Open MPI's mpiexec
+    sim = compile_app(mpi.find("smpi"), APP, CACHE, [])
+    refused(run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "2", "--", str(sim), "1",
+                    check=False), f"{sim} was built with smpicc (it links libsimgrid)")
 
 
 def test_tune_says_where_the_library_default_beat_every_algorithm(workdir):

@@ -147,7 +147,11 @@ def check_linked_mpi(impl, app: str) -> None:
                              env=impl.run_env()).stdout
     except (OSError, subprocess.SubprocessError):
         return
-    needs = [ln.split()[0] for ln in out.splitlines() if ln.strip().startswith("libmpi.so.")]
+    libs = [ln.split()[0] for ln in out.splitlines() if ln.strip()]
+    if any(n.startswith("libsimgrid.so") for n in libs):      # smpicc's
+        raise ConfigError(f"{app} was built with smpicc (it links libsimgrid): it runs only "
+                          f"under SimGrid (--backend sim); for {impl.name} build it with {impl.cc}")
+    needs = [n for n in libs if n.startswith("libmpi.so.")]
     other = [n for n in needs if n in LIBMPI_SONAME.values() and n != want]
     if other and want not in needs:
         family = next(k for k, v in LIBMPI_SONAME.items() if v == other[0])
