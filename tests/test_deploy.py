@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import have_mpi, run_cli
+from conftest import REPO, have_mpi, run_cli
 
 from colltune.decision import DecisionTable
 
@@ -428,3 +428,29 @@ def test_run_refuses_a_deployment_whose_library_file_does_not_parse(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{path}:" in proc.stderr and "not valid JSON" in proc.stderr
     assert "Assertion failed" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed")
+def test_linking_with_colltune_ldflags_as_a_makefile_does(tmp_path):
+    """A user review: $COLLTUNE_LDFLAGS in a Makefile's LDFLAGS comes before the objects,
+    and gcc's default --as-needed dropped libcolltune (the program ran without it); and
+    the library had no soname, so the program named its absolute path and a moved
+    deployment could not be found. Linked that way, the program records
+    libcolltune.so and runs the interposer, also from the moved folder."""
+    import shutil
+    import subprocess
+    from colltune import mpi
+    impl = mpi.find("openmpi")
+    out = deploy(tmp_path, "openmpi")
+    app = tmp_path / "app"
+    subprocess.run(["bash", "-c", f'. "{out}/env.sh" && {impl.cc} $COLLTUNE_LDFLAGS '
+                    f'{REPO}/src/colltune/apps/collmix.c -o {app}'], check=True, env=impl.run_env())
+    needed = subprocess.run(["readelf", "-d", str(app)], capture_output=True, text=True).stdout
+    assert "Shared library: [libcolltune.so]" in needed, needed
+    moved = tmp_path / "moved"
+    shutil.move(str(out), str(moved))
+    env = {**impl.run_env(), "LD_LIBRARY_PATH": f"{moved}/lib", "COLLTUNE_VERBOSE": "1",
+           "COLLTUNE_RULES": f"{moved}/colltune.rules"}
+    proc = subprocess.run([impl.launcher, "-n", "1", str(app), "1"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "interposer active" in proc.stderr, proc.stdout + proc.stderr

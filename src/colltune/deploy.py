@@ -215,7 +215,10 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         launch = {"COLLTUNE_LIB": str(lib),
                   "COLLTUNE_MPIRUN_ARGS": " ".join(_launcher_args(
                       impl, lib, {k: v for k, v in env.items() if k in INTERPOSER_VARS})),
-                  "COLLTUNE_LDFLAGS": f"{lib} -Wl,-rpath,{lib.parent}"}
+                  # --no-as-needed: kept wherever LDFLAGS puts it (before the objects,
+                  # gcc's default --as-needed dropped it and the program ran without it)
+                  "COLLTUNE_LDFLAGS": f"-Wl,--no-as-needed {lib} -Wl,--as-needed "
+                                      f"-Wl,-rpath,{lib.parent}"}
         usage = ["mpirun $COLLTUNE_MPIRUN_ARGS -n N ./app      (preloads the interposer)",
                  f"or link it: {Path(impl.cc).name} app.c -o app $COLLTUNE_LDFLAGS"]
     files.update(colltune_rules=COLLTUNE_RULES, env=ENV_FILE, interposer=f"lib/{built.name}")
