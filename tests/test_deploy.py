@@ -80,7 +80,11 @@ def test_tune_both_chooses_the_best_deployable_arm(workdir):
     run_cli("deploy", "--table", str(table), "--library", "smpi", "-o", str(out))
     m = json.loads((out / "deployment.json").read_text())
     assert m["format"] == "colltune.deployment" and m["files"]["library_rules"] is None
-    assert m["launch"]["COLLTUNE_SMPIRUN_ARGS"] == "--cfg=smpi/coll-selector:ompi"
+    # the selector, after the SMPI settings of the platform tuned on (a job launched by
+    # hand simulates the machine the tuner measured)
+    from colltune import platforms
+    assert m["launch"]["COLLTUNE_SMPIRUN_ARGS"] == " ".join(
+        [*platforms.load("small").smpirun_cfg_args(), "--cfg=smpi/coll-selector:ompi"])
     assert "export COLLTUNE_LDFLAGS=" in (out / "env.sh").read_text()
     proc = run_cli("verify", "--deployment", str(out), check=False)
     assert proc.returncode == 2 and "cannot be verified on a real library" in proc.stderr

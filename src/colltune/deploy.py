@@ -207,8 +207,11 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     shutil.copyfile(built, lib)
     if is_smpi(impl):
         launch = {"COLLTUNE_LDFLAGS": shlex.join(link_args(lib))}
+        smpirun = smpirun_args(table)
         if arms.get("library_default"):
-            launch["COLLTUNE_SMPIRUN_ARGS"] = f"--cfg=smpi/coll-selector:{arms['library_default']}"
+            smpirun.append(f"--cfg=smpi/coll-selector:{arms['library_default']}")
+        if smpirun:
+            launch["COLLTUNE_SMPIRUN_ARGS"] = " ".join(smpirun)
         usage = ["smpicc app.c -o app $COLLTUNE_LDFLAGS",
                  "smpirun $COLLTUNE_SMPIRUN_ARGS -np N -platform P -hostfile H ./app"]
     else:
@@ -234,6 +237,21 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
+
+
+def smpirun_args(table: DecisionTable) -> list[str]:
+    """The SMPI settings of the bundled platform the table was tuned on (per-message
+    overheads, bandwidth factors: platforms/data/NAME.json), which a job launched by
+    hand with smpirun needs to simulate the machine the tuner measured; [] for a
+    table of another backend or platform."""
+    from . import platforms
+    prov = table.provenance or {}
+    if prov.get("backend") != "sim" or not prov.get("platform"):
+        return []
+    try:
+        return list(platforms.load(prov["platform"]).smpirun_cfg_args())
+    except platforms.PlatformError:
+        return []
 
 
 def _dquote(text: str) -> str:

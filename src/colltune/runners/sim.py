@@ -113,7 +113,8 @@ def _selector_args(args, settings, smpirun: str, app: str) -> list[str]:
     from ..errors import ConfigError
     from ..providers.smpi import SMPIProvider
     dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS")
-    dep = shlex.split(dep) if dep else []
+    # its selector; the platform's settings beside it are the run's own (smpirun_cfg_args)
+    dep = [a for a in shlex.split(dep or "") if a.startswith("--cfg=smpi/coll-selector:")]
     sel = settings.values.get("default_selector") or ""
     if sel and settings.source_of("default_selector") != "default":
         known = [s.name for s in SMPIProvider(smpirun, app).selectors("bcast")]
