@@ -346,6 +346,9 @@ def test_cli_tune_strategy_active(workdir):
     table = DecisionTable.load(str(path))
     assert table.tuner == "active" and {(e.nodes, e.ppn) for e in table.entries} == {(2, 2), (3, 2)}
     assert "decision table" in out.stdout
+    # why it stopped, on the terminal too (it was only in the table's provenance)
+    assert "active learning, bcast: stopped: point cap after 5 measured points -- NOT " \
+           "converged" in out.stdout, out.stdout
 
 
 def test_report_draws_the_variance_curve(capped, store, tmp_path):

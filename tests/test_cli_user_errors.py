@@ -249,3 +249,12 @@ def test_results_export_keeps_whole_numbers_whole(tmp_path):
     assert isinstance(rec["participants"], int) and "labels" in rec
     csv = run_cli("results", "export", "--store", store, "--campaign", "b", "--format", "csv").stdout
     assert ",8,8,8,char," in csv or ",8,8,8," in csv, csv[:400]
+
+
+def test_overlap_under_smpi_warns_that_every_algorithm_times_the_same(workdir):
+    """A user review: two SMPI algorithms in the overlap scenario gave identical tables
+    without a word (SMPI's non-blocking collectives ignore the configured algorithm)."""
+    proc = run_cli("bench", "--coll", "bcast", "--scenario", "overlap", "--tcalc-us", "1",
+                   "--layouts", "2x2", "--sizes", "1K", "--algorithms", "binomial_tree,flattree",
+                   "-q")
+    assert "the overlap scenario times the same MPI_Ibcast under every algorithm name" in proc.stderr

@@ -38,6 +38,15 @@ def test_info_lists_backends_mpis_and_algorithms(sim_backend, tmp_path):
         assert "ompi" not in colls[coll]["algorithms"]
     text = run_cli("info").stdout
     assert "binomial_tree" in text and "Algorithm provider smpi" in text
+    # colltune's catalogue, as ucc_info -A: ids, descriptions, every parameter with its
+    # default, range and meaning (from the native descriptors), presets
+    cat = {a["name"]: a for a in info["providers"]["colltune"]["bcast"]["catalogue"]}
+    assert {"name": "segsize", "unit": "bytes", "default": 8192, "min": 0, "max": 1 << 30,
+            "help": "segment size, 0 = whole message"} in cat["binary"]["params"]
+    text = run_cli("info", "-A").stdout
+    assert f"\n  {cat['han']['id']:>2} han: {cat['han']['description']}\n" in text
+    assert "       ibalg = 1 [1..6]: inter-node tree: 1 binomial" in text
+    assert "tuning presets: ibalg=3;" in text
 
 
 def test_tuning_presets_are_candidates_unless_turned_off(sim_backend):

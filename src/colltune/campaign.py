@@ -45,12 +45,18 @@ class Job:
     spec: BenchSpec
     check: str
     keys: dict[tuple, str]                  # point identity -> store key
+    # keys of stored points measured again (they lacked the check or the time this
+    # run asks for): the new point supersedes the stored one (Store.add_run)
+    replace: frozenset[str] = frozenset()
 
 
 @dataclass
 class CampaignSummary:
     launches: int = 0
     skipped_points: int = 0
+    # of skipped_points: stored failures by status (re-measured with --retry-failed)
+    skipped_failures: dict[str, int] = field(default_factory=dict)
+    remeasured: int = 0                     # stored points lacking the check (or time) asked for
     measured: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -90,28 +96,40 @@ class Campaign:
         for spec in specs:
             keys = {_ident(p): spec.key_of(p, self.context) for p in spec.points()}
             self.planned_keys |= set(keys.values())
-            done = self.store.done_keys(keys.values())
+            stored = self.store.statuses(keys.values())
+            done = set(stored)
+            failed = {k for k, st in stored.items() if st != OK}
             if self.retry_failed:
-                failed = done - self.store.done_keys_with_status(done, OK)
                 self.store.forget(failed)
                 done -= failed
+            else:
+                for k in failed:
+                    summary.skipped_failures[stored[k]] = summary.skipped_failures.get(stored[k], 0) + 1
+            # the sizes whose result data this run checks (the others are timed unchecked)
+            check = self.settings.check
+            checked_sizes = {m for m in spec.sizes if check != "none" and spec.nprocs *
+                             check_bytes_per_rank(spec.collective, m, spec.nprocs) <= budget}
+            # a stored point is reused only if it has what this run asks for: a run that
+            # checks never takes an unchecked point (--check none) as checked, a run that
+            # times never takes a checked-only one (--check only) as timed
+            lacking = self.store.lacking_keys(
+                done, need_time=check != "only",
+                need_check={k for i, k in keys.items() if i[1] in checked_sizes})
+            done -= lacking
+            summary.remeasured += len(lacking)
             summary.skipped_points += len(done)
             self.reused_keys |= done
             self.store.add_campaign_keys(self.name, done)      # its results include them
             todo_sizes = sorted({i[1] for i, k in keys.items() if k not in done})
             if not todo_sizes:
                 continue
-            if self.settings.check == "none":
-                groups = [("none", todo_sizes)]
-            else:
-                fits = [m for m in todo_sizes if spec.nprocs * check_bytes_per_rank(
-                    spec.collective, m, spec.nprocs) <= budget]
-                rest = [m for m in todo_sizes if m not in fits]
-                groups = [(self.settings.check, fits), ("none", rest)]
-            for check, sizes in groups:
+            groups = [(check, [m for m in todo_sizes if m in checked_sizes]),
+                      ("none", [m for m in todo_sizes if m not in checked_sizes])]
+            for mode, sizes in groups:
                 if sizes:
-                    jobs.append(Job(spec.with_sizes(sizes), check,
-                                    {i: k for i, k in keys.items() if i[1] in sizes and k not in done}))
+                    jobs.append(Job(spec.with_sizes(sizes), mode,
+                                    {i: k for i, k in keys.items() if i[1] in sizes and k not in done},
+                                    frozenset(lacking)))
         return jobs
 
     # -- execution ------------------------------------------------------
@@ -253,7 +271,7 @@ class Campaign:
             "error": None if result.clean else _failure_text(result),
             "wall_s": result.wall_s, "command": " ".join(result.command),
         }
-        self.store.add_run(run, [p for p in points if p.get("key")])
+        self.store.add_run(run, [p for p in points if p.get("key")], job.replace)
 
 
 def _missing(ident: tuple, status: str, why: str) -> dict:

@@ -61,7 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("info", help="backends, MPI libraries found, algorithms per collective")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="everything as JSON (with colltune's "
+                                                       "catalogue: ids, descriptions, parameters)")
+    p.add_argument("-A", "--all-algorithms", action="store_true",
+                   help="every colltune algorithm with its id, description, parameters "
+                        "(default, range, unit, meaning) and tuning presets (as ucc_info -A)")
     add_globals(p)
 
     for name, helptext in (("bench", "run scenario benchmarks"), ("tune", "run a tuning campaign")):

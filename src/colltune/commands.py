@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from .campaign import Campaign
@@ -81,6 +82,10 @@ def cmd_info(args, cli) -> int:
         json.dump(info, sys.stdout, indent=1)
         print()
         return 0
+    if args.all_algorithms:
+        from .providers.colltune import catalogue_text
+        print(catalogue_text(session.backend()))
+        return 0
     print("Backends:")
     for b in info["backends"]:
         print(f"  {b['name']:<8} {b['description']}")
@@ -122,6 +127,12 @@ def cmd_bench(args, cli) -> int:
             raise ColltuneError(f"--{opt.replace('_', '-')}: only with --scenario {scen}")
     if args.root and args.collective not in ROOTED:
         raise ColltuneError(f"--root {args.root}: {args.collective} has no root")
+    if args.scenario == "overlap" and provider.name == "smpi" and \
+            len({a.name for a in algs if a.kind == "algorithm"}) > 1:
+        print(f"colltune: warning: under SMPI the non-blocking collectives are SMPI's own flat "
+              f"implementations whatever algorithm is configured (docs/bench.md): the overlap "
+              f"scenario times the same MPI_I{args.collective} under every algorithm name",
+              file=sys.stderr)
     sizes = tuple(parse_list(args.sizes, "message size"))
     procs = tuple(parse_list(args.procs, "participant count", 1)) if args.procs else None
     specs = []
@@ -150,7 +161,26 @@ def cmd_bench(args, cli) -> int:
     print(classic(res.points))
     print(f"campaign {name}: {summary.launches} launches, measured {summary.measured}, "
           f"{summary.skipped_points} points already in {session.settings.store}")
+    for line in reuse_notes(summary):
+        print(line)
     return 0 if not res.failures().shape[0] else 1
+
+
+def reuse_notes(summary) -> list[str]:
+    """What a campaign did with the points already stored, beyond reusing them: failures
+    it kept (a re-run with a larger --timeout still shows them) and points it measured
+    again because they lacked the result check (or the time) this run asks for."""
+    out = []
+    again = getattr(summary, "remeasured", 0)
+    if again:
+        out.append(f"{again} stored point(s) measured again: they lacked the result check "
+                   f"(--check none) or the time (--check only) this run asks for")
+    failed = getattr(summary, "skipped_failures", None) or {}
+    if failed:
+        kinds = ", ".join(f"{n} {st}" for st, n in sorted(failed.items()))
+        out.append(f"{sum(failed.values())} stored failure(s) skipped ({kinds}; re-measure "
+                   f"with --retry-failed)")
+    return out
 
 
 # collectives with a root (bench --root)
@@ -224,12 +254,49 @@ def cmd_tune(args, cli) -> int:
         session, args, _split(args.collectives), _layouts(args),
         parse_list(args.sizes, "message size"), name, args.strategy,
         _split(args.baselines) or None, _split(args.algorithms) or None)
+    if not table.entries:
+        # nothing to deploy: say why (the failure counts), write no table (an earlier
+        # good one of the same name stays), exit non-zero
+        _print_outcome(name, summary, results, baselines, None, None)
+        fails = results.failures()
+        why = (f"every point failed ({fails.groupby('status').size().to_dict()})"
+               if len(fails) and len(fails) == len(results) else
+               "no algorithm measured ok" + (f" (failed points: "
+                                             f"{fails.groupby('status').size().to_dict()})"
+                                             if len(fails) else ""))
+        print(f"colltune: error: campaign {name}: {why}; the decision table would have no "
+              f"entries, none written (`colltune report --campaign {name}` lists the "
+              f"failures with their reasons)", file=sys.stderr)
+        return 1
     path = table.save(args.table or session.output_path(f"{name}.table.json"))
     _print_outcome(name, summary, results, baselines, path, None)
     line = table_vs_default(table, results)
     if line:
         print(line)
+    for line in tuner_notes(table, args):
+        print(line)
     return 0
+
+
+def tuner_notes(table, args) -> list[str]:
+    """What the strategy's table is and is not (only in its provenance otherwise):
+    why active learning stopped, and that a taskmodel table of colltune's HAN alone
+    was never compared with the library's default decision."""
+    out = []
+    act = table.provenance.get("active") or {}
+    for coll, stop in (act.get("stops") or {}).items():
+        points = (act.get("points") or {}).get(coll)
+        at = act.get("converged_at_iteration", {}).get(coll)
+        out.append(f"active learning, {coll}: stopped: {stop} after {points} measured points"
+                   + (f" (converged at iteration {at})" if at else
+                      " -- NOT converged: the table is the model's best guess so far"))
+    if args.strategy == "taskmodel" and table.provenance.get("taskmodel", {}).get("han_part_of") != "both":
+        out.append("note: the taskmodel table chooses among HAN configurations only, predicted "
+                   "by the task cost model; nothing compared them with the library's default "
+                   "decision, which may be faster at some points: `tune --provider both "
+                   "--strategy taskmodel` measures the model's choice against it and keeps the "
+                   "faster (docs/taskmodel.md)")
+    return out
 
 
 def table_vs_default(table, results) -> str | None:
@@ -262,10 +329,12 @@ def _print_outcome(name, summary, results, baselines, table_path, report_path) -
     fails = results.failures()
     print(f"\ncampaign {name}: {summary.launches} launches in {summary.wall_s:.0f} s, "
           f"points {summary.measured}, {summary.skipped_points} reused from the store")
+    for line in reuse_notes(summary):
+        print(line)
     if len(fails):
         kinds = fails.groupby("status").size().to_dict()
         print(f"failed points (excluded from 'best'): {kinds}")
-    print(f"decision table: {table_path}")
+    print(f"decision table: {table_path or 'none (no entries)'}")
     if report_path:
         print(f"HTML report:    {report_path}")
     print("\nBest algorithm vs the library default selectors (time ratio selector/best):")
@@ -290,6 +359,15 @@ def cmd_report(args, cli) -> int:
         from .report.online import online_sections
         online = online_sections(store, results)        # campaigns with online records
     if not len(results):
+        table = session.output_path(f"{name}.table.json")
+        from .decision import DecisionTable
+        if os.path.exists(table) and DecisionTable.load(table).tuner == "taskmodel":
+            raise ColltuneError(
+                f"campaign {name!r} has no points in {session.settings.store}: a taskmodel tune "
+                f"measures task pipelines, not whole calls; its table {table} lists the model's "
+                f"choices with their predicted times, `tune --provider both --strategy taskmodel` "
+                f"measures them as whole calls (a campaign report can show), and "
+                f"benchmarks/taskmodel_eval.py reports the model against measurements")
         raise ColltuneError(f"campaign {name!r} not found in {session.settings.store}")
     out = render(results, _split(args.baselines), args.output or session.output_path(f"{name}.html"),
                  title=name,
@@ -381,7 +459,9 @@ def cmd_demo(args, cli) -> int:
     n = m["table"]["rules"]
     print(f"deployment: {n['colltune']} colltune rule(s), {n['default']} library-default "
           f"rule(s); environment: {dep_dir}/{ENV_FILE}: "
-          + ", ".join(f"{k}={v}" for k, v in m["launch"].items() if k == "COLLTUNE_SMPIRUN_ARGS"))
+          + "".join(f"COLLTUNE_SMPIRUN_ARGS (the platform's SMPI settings, {a})" for a in
+                    m["launch"].get("COLLTUNE_SMPIRUN_ARGS", "").split()
+                    if a.startswith("--cfg=smpi/coll-selector:")))
 
     return _demo_app(cli, args.config, btable, dep_dir)
 

@@ -3,7 +3,8 @@
 Every default lives in DEFAULTS; nothing else in the code invents one. The file
 is TOML (``colltune.toml`` in the working directory, or the path in
 ``COLLTUNE_CONFIG``); environment variables are ``COLLTUNE_<KEY>`` in upper case.
-The merged result is validated against schemas/config.schema.json.
+The merged result is validated against schemas/config.schema.json, then the
+constraints between settings (CROSS_CHECKS: min_reps <= max_reps).
 """
 from __future__ import annotations
 
@@ -179,4 +180,13 @@ def load(cli: Mapping[str, Any] | None = None,
     except jsonschema.ValidationError as exc:
         key = exc.path[0] if exc.path else "?"
         raise ConfigError(f"setting {key} from {sources.get(key, '?')}: {exc.message}") from None
+    for low, high in CROSS_CHECKS:
+        if values[low] > values[high]:
+            raise ConfigError(f"setting {low} from {sources[low]}: {values[low]} is above setting "
+                              f"{high} {values[high]} from {sources[high]} ({low} must be <= {high})")
     return Settings(values, sources)
+
+
+# (low, high): settings whose values must satisfy low <= high (the schema checks one
+# value at a time)
+CROSS_CHECKS = (("min_reps", "max_reps"),)

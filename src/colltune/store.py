@@ -121,28 +121,87 @@ class Store:
             found.update(r[0] for r in self.db.execute(q, args))
         return found
 
+    def statuses(self, keys: Iterable[str]) -> dict[str, str]:
+        """The stored status of each of these keys that is stored."""
+        return {r["key"]: r["status"] for r in
+                self._rows_in("SELECT key, status FROM measurements", "key", keys)}
+
+    def lacking_keys(self, keys: Iterable[str], need_time: bool,
+                     need_check: Iterable[str] = ()) -> set[str]:
+        """Stored ``ok`` points that do not answer what a run asks for, so they are
+        measured again: without a time (measured with ``--check only``) when
+        ``need_time``, unchecked (``valid`` null: ``--check none``) among ``need_check``.
+        Failures (any other status) are never lacking: they are what the run would find."""
+        need_check = set(need_check)
+        lacking: set[str] = set()
+        for r in self._rows_in("SELECT key, status, ttc_median_s, valid FROM measurements",
+                               "key", keys):
+            if r["status"] != OK:
+                continue
+            if (need_time and r["ttc_median_s"] is None) or \
+                    (r["key"] in need_check and r["valid"] is None):
+                lacking.add(r["key"])
+        return lacking
+
     def forget(self, keys: Iterable[str]) -> None:
         """Drop points (e.g. failures to be retried)."""
         for k in keys:
             self.db.execute("DELETE FROM measurements WHERE key=?", (k,))
         self.db.commit()
 
-    def add_run(self, run: Mapping[str, Any], points: Iterable[Mapping[str, Any]]) -> int:
-        """Write one launch and its points in a single transaction."""
+    def add_run(self, run: Mapping[str, Any], points: Iterable[Mapping[str, Any]],
+                replace: Iterable[str] = ()) -> int:
+        """Write one launch and its points in a single transaction.
+
+        ``replace``: keys of stored points this launch measured again because they lacked
+        what the run asked for (Store.lacking_keys). The new point supersedes the stored
+        one, whose campaign keeps the key (it sees the new point). Except: a passed check
+        (``--check only``, no time) of a timed unchecked point is added to that point
+        (``valid`` set), and a timed unchecked point keeps a passed check stored before."""
         row = {c: run.get(c) for c in RUN_COLUMNS}
         row.setdefault("finished", time.time())
+        replace = set(replace)
         with self.db:
             cur = self.db.execute(
                 f"INSERT INTO runs ({','.join(RUN_COLUMNS)}) VALUES ({','.join('?' * len(RUN_COLUMNS))})",
                 [row[c] for c in RUN_COLUMNS])
             run_id = cur.lastrowid
             for p in points:
+                p = dict(p)
+                if p.get("key") in replace and not self._supersede(run.get("campaign"), p):
+                    continue
                 vals = [p.get(c) for c in POINT_COLUMNS]
                 vals = [int(v) if isinstance(v, bool) else v for v in vals]
                 self.db.execute(
                     f"INSERT INTO measurements (run_id,{','.join(POINT_COLUMNS)}) "
                     f"VALUES (?,{','.join('?' * len(POINT_COLUMNS))})", [run_id, *vals])
         return run_id
+
+    def _supersede(self, campaign: str | None, p: dict) -> bool:
+        """Make room for point p, measured again (add_run's ``replace``), inside add_run's
+        transaction; False when p was merged into the stored point instead (nothing to
+        insert). p may get the stored point's passed check."""
+        old = [dict(r) for r in self.db.execute(
+            "SELECT m.point_id, m.status, m.ttc_median_s, m.valid, r.campaign FROM measurements m "
+            "JOIN runs r USING(run_id) WHERE m.key=?", (p["key"],))]
+        timed = [o for o in old if o["status"] == OK and o["ttc_median_s"] is not None]
+        checked = [o for o in old if o["status"] == OK and o["valid"] is not None]
+        if p.get("status") == OK and p.get("ttc_median_s") is None and p.get("valid") and timed:
+            # a passed check of a timed point: the point is now a checked one
+            self.db.execute("UPDATE measurements SET valid=? WHERE point_id=?",
+                            (int(bool(p["valid"])), timed[0]["point_id"]))
+            if campaign and timed[0]["campaign"] != campaign:
+                self.db.execute("INSERT OR IGNORE INTO campaign_points VALUES (?, ?, ?)",
+                                (campaign, p["key"], time.time()))
+            return False
+        if p.get("status") == OK and p.get("valid") is None and checked:
+            p["valid"] = checked[0]["valid"]
+        for o in old:
+            self.db.execute("DELETE FROM measurements WHERE point_id=?", (o["point_id"],))
+            if o["campaign"] and o["campaign"] != campaign:      # it keeps the point
+                self.db.execute("INSERT OR IGNORE INTO campaign_points VALUES (?, ?, ?)",
+                                (o["campaign"], p["key"], time.time()))
+        return True
 
     def query_runs(self, campaign: str | None = None) -> list[dict]:
         q, args = "SELECT * FROM runs", []

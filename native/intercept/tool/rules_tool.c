@@ -13,21 +13,31 @@
 #include "rules.h"
 #include "online.h"
 
+/* s as a JSON string, quoted */
+static void put_string(const char *s)
+{
+    putchar('"');
+    for (const char *c = s ? s : ""; *c; c++)
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if ((unsigned char)*c >= 0x20) putchar(*c);
+    putchar('"');
+}
+
 static void list(void)
 {
     printf("{\"format\":\"colltune.catalogue\",\"version\":1,\"algorithms\":[");
     for (int i = 0; i < ct_count(); i++) {
         const ct_algorithm *a = ct_get(i);
-        printf("%s\n {\"collective\":\"%s\",\"name\":\"%s\",\"id\":%d,\"description\":\"",
+        printf("%s\n {\"collective\":\"%s\",\"name\":\"%s\",\"id\":%d,\"description\":",
                i ? "," : "", ct_coll_name(a->coll), a->name, a->id);
-        for (const char *c = a->description ? a->description : ""; *c; c++)
-            if (*c == '"' || *c == '\\') printf("\\%c", *c);
-            else if ((unsigned char)*c >= 0x20) putchar(*c);
-        printf("\",\"params\":[");
+        put_string(a->description);
+        printf(",\"params\":[");
         for (int j = 0; j < a->nparams; j++) {
             const ct_param *p = &a->params[j];
-            printf("%s{\"name\":\"%s\",\"unit\":\"%s\",\"default\":%d,\"min\":%d,\"max\":%d}",
+            printf("%s{\"name\":\"%s\",\"unit\":\"%s\",\"default\":%d,\"min\":%d,\"max\":%d,\"help\":",
                    j ? "," : "", p->name, p->unit ? p->unit : "", p->def, p->min, p->max);
+            put_string(p->help);
+            putchar('}');
         }
         printf("],\"tune\":[");
         for (int t = 0; t < CT_MAX_TUNE && a->tune[t]; t++) printf(t ? ",\"%s\"" : "\"%s\"", a->tune[t]);

@@ -213,6 +213,26 @@ class ColltuneProvider(Provider):
                             per_point=lambda rec: ran_labels(report, algorithm, rec))
 
 
+def catalogue_text(backend) -> str:
+    """`colltune info -A` (as ucc_info -A): every algorithm of colltune's catalogue
+    with its id, description, parameters (default, range, unit, meaning) and presets."""
+    lines = []
+    by_coll: dict[str, list[dict]] = {}
+    for a in catalogue(backend.impl, backend.settings.cache_dir)["algorithms"]:
+        by_coll.setdefault(a["collective"], []).append(a)
+    for coll, algs in by_coll.items():
+        lines.append(f"{coll}:")
+        for a in sorted(algs, key=lambda a: a["id"]):
+            lines.append(f"  {a['id']:>2} {a['name']}: {a['description']}")
+            for p in a["params"]:
+                unit = f" {p['unit']}" if p["unit"] else ""
+                lines.append(f"       {p['name']} = {p['default']}{unit} "
+                             f"[{p['min']}..{p['max']}]: {p.get('help', '')}")
+            if a.get("tune"):
+                lines.append(f"       tuning presets: {'; '.join(a['tune'])}")
+    return "\n".join(lines)
+
+
 def info_listing(backend) -> dict:
     """For `colltune info`: {coll: {algorithms, selectors}} from the catalogue
     built against the backend's MPI (selectors: the library's, as baselines)."""
@@ -224,4 +244,5 @@ def info_listing(backend) -> dict:
             "selectors": [s.name for s in library.selectors(a["collective"])]})
         coll["algorithms"].append(a["name"])
         coll["presets"] += [f"{a['name']}[{t}]" for t in a.get("tune") or []]
+        coll.setdefault("catalogue", []).append(a)        # id, description, params (info --json)
     return out
