@@ -34,6 +34,15 @@ def test_settings_precedence(tmp_path):
     assert s.timeout == 7.0 and s.source_of("timeout") == "environment COLLTUNE_TIMEOUT"
     assert s.platform == "fattree64x12" and s.source_of("platform").startswith("file ")
     assert s.rse == config.DEFAULTS["rse"]
+    # paths in a file are the file's, not the working directory's (a site file named
+    # by COLLTUNE_CONFIG); a bundled platform's name stays a name
+    cfg.write_text("store = 'db/s.sqlite'\noutput_dir = '/abs/out'\nplatform = 'my.xml'\n")
+    s = config.load({}, environ={}, config_file=str(cfg))
+    assert s.store == str(tmp_path / "db" / "s.sqlite") and s.output_dir == "/abs/out"
+    assert s.platform == str(tmp_path / "my.xml")
+    with pytest.raises(ConfigError, match=r"min_reps from command line: 10 is above setting "
+                                          r"max_reps 5 from environment COLLTUNE_MAX_REPS"):
+        config.load({"min_reps": 10}, environ={"COLLTUNE_MAX_REPS": "5"})
 
 
 def test_settings_errors_name_the_source(tmp_path):

@@ -1,4 +1,5 @@
-"""colltune command line: info, bench, tune, report, results, demo."""
+"""colltune command line: benchmark, tune, deploy and verify MPI collective algorithms;
+run applications under the interposer (online tuning, traffic profiles)."""
 from __future__ import annotations
 
 import argparse
@@ -36,16 +37,22 @@ def add_globals(p: argparse.ArgumentParser) -> None:
                         "(e.g. ring[segsize=8192]; default yes)")
     g.add_argument("--jobs", type=int, help="launches run concurrently")
     g.add_argument("--timeout", type=float, help="seconds before a launch counts as hung")
-    g.add_argument("--warmup", type=int)
-    g.add_argument("--min-reps", dest="min_reps", type=int)
-    g.add_argument("--max-reps", dest="max_reps", type=int)
+    g.add_argument("--warmup", type=int, help=f"untimed calls before the timed ones (default {DEFAULTS['warmup']})")
+    g.add_argument("--min-reps", dest="min_reps", type=int,
+                   help=f"timed repetitions at least (default {DEFAULTS['min_reps']})")
+    g.add_argument("--max-reps", dest="max_reps", type=int,
+                   help=f"timed repetitions at most, until --rse is met (default {DEFAULTS['max_reps']})")
     g.add_argument("--rse", type=float, help="target relative standard error of the median")
     g.add_argument("--check", choices=["none", "first", "only"], help="verify result data")
     g.add_argument("--reduction-op", dest="reduction_op", choices=REDUCTION_OPS,
                    help="reductions: sum (MPI_SUM, default) or charged-sum (a user-defined sum "
                         "charging its arithmetic on SMPI, the library's collectives as colltune's)")
-    g.add_argument("--check-memory-mb", dest="check_memory_mb", type=float)
-    g.add_argument("--cache-dir", dest="cache_dir")
+    g.add_argument("--check-memory-mb", dest="check_memory_mb", type=float,
+                   help=f"largest total of result data checked per point (MiB, default "
+                        f"{DEFAULTS['check_memory_mb']:g}); "
+                        "larger points are timed unchecked")
+    g.add_argument("--cache-dir", dest="cache_dir",
+                   help=f"native builds (per MPI library) and probes (default {DEFAULTS['cache_dir']})")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -77,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--sizes", default="8..1M", help="bytes per rank: 8..4M,1000,3000")
         p.add_argument("--campaign", help="results campaign name (resumes if it exists)")
         p.add_argument("--retry-failed", action="store_true", help="re-measure recorded failures")
-        p.add_argument("--root", type=int, default=0)
+        p.add_argument("--root", type=int, default=0, help="root rank of rooted collectives "
+                                                            "(bcast, reduce, gather, scatter; default 0)")
         if name == "bench":
             p.add_argument("--coll", "--collective", dest="collective", required=True)
             p.add_argument("--algorithms", default="default",

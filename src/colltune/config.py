@@ -90,6 +90,9 @@ DEFAULTS: dict[str, Any] = {
 ENV_PREFIX = "COLLTUNE_"
 CONFIG_FILE_ENV = "COLLTUNE_CONFIG"
 DEFAULT_CONFIG_FILE = "colltune.toml"
+# settings that name files or folders: relative paths in a config file are the file's
+# (platform: when it is an XML path, not a bundled platform's name)
+PATH_SETTINGS = ("store", "output_dir", "cache_dir", "platform")
 
 
 def _schema() -> dict:
@@ -159,6 +162,11 @@ def load(cli: Mapping[str, Any] | None = None,
         if not os.path.exists(path):
             raise ConfigError(f"config file {path} does not exist")
         for k, v in _read_file(path).items():
+            if k in PATH_SETTINGS and isinstance(v, str) and v and not os.path.isabs(v) \
+                    and (k != "platform" or v.endswith(".xml")):
+                # relative to the file, not to wherever colltune runs (a site's file
+                # named by COLLTUNE_CONFIG)
+                v = os.path.join(os.path.dirname(os.path.abspath(path)), v)
             values[k], sources[k] = v, f"file {path}"
 
     for key in DEFAULTS:
