@@ -125,6 +125,8 @@ BAD = [
     ("colltune-rules 1\nbcast -> pipeline 4\n", 2, "expected PARAMETER=VALUE after the algorithm, got '4'"),
     ("colltune-rules 1\nbcast -> library segsize=1\n", 2, "'library' takes no parameters, got 'segsize=1'"),
     ("colltune-rules 1\nbcast -> linear\nbcast -> linear \x01\n", 3, "not a text line (byte 0x01 at column 17)"),
+    # UTF-8 is for comments only (there it is fine: test_utf8_comments_are_fine)
+    ("colltune-rules 1\nbcast -> lin\u00b5ear # 10 \u00b5s\n", 2, "not a text line (byte 0xc2 at column 13)"),
     ("colltune-rules 1\n" + "#" * 5000 + "\n", 2, "line longer than 4096 characters"),
 ]
 
@@ -140,6 +142,15 @@ def test_errors_name_file_line_and_value(tool, cat, tmp_path, text, line, proble
     proc = c_tool(tool, "check", str(path))
     assert proc.returncode == 1
     assert proc.stderr.strip() == str(exc.value)      # the interposer says exactly the same
+
+
+def test_utf8_comments_are_fine(tool, cat, tmp_path):
+    """A user review: one "µs" in a comment made the interposer refuse the whole file."""
+    path = tmp_path / "utf8.rules"
+    path.write_text("colltune-rules 1  # r\u00e8gles\nbcast -> linear   # 10 \u00b5s, \u2264 4 KiB\n")
+    assert len(read_rules(str(path), cat)) == 1
+    proc = c_tool(tool, "check", str(path))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["algorithm"] == "linear", proc.stderr
 
 
 def test_missing_and_binary_files(tool, tmp_path):

@@ -226,11 +226,17 @@ int ct_rules_parse(const char *text, const char *name, ct_rules *out, char *err,
         }
         memcpy(line, p, len), line[len] = '\0';
         p += len + (nl ? 1 : 0);
-        for (size_t i = 0; i < len; i++)
-            if (line[i] == '\0' || (!isprint((unsigned char)line[i]) && !isspace((unsigned char)line[i]))) {
-                fail(&c, "not a text line (byte 0x%02x at column %zu)", (unsigned char)line[i], i + 1);
+        /* words are printable ASCII; a comment may also hold UTF-8 (a "µs" in a
+         * comment had switched every rule off) */
+        const char *cmt = memchr(line, '#', len);
+        size_t words_end = cmt ? (size_t)(cmt - line) : len;
+        for (size_t i = 0; i < len; i++) {
+            unsigned char b = (unsigned char)line[i];
+            if (b == '\0' || (!isprint(b) && !isspace(b) && (i < words_end || b < 0x80))) {
+                fail(&c, "not a text line (byte 0x%02x at column %zu)", b, i + 1);
                 goto bad;
             }
+        }
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
         int ntok = tokenize(line, tok, 64);

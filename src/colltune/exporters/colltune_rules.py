@@ -138,8 +138,12 @@ def parse_rules(text: str, name: str = "<rules>", catalogue: dict | None = None)
             break
         if len(raw) > MAXLINE:
             raise RulesError(f"{where}: line longer than {MAXLINE} characters")
+        # read as latin-1, a character per byte; words are printable ASCII, a comment
+        # may hold any byte from 0x80 (UTF-8), as the interposer reads it
+        words_end = raw.find("#") if "#" in raw else len(raw)
         for col, ch in enumerate(raw, 1):
-            if not (ch.isprintable() or ch in " \t\r\v\f") or ord(ch) > 126:
+            if (col <= words_end or ord(ch) < 0x80) and not (
+                    ord(ch) < 0x7f and (ch.isprintable() or ch in " \t\r\v\f")):
                 raise RulesError(f"{where}: not a text line (byte 0x{ord(ch) & 0xff:02x} at column {col})")
         words = [w for w in re.split(r"[ \t\r]+", raw.split("#", 1)[0]) if w]
         if not words:
