@@ -3,10 +3,11 @@ smpirun tuning; the real libraries load these files in test_verify.py)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from conftest import run_cli
+from conftest import have_mpi, run_cli
 
 from colltune.decision import DecisionTable
 from colltune.errors import InputError
@@ -92,10 +93,14 @@ def test_smpi_rules_map_to_equivalents_or_fail_naming_the_rule():
         ompi(bad)
     msg = str(err.value)
     assert "allreduce layout 2x2 from 4096 B/rank" in msg and "'smp_rsag'" in msg
-    assert "--allow-substitute would use 'recursive_doubling'" in msg
+    assert "--allow-substitute would leave it to openmpi's own selection (coll/tuned's " \
+           "fixed decision, algorithm 0) there" in msg
     sub = ompi(bad, allow_substitute=True).text
     assert "NOTE allreduce layout 2x2 from 4096 B/rank: smpi algorithm 'smp_rsag' -> " \
-           "substituted by 'recursive_doubling'" in sub
+           "substituted by openmpi's own selection (coll/tuned's fixed decision, algorithm 0)" in sub
+    # the substitute is algorithm 0 (coll/tuned's fixed decision), not a fixed algorithm
+    assert parse_tuned(sub, "s").blocks["allreduce"][0][1] == [
+        (0, IDS_5_0["allreduce"].index("recursive_doubling") + 1, 0, 0, 0), (4096, 0, 0, 0, 0)]
     with pytest.raises(InputError, match="have no coll/tuned rules column"):
         ompi([("bcast", 1, 2, [(0, "binomial", "openmpi", {"k": 3})])])
     with pytest.raises(InputError, match="no such bcast algorithm"):
@@ -210,7 +215,8 @@ def test_mpich_errors_name_the_rule(tmp_path):
     with pytest.raises(InputError, match=r"bcast layout 1x2 from 0 B/rank: openmpi algorithm "
                                          r"'chain': measured on openmpi, not mpich: a mpich rules "
                                          r"file names only mpich's own algorithms .*; "
-                                         r"--allow-substitute would run mpich's general-purpose"):
+                                         r"--allow-substitute would leave it to mpich's own "
+                                         r"selection \(its built-in CSEL branch\) there"):
         mpich([("bcast", 1, 2, [(0, "chain", "openmpi", {})])], "5.0.2", tmp_path)
 
 
@@ -280,7 +286,7 @@ def test_all_inexpressible_rules_in_one_error_and_parametrised_equivalents(tmp_p
     # SMPI's pipelined bcasts map to Open MPI's with SMPI's 8192-byte segments
     assert rules.lookup("bcast", 2, 10)[1:4] == (ids["binary_tree"], 0, 8192)
     assert rules.lookup("bcast", 4, 10)[1:4] == (ids["pipeline"], 0, 8192)
-    assert rules.lookup("bcast", 2, 5000)[1:4] == (ids["binomial"], 0, 0)   # substitute
+    assert rules.lookup("bcast", 2, 5000)[1:4] == (0, 0, 0)   # substitute: the fixed decision
     exp = MPICHJsonExporter()
     base = tmp_path / "b.json"
     base.write_text(json.dumps(BASE))
@@ -289,6 +295,9 @@ def test_all_inexpressible_rules_in_one_error_and_parametrised_equivalents(tmp_p
     func, params = csel_leaf(tree, "bcast", 4, 10)
     assert func == "MPIR_Bcast_intra_pipelined_tree"
     assert params["k"] == "1" and params["chunk_size"] == "8192"
+    # the substitutes: the default tree's own intra branch under their size ranges
+    assert tree["collective=bcast"]["comm_type=intra"]["any"]["any"] == \
+        BASE["collective=bcast"]["comm_type=intra"]
 
 
 def test_verify_samples_the_branch_the_ranks_reach():
@@ -307,3 +316,126 @@ def test_verify_samples_the_branch_the_ranks_reach():
         "avg_msg_size<=724": {"algorithm=MPIR_Allreduce_intra_recursive_doubling": {}},
         "any": {"algorithm=MPIR_Allreduce_intra_ring": {}}}}}}
     assert sample_sizes(comm_branch(red, "allreduce", 2), "allreduce", 2) == [4, 724, 728]
+
+
+# ---- --allow-substitute: the library's own selection (review F13) ---------------------
+SUB_TABLE = [("bcast", 1, 2, [(0, "binomial_tree", "smpi", {}),
+                              (65536, "SMP_binomial", "smpi", {"segsize": 8192})]),
+             ("allreduce", 1, 2, [(0, "smp_rsag", "smpi", {}), (4096, "smp_rdb", "smpi", {})])]
+
+
+def test_substitute_is_the_librarys_own_selection_and_warns_when_it_is_all(tmp_path, capsys):
+    """A rule without an equivalent becomes the library's default decision at its
+    sizes (coll/tuned's algorithm 0, MPICH's built-in branch), not a fixed algorithm
+    at every size; the header names each substituted rule, and a collective with
+    every rule substituted is a warning on stderr and a NOTE."""
+    exp = ompi(SUB_TABLE, allow_substitute=True)
+    rules = parse_tuned(exp.text, "t")
+    binomial = IDS_5_0["bcast"].index("binomial") + 1
+    # bcast keeps its tuned small sizes; 64 KiB and up (1 MiB included) is the fixed decision
+    assert rules.blocks["bcast"] == [(2, [(0, binomial, 0, 0, 0), (65536, 0, 0, 0, 0)])]
+    assert rules.lookup("bcast", 2, 1 << 20)[1] == 0
+    # allreduce: both rules substituted, merged into one algorithm-0 row
+    assert rules.blocks["allreduce"] == [(2, [(0, 0, 0, 0, 0)])]
+    for where in ("bcast layout 1x2 from 65536 B/rank: smpi algorithm 'SMP_binomial'",
+                  "allreduce layout 1x2 from 0 B/rank: smpi algorithm 'smp_rsag'",
+                  "allreduce layout 1x2 from 4096 B/rank: smpi algorithm 'smp_rdb'"):
+        assert f"# NOTE {where} -> substituted by openmpi's own selection (coll/tuned's fixed " \
+               f"decision, algorithm 0)" in exp.text
+    err = capsys.readouterr().err
+    assert "colltune: warning: every allreduce rule (2) was substituted: the file leaves " \
+           "allreduce to openmpi's own selection" in err
+    assert "bcast" not in err                              # bcast kept a tuned rule
+    assert "# NOTE every allreduce rule (2) was substituted" in exp.text
+    # no rule of the table names the library default: the table-default note is not written
+    assert "where the table names the library's default decision" not in exp.text
+    # MPICH: a copy of the built-in intra branch under the substituted size ranges
+    base = tmp_path / "b.json"
+    base.write_text(json.dumps({**BASE, "collective=allreduce": {"comm_type=intra": {
+        "any": {"algorithm=MPIR_Allreduce_intra_recursive_doubling": {}}}}}))
+    mexp = MPICHJsonExporter()
+    mexp.base_path, mexp.allow_substitute = str(base), True
+    text = mexp.export(table(SUB_TABLE), "5.0.2").text
+    tree = json.loads(text)
+    bcast = tree["collective=bcast"]["comm_type=intra"]["any"]
+    assert list(bcast) == ["avg_msg_size<=65535", "any"]
+    assert bcast["any"] == BASE["collective=bcast"]["comm_type=intra"]
+    assert csel_leaf(tree, "bcast", 2, 1 << 20)[0] == "MPIR_Bcast_intra_binomial"   # BASE's
+    allreduce = tree["collective=allreduce"]["comm_type=intra"]["any"]
+    assert list(allreduce) == ["avg_msg_size<=4095", "any"] and \
+        all(b == {"any": {"algorithm=MPIR_Allreduce_intra_recursive_doubling": {}}}
+            for b in allreduce.values())
+    assert "substituted by mpich's own selection (its built-in CSEL branch)" in text
+    assert "every allreduce rule (2) was substituted" in capsys.readouterr().err
+    # without --allow-substitute: the error says what the option would write
+    with pytest.raises(InputError, match=r"3 rule\(s\) cannot be exported[\s\S]*--allow-substitute "
+                                         r"would leave it to openmpi's own selection"):
+        ompi(SUB_TABLE)
+
+
+@pytest.mark.skipif(not (have_mpi("openmpi") and have_mpi("mpich")), reason="needs Open MPI and MPICH")
+def test_substituted_rules_run_the_librarys_own_selection_on_the_real_libraries(workdir):
+    """The exported substitutes are read and honoured (colltune verify, 2 ranks): Open
+    MPI runs its fixed decision at the algorithm-0 ranges and the tuned binomial below
+    64 KiB; MPICH runs, at the substituted ranges, the leaf its built-in tree names
+    there (both checked against the table)."""
+    from colltune import mpi
+    from pathlib import Path
+    t = workdir / "t.json"
+    table(SUB_TABLE, "SimGrid").save(str(t))
+    out = workdir / "o.rules"
+    proc = run_cli("export", "--table", str(t), "--format", "openmpi-tuned", "-o", str(out),
+                   "--allow-substitute")
+    assert "warning: every allreduce rule (2) was substituted" in proc.stderr
+    proc = run_cli("verify", "--rules", str(out), "--library", "openmpi", "--table", str(t),
+                   "--reps", "3", check=False, timeout=300)
+    assert proc.returncode == 0 and "RESULT: PASS" in proc.stdout, proc.stdout + proc.stderr
+    lines = [ln.split() for ln in proc.stdout.splitlines() if re.match(r"\s+(ok|FAIL)", ln)]
+    says = {(ln[1], int(ln[2])): (ln[0], ln[6], " ".join(ln[7:])) for ln in lines}
+    assert says[("bcast", 1)][:2] == ("ok", "binomial")     # differs from the default: a proof
+    for point in (("bcast", 65536), ("allreduce", 4)):
+        mark, name, ran = says[point]
+        assert mark.startswith("ok") and name == "default" and \
+            ran.startswith("ran: the fixed decision:"), proc.stdout
+    out = workdir / "m.json"
+    run_cli("export", "--table", str(t), "--format", "mpich-json", "-o", str(out),
+            "--allow-substitute")
+    tree = json.loads(out.read_text())
+    builtin = library_json(str(sorted(Path(mpi.find("mpich").prefix, "lib").glob("libmpi.so.*"))[0]))[0]
+    for coll, nbytes in (("bcast", 65536), ("bcast", 1 << 20), ("allreduce", 4), ("allreduce", 4096)):
+        assert csel_leaf(tree, coll, 2, nbytes)[0] == csel_leaf(builtin, coll, 2, nbytes)[0]
+    proc = run_cli("verify", "--rules", str(out), "--library", "mpich", "--table", str(t),
+                   "--reps", "3", check=False, timeout=300)
+    assert proc.returncode == 0 and "RESULT: PASS" in proc.stdout, proc.stdout + proc.stderr
+    assert "MPICH's debug summary says its MPIR selection came from" in proc.stdout
+    assert any(re.match(r"\s+ok\*? +bcast +65536 B/rank", ln) for ln in proc.stdout.splitlines())
+
+
+def test_header_and_stdout_name_the_resolved_target(tmp_path):
+    """Without --target the file and `export` name the version the exporter resolved
+    to (Open MPI 5.0.11, MPICH 5.0.2), not "latest"; a given --target as given."""
+    entries = [("bcast", 1, 2, [(0, "binomial", "openmpi", {})])]
+    t = tmp_path / "t.json"
+    table(entries).save(str(t))
+    out = tmp_path / "r.rules"
+    proc = run_cli("export", "--table", str(t), "--format", "openmpi-tuned", "-o", str(out))
+    assert "(openmpi-tuned, for openmpi 5.0.11)" in proc.stdout and "latest" not in proc.stdout
+    assert "format openmpi-tuned, target 5.0.11\n" in out.read_text()
+    assert "latest" not in out.read_text()
+    proc = run_cli("export", "--table", str(t), "--format", "openmpi-tuned", "--target", "5.0.6",
+                   "-o", str(out))
+    assert "for openmpi 5.0.6)" in proc.stdout and "target 5.0.6\n" in out.read_text()
+    han = EXPORTERS.get("openmpi-han")().export(table(entries))
+    assert han.target == "5.0.11" and "format openmpi-han, target 5.0.11\n" in han.text
+    mexp = MPICHJsonExporter()
+    base = tmp_path / "b.json"
+    base.write_text(json.dumps(BASE))
+    mexp.base_path = str(base)
+    m = mexp.export(table([("bcast", 1, 2, [(0, "binomial", "mpich", {})])], "MPICH"))
+    assert m.target == "5.0.2" and "colltune: colltune" in m.text
+    assert "format mpich-json, target 5.0.2" in m.text and "latest" not in m.text
+    # colltune's own format is read by the interposer, not a library release: no target
+    table([("bcast", 1, 2, [(0, "binomial", "colltune", {})])]).save(str(t))
+    proc = run_cli("export", "--table", str(t), "--format", "colltune", "-o", str(out))
+    assert "(colltune, for colltune)" in proc.stdout
+    assert "format colltune\n" in out.read_text() and "latest" not in out.read_text()

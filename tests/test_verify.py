@@ -162,3 +162,217 @@ def test_a_failed_forced_launch_is_named_by_its_message_not_its_frame():
     (res,) = compare([Point("bcast", 65537, "binomial", ("b",))], fine, fine, {("b",): failed})
     assert not res.honoured
     assert "exited on signal 9" in res.ran and "----" not in res.ran, res.ran
+
+
+# -- F1: an algorithm that calls other collectives inside -------------------------------
+def test_compare_uses_the_outermost_call_of_the_collective():
+    """The algorithm compared is the first function of the point's own collective; what it
+    calls inside may differ (it follows the file's rules there), another algorithm may not."""
+    from colltune.verify import Point, compare
+    from colltune.verify.probe import Observed
+    base = "ompi_coll_base_"
+
+    def obs(*fns):
+        return Observed(True, ["mpirun"], "", {},
+                        {(r, 0): [base + f for f in fns] for r in (0, 1)})
+    point = [Point("allreduce", 400, "nonoverlapping", ("a",))]
+    forced = obs("allreduce_intra_nonoverlapping", "reduce_intra_basic_linear",
+                 "bcast_intra_bintree", "bcast_intra_generic")
+    default = obs("allreduce_intra_recursive_doubling")
+    nested_differ = obs("allreduce_intra_nonoverlapping", "reduce_intra_basic_linear",
+                        "bcast_intra_pipeline", "bcast_intra_generic")
+    (res,) = compare(point, default, nested_differ, {("a",): forced})
+    assert res.honoured and res.distinguishes, res.ran
+    assert "the calls inside it follow the file's rules" in res.ran
+    other = obs("allreduce_intra_ring", "reduce_intra_basic_linear", "bcast_intra_bintree",
+                "bcast_intra_generic")
+    (res,) = compare(point, default, other, {("a",): forced})
+    assert not res.honoured and res.ran.startswith("something else: rank 0: allreduce_intra_ring")
+
+
+def test_openmpi_nonoverlapping_allreduce_with_nested_rules_passes(tmp_path):
+    """coll/tuned's nonoverlapping allreduce is a reduce + a bcast, which follow the file's
+    own bcast rules (pipeline from 91 B) with the file and the fixed decision when forced:
+    the file is honoured (the docs' local tune -> export -> verify chain)."""
+    table = save_table(tmp_path / "t.json", [
+        ("bcast", 1, 2, [(0, "binary_tree", "openmpi"), (91, "pipeline", "openmpi")]),
+        ("allreduce", 1, 2, [(0, "basic_linear", "openmpi"), (91, "nonoverlapping", "openmpi"),
+                             (8192, "segmented_ring", "openmpi")])], "Open MPI")
+    proc = verify(export(tmp_path, table, "openmpi-tuned"), "openmpi", "--table", table,
+                  "--reps", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in point_lines(proc.stdout) if "file says nonoverlapping" in ln]
+    assert len(lines) == 2 and all(ln.strip().startswith("ok") for ln in lines), proc.stdout
+    assert "the calls inside it follow the file's rules" in proc.stdout
+
+
+# -- F7: blocks the run does not reach -------------------------------------------------
+def _edit_block(text: str, start: int, old: str, new: str) -> str:
+    """Replace the first rule line `old` after the block header for comm size `start`."""
+    head = re.search(rf"^{start} \d+  # comm size >= {start}.*$", text, re.MULTILINE)
+    assert head, text
+    rest = text[head.end():]
+    assert re.search(rf"^{old}$", rest, re.MULTILINE), rest
+    return text[:head.end()] + re.sub(rf"^{old}$", new, rest, count=1, flags=re.MULTILINE)
+
+
+TWO_BLOCKS = [("allreduce", 1, 2, [(0, "rdb", "smpi"), (8192, "lr", "smpi")]),
+              ("allreduce", 4, 4, [(0, "lr", "smpi"), (8192, "rdb", "smpi")])]
+
+
+def test_openmpi_blocks_not_run_are_checked_or_named(tmp_path):
+    """2 ranks reach only the first comm-size block (the second starts at 6 = sqrt(2 x 16)):
+    the others are checked statically (algorithm numbers always; against the table with
+    --table) and named, never passed over in silence."""
+    table = save_table(tmp_path / "t.json", TWO_BLOCKS, "SimGrid")
+    rules = export(tmp_path, table, "openmpi-tuned")
+    text = open(rules).read()
+    assert "\n6 2  # comm size >= 6" in text and "\n0 4 0 0 0\n" in text   # ring from 0 at >= 6
+    proc = verify(rules, "openmpi", "--reps", "1")       # no table: named, not checked
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"not run: allreduce block for comm size >= 6 .*NOT CHECKED", proc.stdout)
+    assert "RESULT: PASS (partial: 1 block(s) neither run nor checked" in proc.stdout
+    proc = verify(rules, "openmpi", "--table", table, "--reps", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"not run: allreduce block for comm size >= 6 .*checked statically against "
+                     r"the table: agrees", proc.stdout)
+    assert proc.stdout.rstrip().endswith("RESULT: PASS")
+    # an algorithm number Open MPI does not have, in the block the run does not reach
+    bad = tmp_path / "bad.rules"
+    bad.write_text(_edit_block(text, 6, "0 4 0 0 0", "0 42 0 0 0"))
+    proc = verify(str(bad), "openmpi", "--reps", "1")
+    assert proc.returncode == 1, proc.stdout
+    assert ("FAIL allreduce, comm size >= 6, from message size 0: algorithm 42 is not a "
+            "coll_tuned_allreduce_algorithm of the installed Open MPI") in proc.stdout
+    # a valid algorithm there that the table does not say (recursive_doubling, not ring)
+    other = tmp_path / "other.rules"
+    other.write_text(_edit_block(text, 6, "0 4 0 0 0", "0 3 0 0 0"))
+    proc = verify(str(other), "openmpi", "--table", table, "--reps", "1")
+    assert proc.returncode == 1, proc.stdout
+    assert ("FAIL allreduce, comm size >= 6, from message size 0 B/rank: the file says "
+            "recursive_doubling (#3), the table (as exported) ring (#4)") in proc.stdout
+    assert "checked statically against the table: DISAGREES" in proc.stdout
+
+
+def test_mpich_branches_not_run_are_checked_or_named(tmp_path):
+    table = save_table(tmp_path / "t.json", TWO_BLOCKS, "SimGrid")
+    good = json.loads(open(export(tmp_path, table, "mpich-json")).read())
+    ladder = good["collective=allreduce"]["comm_type=intra"]
+    assert list(ladder) == ["comm_size<=5", "any"]
+    proc = verify(export(tmp_path, table, "mpich-json"), "mpich", "--reps", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"not run: allreduce block for comm size >= 6 .*NOT CHECKED", proc.stdout)
+    # the comm_size > 5 branch's first leaf says recursive_doubling where the table says ring
+    first = next(iter(ladder["any"].values()))
+    first.clear()
+    first["algorithm=MPIR_Allreduce_intra_recursive_doubling"] = {}
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(good))
+    proc = verify(str(changed), "mpich", "--table", table, "--reps", "1")
+    assert proc.returncode == 1, proc.stdout
+    assert re.search(r"FAIL allreduce, comm size 6, \d+ B/rank \(comm size >= 6 block\): the file "
+                     r"runs MPIR_Allreduce_intra_recursive_doubling, the table \(as exported\) "
+                     r"MPIR_Allreduce_intra_ring", proc.stdout), proc.stdout
+
+
+def test_mpich_algorithm_names_are_checked_in_every_branch(tmp_path):
+    """Without a table and without running: a leaf name the installed libmpi does not know,
+    in a branch 2 ranks never reach, fails the static check."""
+    from colltune import mpi
+    from colltune.verify.mpich import MPICHVerifier
+    from colltune.verify.static_check import check_csel, library_has
+    table = save_table(tmp_path / "t.json", TWO_BLOCKS, "SimGrid")
+    tree = json.loads(open(export(tmp_path, table, "mpich-json")).read())
+    v = MPICHVerifier(mpi.find("mpich"), str(tmp_path / "cache"))
+    has = library_has(v._libmpi())
+    assert not check_csel(tree, 2, ["allreduce"], has, "x").problems
+    branch = tree["collective=allreduce"]["comm_type=intra"]["any"]
+    first = next(iter(branch.values()))
+    first.clear()
+    first["algorithm=MPIR_Allreduce_intra_no_such_thing"] = {}
+    res = check_csel(tree, 2, ["allreduce"], has, "5.0.2")
+    assert len(res.problems) == 1 and "MPIR_Allreduce_intra_no_such_thing" in res.problems[0]
+    assert "is not an algorithm of the installed MPICH 5.0.2" in res.problems[0]
+
+
+# -- F9: a rules line missing a column -------------------------------------------------
+def test_tuned_rule_line_with_a_missing_column_is_named(tmp_path):
+    """A rule line of the first collective lacks its max-requests column: Open MPI reads the
+    file as one stream of numbers, so everything after it is misread. verify names the file
+    and line (no traceback) and fails."""
+    from colltune.errors import InputError
+    from colltune.verify.rules import parse_tuned
+    table = save_table(tmp_path / "t.json", OMPI_TABLE, "Open MPI")
+    lines = open(export(tmp_path, table, "openmpi-tuned")).read().splitlines()
+    n = lines.index("1024 4 0 0 0")           # allgather's second rule, before bcast's block
+    broken = tmp_path / "short.rules"
+    broken.write_text("\n".join(lines[:n] + ["1024 4 0 0"] + lines[n + 1:]) + "\n")
+    want = (f"{broken}:{n + 1}: allgather comm size 2, rule 2 of 2: its line has 4 number(s), "
+            f"a rule-file-version-2 rule has 5 (message size, algorithm, fan-in/out, segment "
+            f"size, max requests); Open MPI reads the file as one stream of numbers")
+    for strict in (True, False):
+        with pytest.raises(InputError) as exc:
+            parse_tuned(broken.read_text(), str(broken), strict)
+        assert str(exc.value).startswith(want), exc.value
+    proc = verify(str(broken), "openmpi", "--table", table)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert (f"(1) file accepted: NO - not a valid coll/tuned rules file, so what Open MPI makes "
+            f"of it cannot be told: {want}") in proc.stdout
+    assert proc.stdout.rstrip().endswith("RESULT: FAIL")
+    # the same rule line missing altogether: the message names where the numbers stop
+    # lining up, not a collective id made of a misread number (formerly "id8192")
+    gone = "\n".join(lines[:n] + lines[n + 1:])
+    for strict in (True, False):
+        with pytest.raises(InputError) as exc:
+            parse_tuned(gone, "gone.rules", strict)
+        assert str(exc.value).startswith(f"gone.rules:{n + 1}: allgather comm size 2, rule 2 of "
+                                         f"2: its line has 1 number(s)"), exc.value
+        assert not re.search(r"\bid\d", str(exc.value)), exc.value
+
+
+# -- F15: total-size keys on a comm size other than the tuned one ----------------------
+AG_TABLE = [("allgather", 1, 2, [(0, "rdb", "smpi")]),
+            ("allgather", 2, 4, [(0, "rdb", "smpi"), (91, "bruck", "smpi"), (8192, "ring", "smpi")])]
+
+
+def test_openmpi_allgather_export_verifies_on_an_untuned_comm_size(tmp_path):
+    """allgather is keyed by total bytes = bytes per rank x the block's tuned comm size (8);
+    on 4 ranks (same block) the file's breaks are at 182 and 16384 B/rank: verify --table
+    predicts the same, so a pristine export passes and a contradicting one fails."""
+    table = save_table(tmp_path / "t.json", AG_TABLE, "SimGrid")
+    rules = export(tmp_path, table, "openmpi-tuned")
+    text = open(rules).read()
+    assert "\n728 2 0 0 0\n65536 4 0 0 0\n" in text
+    proc = verify(rules, "openmpi", "--table", table, "--ranks", "4", "--reps", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert any("182 B/rank  file says bruck" in ln for ln in point_lines(proc.stdout))
+    bad = tmp_path / "bad.rules"
+    bad.write_text(text.replace("\n728 2 0 0 0\n", "\n728 4 0 0 0\n"))   # ring, not bruck
+    proc = verify(str(bad), "openmpi", "--table", table, "--ranks", "4", "--reps", "1")
+    assert proc.returncode == 1, proc.stdout
+    assert "[the table says bruck, the file ring]" in proc.stdout
+
+
+def test_mpich_allgather_export_verifies_on_an_untuned_comm_size(tmp_path):
+    table = save_table(tmp_path / "t.json", AG_TABLE, "SimGrid")
+    proc = verify(export(tmp_path, table, "mpich-json"), "mpich", "--table", table,
+                  "--ranks", "4", "--reps", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert any("182 B/rank  file says brucks" in ln for ln in point_lines(proc.stdout))
+
+
+def test_default_ranks_is_a_tuned_comm_size(tmp_path):
+    """Tuned on 2 and 8 ranks, the file's second block starts at 4: verify runs 2 ranks
+    (a tuned size), as --help says, for both libraries, with or without the table."""
+    from colltune.decision import DecisionTable
+    from colltune.exporters.openmpi_tuned import OpenMPITunedExporter
+    from colltune.verify.mpich import default_ranks as mpich_ranks
+    from colltune.verify.openmpi import default_ranks
+    from colltune.verify.rules import parse_tuned
+    table = DecisionTable.load(save_table(tmp_path / "t.json", AG_TABLE, "SimGrid"))
+    text = OpenMPITunedExporter().export(table, "5.0.11").text
+    rules = parse_tuned(text, "t")
+    assert [c for c, _ in rules.blocks["allgather"]] == [2, 4]
+    assert default_ranks(rules, text, table) == 2 and default_ranks(rules, text) == 2
+    assert mpich_ranks(table) == 2
+    assert default_ranks(rules, "") == 4      # nothing names the tuned sizes: a block start

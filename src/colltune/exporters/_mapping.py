@@ -10,11 +10,15 @@ algorithm runs, not that it performs as SMPI's did). A rule
 with no equivalent, or naming an algorithm that cannot be deployed through a
 rules file (UNDEPLOYABLE), is an error, unless another SMPI algorithm took the same
 time at every size the rule was measured at and has an equivalent (an exact tie,
-TIE), or the user allows SUBSTITUTE: the library's general-purpose algorithm for
-that collective, named in the file header.
+TIE), or the user allows a substitute: the library's own selection there (its
+default decision, written as for a rule naming the table's library default:
+coll/tuned's algorithm 0, MPICH's built-in CSEL branch), named in the file header.
+A fixed general-purpose algorithm would be a poor choice at some sizes (a
+binomial bcast of 1 MiB); the library's own decision at least depends on the size.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from ..decision import Entry, Rule
@@ -74,19 +78,19 @@ EQUIVALENT: dict[tuple[str, str], dict[str, str | tuple[str, dict]]] = {
     ("mpich", "barrier"): {"mpich_smp": "smp"},
 }
 
-# The general-purpose algorithm used by --allow-substitute when a rule has no equivalent.
-SUBSTITUTE: dict[tuple[str, str], str] = {
-    ("openmpi", "bcast"): "binomial", ("openmpi", "reduce"): "binomial",
-    ("openmpi", "allreduce"): "recursive_doubling", ("openmpi", "allgather"): "ring",
-    ("openmpi", "gather"): "binomial", ("openmpi", "scatter"): "binomial",
-    ("openmpi", "alltoall"): "pairwise", ("openmpi", "reduce_scatter_block"): "recursive_halving",
-    ("openmpi", "barrier"): "recursive_doubling",
-    ("mpich", "bcast"): "binomial", ("mpich", "reduce"): "binomial",
-    ("mpich", "allreduce"): "recursive_doubling", ("mpich", "allgather"): "ring",
-    ("mpich", "gather"): "binomial", ("mpich", "scatter"): "binomial",
-    ("mpich", "alltoall"): "pairwise", ("mpich", "reduce_scatter_block"): "recursive_halving",
-    ("mpich", "barrier"): "k_dissemination",
-}
+# What --allow-substitute writes for a rule with no equivalent: the library's own
+# selection there (Resolved.default), named DEFAULT like coll/tuned's algorithm 0
+# (verify names that one "default" too).
+DEFAULT = "default"
+OWN_SELECTION = {"openmpi": "coll/tuned's fixed decision, algorithm 0",
+                 "mpich": "its built-in CSEL branch"}
+
+
+def own_selection(library: str) -> str:
+    """What a substituted rule runs, in words."""
+    how = OWN_SELECTION.get(library)
+    return f"{library}'s own selection" + (f" ({how})" if how else "")
+
 
 # Library algorithms a rules file must not select, with the reason (found by
 # running the exported file).
@@ -99,9 +103,12 @@ UNDEPLOYABLE: dict[tuple[str, str], dict[str, str]] = {
 
 @dataclass(frozen=True)
 class Resolved:
-    algorithm: str          # the library's (provider) name
+    algorithm: str          # the library's (provider) name; DEFAULT where default
     substituted: str = ""   # "" or a sentence for the file header
     params: dict = field(default_factory=dict)   # the equivalent's parameters + the rule's
+    # the library's own selection here: the table's library default decision, or
+    # (with substituted set) the substitute for a rule the library cannot express
+    default: bool = False
 
 
 # SMPI is deterministic: algorithms that send the same messages take the same time (at
@@ -175,15 +182,14 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
     else:       # another library's algorithm: a namesake is another implementation
         problem = (f"measured on {rule.provider}, not {library}: a {library} rules file names "
                    f"only {library}'s own algorithms (tune on {library} for its table)")
-    sub = SUBSTITUTE.get((library, coll))
-    if allow_substitute and usable(sub):
-        return Resolved(sub, f"{describe(entry, rule)} -> substituted by {sub!r} ({problem})")
+    if allow_substitute:
+        return Resolved(DEFAULT, f"{describe(entry, rule)} -> substituted by "
+                                 f"{own_selection(library)}: {problem}", default=True)
+    hint = f"--allow-substitute would leave it to {own_selection(library)} there"
     if rule.provider not in (library, "smpi", "colltune"):
-        raise InputError(f"{describe(entry, rule)}: {problem}; --allow-substitute would run "
-                         f"{library}'s general-purpose {sub!r} there")
+        raise InputError(f"{describe(entry, rule)}: {problem}; {hint}")
     known_list = "not checked" if known is None else ", ".join(sorted(set(known) - set(banned)))
-    raise InputError(f"{describe(entry, rule)}: {problem} (known: {known_list}); "
-                     f"--allow-substitute would use {sub!r}")
+    raise InputError(f"{describe(entry, rule)}: {problem} (known: {known_list}); {hint}")
 
 
 def is_library_default(table, rule: Rule) -> bool:
@@ -197,18 +203,41 @@ def is_library_default(table, rule: Rule) -> bool:
 
 
 class Problems:
-    """Collects the rules an export cannot express, to report them all at once."""
+    """Collects the rules an export cannot express, to report them all at once, and
+    counts per collective the rules resolved and those substituted."""
 
     def __init__(self, allow_substitute: bool = False) -> None:
         self.allow_substitute = allow_substitute
         self.items: list[str] = []
+        self.counts: dict[str, list[int]] = {}     # collective -> [rules, substituted]
 
-    def resolve(self, *args) -> Resolved | None:
+    def resolve(self, library: str, entry: Entry, rule: Rule, known: set[str] | None,
+                table=None) -> Resolved | None:
+        """The library algorithm for rule (Resolved.default: the library's own
+        selection, where table names its default decision or as a substitute);
+        None, with the problem collected, if it cannot be expressed."""
+        count = self.counts.setdefault(entry.collective, [0, 0])
+        count[0] += 1
+        if table is not None and is_library_default(table, rule):
+            return Resolved(DEFAULT, default=True)
         try:
-            return resolve(*args)
+            res = resolve(library, entry, rule, known, self.allow_substitute)
         except InputError as exc:
             self.items.append(str(exc))
             return None
+        count[1] += res.default
+        return res
+
+    def all_substituted(self, library: str) -> list[str]:
+        """For each collective whose every rule was substituted, a warning (the
+        file keeps nothing of its tuning); also written to stderr."""
+        out = []
+        for coll, (n, subs) in self.counts.items():
+            if n and subs == n:
+                out.append(f"every {coll} rule ({n}) was substituted: the file leaves {coll} "
+                           f"to {own_selection(library)} and keeps nothing of its tuning")
+                print(f"colltune: warning: {out[-1]}", file=sys.stderr)
+        return out
 
     def check(self, fmt: str, shown: int = 12) -> None:
         if self.items:

@@ -27,7 +27,8 @@ leaves ignore keys they do not know, so the provenance header goes into the
 first tuned leaf as ``"colltune: <line>": {}`` keys.
 
 The library's default decision (a rule naming the table's
-``arms.library_default``) is written as a copy of the default tree's own
+``arms.library_default``, or the substitute for a rule without an MPICH
+equivalent, --allow-substitute) is written as a copy of the default tree's own
 ``comm_type=intra`` branch of that collective under the rule's message-size
 branch: CSEL evaluates operators at any depth (csel.c: MPIR_Csel_search walks
 comm_size / comm_hierarchy / msg_size / count nodes wherever they are), so at
@@ -43,7 +44,7 @@ from pathlib import Path
 from ..decision import DecisionTable, Entry
 from ..errors import InputError
 from . import EXPORTERS
-from ._mapping import Problems, describe, is_library_default
+from ._mapping import Problems, describe
 from .base import Exported, Exporter, header_lines
 from .openmpi_tuned import comm_blocks, parse_version
 
@@ -75,6 +76,8 @@ LEAF_PARAMS = {
     "MPIR_Barrier_intra_k_dissemination": {"k": 2},
     "MPIR_Barrier_intra_recexch": {"k": 2},
 }
+DEFAULT_NOTE = ("where the table names the library's default decision: a copy of the "
+                "default selection's comm_type=intra branch of the collective")
 _LEAF = re.compile(rb"algorithm=(MPIR_[A-Z][a-z_]*?_(?:intra|allcomm)_[A-Za-z0-9_]+)")
 
 
@@ -134,28 +137,28 @@ def msg_ladder(entry: Entry, comm_size: int, v: tuple[int, ...], known: set[str]
                problems: Problems, notes: list[str], table: DecisionTable | None = None,
                default_branch: dict | None = None) -> dict:
     """The message-size ladder of entry; where the table names the library's
-    default decision, a copy of default_branch (the default tree's intra branch)."""
+    default decision, or a rule is substituted (--allow-substitute), a copy of
+    default_branch (the default tree's intra branch)."""
     coll = entry.collective
     key = "avg_msg_size" if coll in AVG_KEY else "total_msg_size"
     factor = 1 if coll in AVG_KEY else comm_size
     rules = entry.rules if coll != "barrier" else (entry.rule_for(0),)
     out: dict = {}
     for i, rule in enumerate(rules):
-        if table is not None and is_library_default(table, rule):
+        res = problems.resolve("mpich", entry, rule, known, table)
+        if res is None:
+            continue
+        if res.default:        # the table's default decision, or the substitute
             if not default_branch:
                 problems.items.append(f"{describe(entry, rule)}: the library's default "
                                       f"selection has no comm_type=intra branch for {coll} "
                                       f"to fall back to")
                 continue
             node = copy.deepcopy(default_branch)
-            note = ("where the table names the library's default decision: a copy of the "
-                    "default selection's comm_type=intra branch of the collective")
+            note = res.substituted or DEFAULT_NOTE
             if note not in notes:
                 notes.append(note)
         else:
-            res = problems.resolve("mpich", entry, rule, known, problems.allow_substitute)
-            if res is None:
-                continue
             if res.substituted:
                 notes.append(res.substituted)
             try:
@@ -214,7 +217,9 @@ class MPICHJsonExporter(Exporter):
             tree[f"collective={coll}"] = {"comm_type=intra": ladder,
                                           **{k: b for k, b in old.items() if k != "comm_type=intra"}}
         problems.check(self.name)
-        lines = header_lines(table, target, self.name) + [f"default selection from {source}"]
+        notes += problems.all_substituted(self.library)
+        resolved = target or ".".join(map(str, v))
+        lines = header_lines(table, resolved, self.name) + [f"default selection from {source}"]
         lines += [f"NOTE {n}" for n in notes]
         tuned = {f"collective={c}" for c in table.collectives()}
         first = next((k for k in tree if k in tuned), None)    # first tuned one in file order
@@ -225,7 +230,8 @@ class MPICHJsonExporter(Exporter):
         doc = ["MPIR_CVAR_DEVICE_COLLECTIVES=none: otherwise ch4 may serve a blocking "
                "collective with its own device algorithms before the file is consulted",
                "unset MPIR_CVAR_<COLL>_INTRA_ALGORITHM: a forced algorithm bypasses the file"]
-        return Exported(json.dumps(tree, indent=1) + "\n", ".json", env, tuple(doc + notes))
+        return Exported(json.dumps(tree, indent=1) + "\n", ".json", env, tuple(doc + notes),
+                        resolved)
 
 
 def _first_leaf(node: dict) -> dict:

@@ -110,7 +110,8 @@ class OpenMPIHanExporter(Exporter):
                              f"(table rules use {sorted(segs)})")
             levels = [(lvl, config_blocks(entries, lvl)) for lvl in (INTRA, INTER, GLOBAL)]
             colls.append((coll, [(lvl, b) for lvl, b in levels if b]))
-        lines = [f"# {h}" for h in header_lines(table, target, self.name)]
+        resolved = target or ".".join(map(str, v))
+        lines = [f"# {h}" for h in header_lines(table, resolved, self.name)]
         lines.append("# levels: 0 intra-node (size = ppn), 1 inter-node (size = nodes), "
                      "2 global communicator (size = nodes x ppn); message sizes in bytes per rank")
         lines += [f"# NOTE {n}" for n in notes]
@@ -127,4 +128,4 @@ class OpenMPIHanExporter(Exporter):
         doc = ["rules naming 'tuned' hand the communicator to coll/tuned: deploy the "
                "openmpi-tuned export of the same table with it (without its coll_han_priority=0)",
                "coll/han steps aside on one node and with uneven ppn: the file then has no effect"]
-        return Exported("\n".join(lines) + "\n", ".rules", env, tuple(doc + notes))
+        return Exported("\n".join(lines) + "\n", ".rules", env, tuple(doc + notes), resolved)

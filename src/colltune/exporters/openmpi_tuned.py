@@ -23,7 +23,8 @@ Decisions kept from the table:
   scatter and reduce_scatter_block are keyed by the total (x comm size),
   bcast, reduce and allreduce by bytes per rank, barrier by 0.
 - the library's default decision (a rule naming the table's
-  ``arms.library_default``) is algorithm 0: coll/tuned's dynamic decision runs
+  ``arms.library_default``, or the substitute for a rule without an Open MPI
+  equivalent, --allow-substitute) is algorithm 0: coll/tuned's dynamic decision runs
   a file rule only when its algorithm is non-zero and otherwise falls through
   to its fixed decision (coll_tuned_decision_dynamic.c, ``if (alg)``), which is
   what runs without a file where coll/tuned has the communicator.
@@ -35,7 +36,7 @@ import re
 from ..decision import DecisionTable, Entry, boundary
 from ..errors import InputError
 from . import EXPORTERS
-from ._mapping import Problems, describe, is_library_default
+from ._mapping import DEFAULT, Problems, describe
 from .base import Exported, Exporter, header_lines
 
 COLL_ID = {"allgather": 0, "allreduce": 2, "alltoall": 3, "barrier": 6, "bcast": 7,
@@ -62,7 +63,9 @@ IDS_5_0 = {
     "barrier": ["linear", "double_ring", "recursive_doubling", "bruck", "two_proc", "tree"],
 }
 # Algorithm 0 in a rules file: "no algorithm here", coll/tuned's fixed decision runs.
-DEFAULT_ID, DEFAULT_NAME = 0, "default"
+DEFAULT_ID, DEFAULT_NAME = 0, DEFAULT
+DEFAULT_NOTE = ("algorithm 0 where the table names the library's default decision: "
+                "coll/tuned runs its fixed decision there")
 # Rule params each column takes (the first one present wins).
 SEGSIZE_KEYS, FANOUT_KEYS, MAXREQ_KEYS = (("segsize", "segment_size"),
                                           ("fanout", "tree_fanout", "chain_fanout"),
@@ -139,7 +142,8 @@ def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Probl
               notes: list[str], table: DecisionTable | None = None
               ) -> list[tuple[int, int, int, int, int]]:
     """(message size key, algorithm id, fan-in/out, segment size, max requests), merged.
-    A rule that is the table's library default decision gets algorithm 0."""
+    A rule that is the table's library default decision, or substituted by it
+    (--allow-substitute), gets algorithm 0."""
     known_params = set(SEGSIZE_KEYS + FANOUT_KEYS + MAXREQ_KEYS)
     rows: list[tuple[int, int, int, int, int]] = []
     rules = entry.rules if entry.collective != "barrier" else (entry.rule_for(0),)
@@ -147,23 +151,24 @@ def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Probl
         size = 0 if entry.collective == "barrier" else rule.min_size
         if entry.collective in TOTAL_SIZE_KEY:
             size *= comm_size
-        if table is not None and is_library_default(table, rule):
-            row = (size, DEFAULT_ID, 0, 0, 0)
-            if not rows or rows[-1][1:] != row[1:]:
-                rows.append(row)
-            continue
-        res = problems.resolve("openmpi", entry, rule, set(ids), problems.allow_substitute)
+        res = problems.resolve("openmpi", entry, rule, set(ids), table)
         if res is None:
             continue
-        extra = set(res.params) - known_params
-        if extra:
-            problems.items.append(f"{describe(entry, rule)}: parameter(s) {', '.join(sorted(extra))} "
-                                  f"have no coll/tuned rules column")
-            continue
-        if res.substituted:
-            notes.append(res.substituted)
-        row = (size, ids[res.algorithm], _param(res.params, FANOUT_KEYS),
-               _param(res.params, SEGSIZE_KEYS), _param(res.params, MAXREQ_KEYS))
+        if res.default:
+            row = (size, DEFAULT_ID, 0, 0, 0)
+            note = res.substituted or DEFAULT_NOTE
+            if note not in notes:
+                notes.append(note)
+        else:
+            extra = set(res.params) - known_params
+            if extra:
+                problems.items.append(f"{describe(entry, rule)}: parameter(s) "
+                                      f"{', '.join(sorted(extra))} have no coll/tuned rules column")
+                continue
+            if res.substituted:
+                notes.append(res.substituted)
+            row = (size, ids[res.algorithm], _param(res.params, FANOUT_KEYS),
+                   _param(res.params, SEGSIZE_KEYS), _param(res.params, MAXREQ_KEYS))
         if rows and rows[-1][1:] == row[1:]:
             continue                      # same choice as the previous range: merge
         rows.append(row)
@@ -192,11 +197,9 @@ class OpenMPITunedExporter(Exporter):
                                    rule_rows(e, ids_all.get(coll, {}), p, problems, notes, table))
                                   for start, p, e in layout_blocks]))
         problems.check(self.name)
-        if any(row[1] == DEFAULT_ID for _, per_size in blocks for *_, rows in per_size
-               for row in rows):
-            notes.append("algorithm 0 where the table names the library's default decision: "
-                         "coll/tuned runs its fixed decision there")
-        lines = [f"# {h}" for h in header_lines(table, target, self.name)]
+        notes += problems.all_substituted(self.library)
+        resolved = target or ".".join(map(str, v))
+        lines = [f"# {h}" for h in header_lines(table, resolved, self.name)]
         lines.append(f"# coll/tuned rules file format {version}; message sizes in bytes "
                      f"(total for allgather/alltoall/gather/scatter/reduce_scatter_block)")
         lines += [f"# NOTE {n}" for n in notes]
@@ -220,4 +223,4 @@ class OpenMPITunedExporter(Exporter):
             env["OMPI_MCA_coll_han_priority"] = "0"
             doc.append("coll_han_priority=0: otherwise coll/han (5.0 default) takes multi-node "
                        "communicators and tuned sees only its sub-communicators")
-        return Exported("\n".join(lines) + "\n", ".rules", env, tuple(doc + notes))
+        return Exported("\n".join(lines) + "\n", ".rules", env, tuple(doc + notes), resolved)

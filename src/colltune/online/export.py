@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..decision import DecisionTable, Entry, Rule
 from ..errors import InputError
+from ..exporters._mapping import own_selection
 from .arms import LIBRARY, LIBRARY_PREFIXES, split_arm
 from .state import Arm, Block, State, class_range
 
@@ -126,7 +127,7 @@ def check_format(state: State, fmt: str, fmt_library: str, allow_substitute: boo
     what = (f"the state was learnt on {src}: {len(bad)} block(s) chose {src}'s own algorithm, "
             f"which a file of format {fmt} cannot express (read by {reader})")
     instead = ("the library's own selection (`library`)" if fmt_library == "colltune"
-               else f"{fmt_library}'s general-purpose algorithm")
+               else own_selection(fmt_library))
     if not allow_substitute:
         raise InputError(f"{what}:\n  " + "\n  ".join(bad) +
                          f"\n--allow-substitute puts {instead} there"

@@ -16,8 +16,8 @@ def add_parser(sub) -> None:
                                     "(default: the newest this colltune knows)")
     p.add_argument("-o", "--output", required=True, help="deployment folder (created)")
     p.add_argument("--allow-substitute", action="store_true",
-                   help="a library rule with no equivalent gets the library's general-purpose "
-                        "algorithm (as colltune export --allow-substitute)")
+                   help="a library rule with no equivalent is left to the library's own "
+                        "selection there (as colltune export --allow-substitute)")
     p.add_argument("--guard", type=int, default=0, metavar="N",
                    help="the interposer times each of colltune's rules against the library's "
                         "collective, N calls each per communicator and message size, and keeps "

@@ -17,8 +17,9 @@ def add_parser(sub) -> None:
                                     "differ between releases; default: the newest known)")
     p.add_argument("-o", "--output", help="file to write (default: OUTPUT_DIR/<table>.<format><suffix>)")
     p.add_argument("--allow-substitute", action="store_true",
-                   help="a rule with no equivalent in the library gets its general-purpose "
-                        "algorithm (named in the file header) instead of an error")
+                   help="a rule with no equivalent in the library is left to the library's own "
+                        "selection there (its default decision; named in the file header) "
+                        "instead of an error")
     p.add_argument("--base", help="mpich-json: the target release's default selection JSON "
                                   "(default: read from the installed MPICH of that release)")
     p.add_argument("--guarded", action="store_true",
@@ -48,7 +49,14 @@ def make_exporter(fmt: str, allow_substitute: bool = False, base: str | None = N
 def run(args, cli) -> int:
     from ..decision import DecisionTable
     from ..session import Session
+    from ..errors import InputError
     table = DecisionTable.load(args.table)
+    if not table.entries:
+        # an empty rules file would deploy nothing while looking like a deployment
+        raise InputError(f"{args.table}: the decision table has no entries (its tuning "
+                         f"measured no algorithm ok: `colltune report --campaign "
+                         f"{table.provenance.get('campaign', '<campaign>')}` lists the failures); "
+                         f"nothing to export")
     exporter = make_exporter(args.format, args.allow_substitute, args.base, args.guarded)
     exported = exporter.export(table, args.target)
     path = args.output
@@ -58,7 +66,9 @@ def run(args, cli) -> int:
     with open(path, "w") as fh:
         fh.write(exported.text)
     path = os.path.abspath(path)
-    print(f"wrote {path} ({exporter.name}, for {exporter.library} {args.target or 'latest'})")
+    version = exported.target or args.target        # the version the file is for, resolved
+    print(f"wrote {path} ({exporter.name}, for {exporter.library}"
+          f"{' ' + version if version else ''})")
     env = exported.env_for(path)
     if env:
         print("run the application with:")

@@ -28,8 +28,8 @@ def add_parser(sub) -> None:
     e.add_argument("--table", help="also write the decision table (JSON) here")
     e.add_argument("--target", help="library version the file is for")
     e.add_argument("--allow-substitute", action="store_true",
-                   help="an arm with no equivalent in the library gets its general-purpose "
-                        "algorithm (colltune's algorithms exist only under the interposer; "
+                   help="an arm with no equivalent in the library is left to the library's own "
+                        "selection there (colltune's algorithms exist only under the interposer; "
                         "MPICH's only in MPICH's file)")
     e.add_argument("--library", choices=("openmpi", "mpich", "smpi"),
                    help="the library the state was learnt on (default: the samples' job "

@@ -54,10 +54,12 @@ class Report:
     results: list[PointResult] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    static: object | None = None    # static_check.StaticResult: every block, run or not
 
     @property
     def ok(self) -> bool:
-        return self.accepted and all(r.honoured for r in self.results)
+        return (self.accepted and all(r.honoured for r in self.results)
+                and not (self.static is not None and self.static.problems))
 
     def render(self) -> str:
         out = [f"verify {self.path} ({self.fmt}) on {self.library}, {self.ranks} ranks",
@@ -84,32 +86,48 @@ class Report:
                        "point: it agrees with the file but does not prove it")
         for u in self.unchecked:
             out.append(f"(2) not checked: {u}")
-        out += report_tail("default/file", [r.ratio for r in self.results], self.notes, self.ok)
+        partial, static = "", []
+        if self.static is not None:
+            static, unchecked = self.static.lines(self.ranks)
+            if unchecked:
+                partial = (f"partial: {unchecked} block(s) neither run nor checked against a "
+                           f"table; pass --table")
+        out += report_tail("default/file", [r.ratio for r in self.results], self.notes, self.ok,
+                           partial, static)
         return "\n".join(out)
 
 
-def report_tail(what: str, ratios: list, notes: list[str], ok: bool) -> list[str]:
-    """The last lines of a verify report: (3) the median time ratio, notes, RESULT."""
+def report_tail(what: str, ratios: list, notes: list[str], ok: bool,
+                partial: str = "", extra: list[str] = ()) -> list[str]:
+    """The last lines of a verify report: (3) the median time ratio, extra lines
+    (the static check, (4)), notes, RESULT (a PASS names what it did not cover: partial)."""
     times = sorted(r for r in ratios if r)
     out = []
     if times:
         out.append(f"(3) {what} time ratio: median {times[len(times) // 2]:.3g} over "
                    f"{len(times)} points (same verify run, launches back to back; on an "
                    f"oversubscribed or busy host this is noise)")
+    out += list(extra)
     out += [f"note: {n}" for n in notes]
-    out.append("RESULT: " + ("PASS" if ok else "FAIL"))
+    out.append("RESULT: " + (("PASS" + (f" ({partial})" if partial else "")) if ok else "FAIL"))
     return out
 
 
 def compare(points: list[Point], default, with_file, forced: dict) -> list[PointResult]:
     """Per point: did the file run look like the forced run of its algorithm?
     ``forced`` maps Point.force to the Observed of that forced launch; each
-    Observed indexes points by their position in ``points``."""
+    Observed indexes points by their position in ``points``.
+
+    The algorithm compared is the outermost call of the point's own collective
+    (Observed.signature with the collective): the collectives an algorithm calls
+    inside (coll/tuned's nonoverlapping allreduce = reduce + bcast) follow the
+    file's own rules for those collectives in the run with the file, and the
+    library's fixed decision in the forced run, so they may differ there."""
     results = []
     for i, p in enumerate(points):
         ref = forced[p.force]
-        want = ref.signature(i)
-        got, dflt = with_file.signature(i), default.signature(i)
+        want = ref.signature(i, p.collective)
+        got, dflt = with_file.signature(i, p.collective), default.signature(i, p.collective)
         honoured = ref.ok and got == want and bool(got)
         if not ref.ok:
             # the last line that says something: Open MPI frames its messages in rules of dashes
@@ -118,10 +136,15 @@ def compare(points: list[Point], default, with_file, forced: dict) -> list[Point
             ran = f"cannot tell: forcing {p.expected} alone failed ({last[0].strip()[:160]})"
         elif honoured:
             ran = f"{p.expected} (same as forced)"
+            inside_file, inside_forced = with_file.signature(i), ref.signature(i)
+            if inside_file != inside_forced:
+                ran += (f"; the calls inside it follow the file's rules for their collectives "
+                        f"(with the file: {_short(inside_file, 1)}; forced: "
+                        f"{_short(inside_forced, 1)})")
         elif got == dflt:
             ran = "the library default (not the file's algorithm)"
         else:
-            ran = "something else: " + _short(got)
+            ran = "something else: " + _short(with_file.signature(i))
         ratio = None
         if i in default.times and with_file.times.get(i):
             ratio = default.times[i] / with_file.times[i]
@@ -162,11 +185,11 @@ def default_note(results: list[PointResult], settings: str) -> list[str]:
             f"library's own selection is there"]
 
 
-def _short(sig: tuple) -> str:
+def _short(sig: tuple, ranks: int = 2) -> str:
     if not sig:
         return "nothing observed"
     parts = []
-    for rank, fns, peers in sig[:2]:
+    for rank, fns, peers in sig[:ranks]:
         what = ",".join(f.replace("ompi_coll_base_", "") for f in fns) or \
             " ".join(f"{n}msg/{b}B" for n, b in peers)
         parts.append(f"rank {rank}: {what}")

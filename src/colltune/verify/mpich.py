@@ -17,13 +17,14 @@ import re
 from pathlib import Path
 
 from ..errors import InputError
-from ..exporters.mpich_json import library_json
+from ..exporters.mpich_json import MPICHJsonExporter, library_json
 from ..providers.base import Algorithm
 from ..providers.mpich import MPICH_NAME, MPICHProvider
 from . import VERIFIERS, Point, Report, compare, default_note
 from . import probe as _probe
 from .hosts import Placement
 from .rules import AVG_KEY, comm_branch, csel_leaf, cvar_name, load_csel
+from .static_check import check_csel, library_has
 from .table_check import check_against_table
 
 REDUCTIONS = ("reduce", "allreduce", "reduce_scatter_block")
@@ -102,6 +103,14 @@ def sample_sizes(branch: dict, coll: str, ranks: int, limit: int = 8) -> list[in
     return [0] if coll == "barrier" else sizes[:limit]
 
 
+def default_ranks(table, lo: int = 2, hi: int = 4) -> int:
+    """The comm size a verify runs by default: the largest tuned one in lo..hi
+    (the file itself does not name its tuned layouts), else lo."""
+    tuned = [e.nodes * e.ppn for e in (table.entries if table is not None else ())
+             if e.collective in MPICH_NAME]
+    return max([c for c in tuned if lo <= c <= hi], default=lo)
+
+
 @VERIFIERS.register("mpich")
 class MPICHVerifier:
     formats = ("mpich-json",)
@@ -136,7 +145,7 @@ class MPICHVerifier:
 
     def verify(self, path: str, fmt: str, table, ranks: int | None, reps: int,
                timeout: float) -> Report:
-        ranks = ranks or 2
+        ranks = ranks or default_ranks(table)
         notes: list[str] = []
         env_file = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(Path(path).resolve()),
                     "MPIR_CVAR_DEVICE_COLLECTIVES": "none", "MPIR_CVAR_DEBUG_SUMMARY": "1"}
@@ -145,6 +154,15 @@ class MPICHVerifier:
         except InputError as exc:
             notes.append(str(exc))
             tree = {}
+        static = None
+        if tree:
+            exporter = None
+            if table is not None:
+                exporter = MPICHJsonExporter()
+                exporter.allow_substitute = True
+            static = check_csel(tree, ranks, [c for c in self._tuned_collectives(tree, table)
+                                              if f"collective={c}" in tree],
+                                library_has(self._libmpi()), self.impl.version, table, exporter)
         points, unchecked = [], []
         for coll in self._tuned_collectives(tree, table):
             branch = comm_branch(tree, coll, ranks)
@@ -163,7 +181,7 @@ class MPICHVerifier:
             if not points:
                 unchecked.append("no sample point: the file changes no collective's intra branch")
             return Report("mpich", fmt, path, ranks, accepted, evidence, unchecked=unchecked,
-                          notes=notes)
+                          notes=notes, static=static)
         default = _probe.require_ok(self._observe(ranks, points, {}, 0, timeout),
                                     "the run with the library default")
         forced = {}
@@ -192,13 +210,18 @@ class MPICHVerifier:
             notes += default_note(results, "MPIR_CVAR_DEVICE_COLLECTIVES=none: the untouched "
                                   "library may serve the call with ch4's own device-level "
                                   "selection first")
-        return Report("mpich", fmt, path, ranks, accepted, evidence, results, unchecked, notes)
+        return Report("mpich", fmt, path, ranks, accepted, evidence, results, unchecked, notes,
+                      static)
+
+    def _libmpi(self) -> str | None:
+        libs = sorted(Path(self.impl.prefix or "/nonexistent", "lib").glob("libmpi.so.*"))
+        return str(libs[0]) if libs else None
 
     def _builtin(self) -> dict:
         """MPICH's built-in MPIR selection tree (compiled into libmpi), {} if unknown."""
         if not hasattr(self, "_builtin_tree"):
-            libs = sorted(Path(self.impl.prefix or "/nonexistent", "lib").glob("libmpi.so.*"))
-            self._builtin_tree = library_json(str(libs[0]))[0] if libs else {}
+            lib = self._libmpi()
+            self._builtin_tree = library_json(lib)[0] if lib else {}
         return self._builtin_tree
 
     def _default_name(self, point: Point, ranks: int) -> str | None:

@@ -17,12 +17,13 @@ import tempfile
 from pathlib import Path
 
 from ..errors import InputError
-from ..exporters.openmpi_tuned import COLL_ID, DEFAULT_ID, DEFAULT_NAME
+from ..exporters.openmpi_tuned import COLL_ID, DEFAULT_ID, DEFAULT_NAME, OpenMPITunedExporter
 from ..providers.openmpi import OMPI_NAME, OpenMPIProvider, ran
 from . import VERIFIERS, Point, Report, acceptance_from_points, compare, default_note
 from . import probe as _probe
 from .hosts import Placement
-from .rules import TOTAL_SIZE_KEY, parse_han, parse_tuned
+from .rules import TOTAL_SIZE_KEY, RulesSyntaxError, parse_han, parse_tuned
+from .static_check import check_tuned
 from .table_check import check_against_table
 
 REDUCTIONS = ("reduce", "allreduce", "reduce_scatter_block")
@@ -53,6 +54,25 @@ def sample_sizes(coll: str, rows: list[tuple[int, ...]], ranks: int) -> list[int
     return out
 
 
+_TUNED_ON = re.compile(r"#.*tuned on (\d+)x(\d+)")
+
+
+def default_ranks(rules, text: str, table=None, lo: int = 2, hi: int = 4) -> int:
+    """The comm size a verify runs by default: the largest tuned one in lo..hi
+    (from the table, else from the export's "tuned on NxP" block comments), else
+    the largest size in lo..hi where a block of the file starts, else lo."""
+    if table is not None:
+        tuned = {e.nodes * e.ppn for e in table.entries if e.collective in rules.blocks}
+    else:
+        tuned = {int(n) * int(p) for n, p in _TUNED_ON.findall(text)}
+    starts = {c for blocks in rules.blocks.values() for c, _ in blocks}
+    for sizes in (tuned, starts):
+        inside = [c for c in sizes if lo <= c <= hi]
+        if inside:
+            return max(inside)
+    return lo
+
+
 @VERIFIERS.register("openmpi")
 class OpenMPIVerifier:
     formats = ("openmpi-tuned", "openmpi-han")
@@ -81,18 +101,35 @@ class OpenMPIVerifier:
         notes = []
         malformed = False
         try:
-            rules = parse_tuned(text, path)
-        except InputError as exc:
-            notes.append(f"malformed: {exc}")
-            rules, malformed = parse_tuned(text, path, strict=False), True
-        sizes = sorted({c for blocks in rules.blocks.values() for c, _ in blocks})
-        ranks = ranks or max([c for c in sizes if 2 <= c <= 4], default=2)
+            try:
+                rules = parse_tuned(text, path)
+            except RulesSyntaxError:
+                raise
+            except InputError as exc:      # e.g. a first rule not at 0: run what it means
+                notes.append(f"malformed: {exc}")
+                rules, malformed = parse_tuned(text, path, strict=False), True
+        except RulesSyntaxError as exc:
+            # the numbers do not line up with the format (a column or line missing):
+            # what the file means, and so which points to run, cannot be told
+            return Report("openmpi", fmt, path, ranks or 2, False,
+                          f"not a valid coll/tuned rules file, so what Open MPI makes of it "
+                          f"cannot be told: {exc}", notes=notes)
+        ranks = ranks or default_ranks(rules, text, table)
+        ids = {c: self.provider.algorithm_ids(c) for c in OMPI_NAME}
+        exporter = None
+        if table is not None:
+            exporter = OpenMPITunedExporter()
+            exporter.allow_substitute = True
+        static = check_tuned(rules, ranks, ids, self.impl.version, table, exporter)
         points, unchecked = [], []
         names = {coll: {**{i: n for n, i in self.provider.algorithm_ids(coll).items()},
                         DEFAULT_ID: DEFAULT_NAME} for coll in OMPI_NAME}
         for coll in rules.blocks:
             if coll not in OMPI_NAME:
                 unchecked.append(f"{coll}: not a collective the probe runs")
+                continue
+            if not rules.blocks[coll]:
+                unchecked.append(f"{coll}: the file has no communicator-size block for it")
                 continue
             applies = max([c for c, _ in rules.blocks[coll] if c <= ranks],
                           default=rules.blocks[coll][0][0])
@@ -104,14 +141,23 @@ class OpenMPIVerifier:
                 points.append(Point(coll, nbytes, name, (coll, alg, fan, seg)))
         if not points:
             return Report("openmpi", fmt, path, ranks, False, "no sample point to run",
-                          unchecked=unchecked, notes=notes)
+                          unchecked=unchecked, notes=notes, static=static)
         env_file = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
                     "OMPI_MCA_coll_tuned_dynamic_rules_filename": path,
                     **self.provider.takeover_env()}
         default = _probe.require_ok(self._observe(ranks, points, {}, reps, timeout),
                                     "the run with the library default")
-        with_file = _probe.require_ok(self._observe(ranks, points, env_file, reps, timeout),
-                                      "the run with the rules file")
+        with_file = self._observe(ranks, points, env_file, reps, timeout)
+        if not with_file.ok:
+            # the library aborted with the file (e.g. an algorithm number it does not
+            # have at a sampled point: MPI_ERR_ARG): the file is not usable as it is
+            last = [ln.strip() for ln in with_file.output.splitlines()
+                    if any(c.isalnum() for c in ln)]
+            why = " | ".join(ln for ln in last if "MPI_ERR" in ln or "error" in ln.lower())[:400] \
+                or (last[-1][:300] if last else "no output")
+            return Report("openmpi", fmt, path, ranks, False,
+                          f"the run with the file failed where the library default runs: {why}",
+                          unchecked=unchecked, notes=notes, static=static)
         forced = {key: self._observe(ranks, points, self._force_env(*key), reps, timeout)
                   for key in dict.fromkeys(p.force for p in points)}
         results = compare(points, default, with_file, forced)
@@ -141,7 +187,8 @@ class OpenMPIVerifier:
                               + (", ".join(f"{k[len('OMPI_MCA_'):]}=0" for k in
                                            self.provider.takeover_env()) or "nothing else")
                               + ": on several nodes the untouched 5.0 runs coll/han")
-        return Report("openmpi", fmt, path, ranks, accepted, evidence, results, unchecked, notes)
+        return Report("openmpi", fmt, path, ranks, accepted, evidence, results, unchecked, notes,
+                      static)
 
     def _canary(self, path: str, text: str, rules, ranks: int, timeout: float,
                 why: str) -> tuple[bool, str]:

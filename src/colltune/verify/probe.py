@@ -101,14 +101,19 @@ class Observed:
                         {(r, index[p]): v for (r, p), v in self.messages.items()
                          if p < len(index)})
 
-    def signature(self, point: int) -> tuple:
+    def signature(self, point: int, collective: str | None = None) -> tuple:
         """What identifies the algorithm at a point: per rank, the library's
         algorithm functions in first-call order, and the (count, bytes) of the
-        messages sent to each peer (peers unnamed, sorted)."""
+        messages sent to each peer (peers unnamed, sorted). With collective: of
+        the functions only the first one of that collective, the algorithm the
+        library chose for the call (what it calls inside is left out)."""
         ranks = sorted({r for r, p in list(self.calls) + list(self.messages) if p == point})
         sig = []
         for r in ranks:
             fns = tuple(dict.fromkeys(self.calls.get((r, point), [])))
+            if collective is not None:
+                own = [f for f in fns if f.startswith(f"ompi_coll_base_{collective}_intra_")]
+                fns = tuple(own[:1]) or fns
             peers = tuple(sorted((len(v), sum(v)) for v in self.messages.get((r, point), {}).values()))
             sig.append((r, fns, peers))
         return tuple(sig)

@@ -51,59 +51,109 @@ class TunedRules:
         return chosen
 
 
+class RulesSyntaxError(InputError):
+    """The file's numbers do not line up with the format (a count, a column or a
+    line missing or extra): what it means cannot be told, so nothing is run."""
+
+
+_RULE_COLUMNS = ("message size", "algorithm", "fan-in/out", "segment size", "max requests")
+
+
 def parse_tuned(text: str, path: str, strict: bool = True) -> TunedRules:
     """Parse a coll/tuned classic / version-2 rules file, with the checks Open
     MPI makes (first message size 0) plus ascending order; strict=False skips
-    those checks (to know what a malformed file meant)."""
+    those checks (to know what a malformed file meant).
+
+    Open MPI reads the file as one stream of numbers, so a missing or extra
+    number shifts everything after it. Files are written one rule per line: the
+    first rule that is not a whole line of its own (a column missing or extra, a
+    rule line missing) is remembered, and any later error — numbers left over
+    after what the counts announce included — is reported at that line
+    (RulesSyntaxError)."""
     version = 1
     if text.lstrip().startswith("rule-file-version-"):
         m = re.match(r"\s*rule-file-version-(\d+)", text)
         version = int(m.group(1)) if m else 1
+        skipped = text[:len(text) - len(text.lstrip())].count("\n") + 1
         text = text.lstrip().split("\n", 1)[1] if "\n" in text.lstrip() else ""
-        line0 = 1
+        line0 = skipped
     else:
         line0 = 0
     toks = _tokens(text)
+    per_line: dict[int, int] = {}
+    for _, line in toks:
+        per_line[line] = per_line.get(line, 0) + 1
+    ncols = 5 if version > 1 else 4
+    cols = ", ".join(_RULE_COLUMNS[:ncols])
     pos = 0
+    suspect: list[str] = []        # where the numbers first stop lining up with the lines
+
+    def fail(msg: str, structural: bool = False):
+        if suspect:
+            raise RulesSyntaxError(f"{suspect[0]}; Open MPI reads the file as one stream of "
+                                   f"numbers, so everything after it is misread (then: {msg})")
+        raise (RulesSyntaxError if structural else InputError)(msg)
 
     def nxt(what: str) -> int:
         nonlocal pos
         if pos >= len(toks):
-            raise InputError(f"{path}: ended while reading {what}")
+            fail(f"{path}: ended while reading {what}", structural=True)
         tok, line = toks[pos]
         pos += 1
         if not re.fullmatch(r"\d+", tok):
-            raise InputError(f"{path}:{line + line0}: {what}: expected a non-negative integer, got {tok!r}")
+            fail(f"{path}:{line + line0}: {what}: expected a non-negative integer, got {tok!r}",
+                 structural=True)
         return int(tok)
 
-    def line_of() -> int:
-        return toks[min(pos, len(toks) - 1)][1] + line0 if toks else 0
+    def line_of(i: int) -> int:
+        """The line of token i (the file's numbering)."""
+        return toks[min(i, len(toks) - 1)][1] + line0 if toks else 0
+
+    def check_rule_line(start: int, coll: str, csize: int, i: int, n: int) -> None:
+        """The rule about to be read from toks[start:] should be one whole line."""
+        if suspect or start >= len(toks):
+            return
+        line = toks[start][1]
+        whole = (start == 0 or toks[start - 1][1] != line) and per_line[line] == ncols
+        if not whole:
+            suspect.append(f"{path}:{line + line0}: {coll} comm size {csize}, rule {i + 1} of "
+                           f"{n}: its line has {per_line[line]} number(s), a "
+                           f"{'rule-file-version-2' if version > 1 else 'classic'} rule has "
+                           f"{ncols} ({cols})")
 
     blocks: dict[str, list] = {}
     for _ in range(nxt("number of collectives")):
         cid = nxt("collective id")
-        coll = COLL_OF_ID.get(cid, f"id{cid}")
+        coll = COLL_OF_ID.get(cid, f"collective id {cid}")     # one colltune does not write
         comm_blocks = []
         for _ in range(nxt(f"{coll}: number of communicator sizes")):
             csize = nxt(f"{coll}: communicator size")
             if strict and comm_blocks and csize <= comm_blocks[-1][0]:
-                raise InputError(f"{path}:{line_of()}: {coll}: communicator sizes must ascend "
-                                 f"({comm_blocks[-1][0]} then {csize})")
+                fail(f"{path}:{line_of(pos - 1)}: {coll}: communicator sizes must ascend "
+                     f"({comm_blocks[-1][0]} then {csize})")
             rows = []
-            for i in range(nxt(f"{coll}: number of message sizes")):
-                row = [nxt(f"{coll} comm {csize}: message size"), nxt("algorithm"),
+            n = nxt(f"{coll} comm size {csize}: number of message sizes")
+            for i in range(n):
+                start = pos
+                check_rule_line(start, coll, csize, i, n)
+                row = [nxt(f"{coll} comm {csize}, rule {i + 1} of {n}: message size"), nxt("algorithm"),
                        nxt("fan-in/out"), nxt("segment size")]
                 if version > 1:
                     row.append(nxt("max requests"))
                 if strict and i == 0 and row[0] != 0:
-                    raise InputError(f"{path}:{line_of()}: {coll} comm {csize}: the first rule must "
-                                     f"be for message size 0, got {row[0]} (Open MPI drops the file)")
+                    fail(f"{path}:{line_of(start)}: {coll} comm {csize}: the first rule must "
+                         f"be for message size 0, got {row[0]} (Open MPI drops the file)")
                 if strict and rows and row[0] <= rows[-1][0]:
-                    raise InputError(f"{path}:{line_of()}: {coll} comm {csize}: message sizes must "
-                                     f"ascend ({rows[-1][0]} then {row[0]})")
+                    fail(f"{path}:{line_of(start)}: {coll} comm {csize}: message sizes must "
+                         f"ascend ({rows[-1][0]} then {row[0]})")
                 rows.append(tuple(row))
             comm_blocks.append((csize, rows))
         blocks[coll] = comm_blocks
+    if suspect and pos < len(toks):
+        # not one rule per line, and numbers left over after what the counts announce
+        # (Open MPI reads no further): the numbers did not line up
+        fail(f"{path}:{toks[pos][1] + line0}: {len(toks) - pos} number(s) after the last "
+             f"rule the counts announce")
     return TunedRules(version, blocks)
 
 
@@ -230,5 +280,5 @@ def cvar_name(coll: str, func: str) -> str | None:
     return None
 
 
-__all__ = ["TunedRules", "parse_tuned", "parse_han", "load_csel", "comm_branch", "csel_leaf", "cvar_name",
+__all__ = ["TunedRules", "RulesSyntaxError", "parse_tuned", "parse_han", "load_csel", "comm_branch", "csel_leaf", "cvar_name",
            "AVG_KEY"]
