@@ -10,8 +10,8 @@
  * through ct_call, which itself falls back to the library when the algorithm
  * declines. Anything colltune cannot run identically on every rank (inter-
  * communicators, derived datatypes, nested calls) goes to the library.
- * A collective without any rule costs one load and one branch (two with
- * profile.h's hook for COLLTUNE_PROFILE, docs/profile-counting.md). */
+ * A collective without any rule costs one load and one branch (three with
+ * the hooks of profile.h, COLLTUNE_PROFILE, and times.h, COLLTUNE_TIMES). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +37,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 #include "profile.h"                        /* COLLTUNE_PROFILE: traffic counting hooks */
 #include "online.h"                         /* COLLTUNE_ONLINE: online tuning hooks */
 #include "guard.h"                          /* COLLTUNE_GUARD: rules vs the library, measured */
+#include "times.h"                          /* COLLTUNE_TIMES: time in the collectives */
 
 enum { FROM_RULES, FROM_FORCE };
 static ct_rules sources[2];                 /* rules file, COLLTUNE_FORCE */
@@ -325,6 +326,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
     long long bytes;
     int from = FROM_RULES, rank, rc;
     byte_view v;
+    CT_TIMES_COLL(CT_BCAST, inside, MPI_Bcast(buf, count, dt, root, comm));
     CT_PROF_COLL(ct_prof_bcast(buf, count, dt, root, comm));
     if (!active[CT_BCAST] || inside) return PMPI_Bcast(buf, count, dt, root, comm);
     ct_args a = {NULL, buf, count, dt, MPI_OP_NULL, root, comm};
@@ -354,6 +356,7 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op 
     const comm_info *ci;
     long long bytes;
     int from = FROM_RULES;
+    CT_TIMES_COLL(CT_REDUCE, inside, MPI_Reduce(sbuf, rbuf, count, dt, op, root, comm));
     CT_PROF_COLL(ct_prof_reduce(sbuf, rbuf, count, dt, op, root, comm));
     if (!active[CT_REDUCE] || inside) return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
     ct_args a = {sbuf, rbuf, count, dt, op, root, comm};
@@ -369,6 +372,7 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
     const comm_info *ci;
     long long bytes;
     int from = FROM_RULES;
+    CT_TIMES_COLL(CT_ALLREDUCE, inside, MPI_Allreduce(sbuf, rbuf, count, dt, op, comm));
     CT_PROF_COLL(ct_prof_allreduce(sbuf, rbuf, count, dt, op, comm));
     if (!active[CT_ALLREDUCE] || inside) return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm);
     ct_args a = {sbuf, rbuf, count, dt, op, 0, comm};
@@ -387,6 +391,7 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     const comm_info *ci;
     long long bytes;
     int from = FROM_RULES;
+    CT_TIMES_COLL(CT_ALLGATHER, inside, MPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
     CT_PROF_COLL(ct_prof_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
     if (!active[CT_ALLGATHER] || inside)
         return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
@@ -534,6 +539,7 @@ static void setup(void)
     inside++;
     load_agreed(FROM_RULES, "COLLTUNE_RULES", rules);
     load_agreed(FROM_FORCE, "COLLTUNE_FORCE", force);
+    ct_times_init(world_rank);                      /* collective: before any early return */
     inside--;
     rules_path = rules;
     verbose = world_rank == 0 && verb && *verb && strcmp(verb, "0") != 0;
@@ -583,6 +589,7 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
 
 int MPI_Finalize(void)
 {
+    ct_times_finalize();                            /* COLLTUNE_TIMES: rank 0 writes it */
     ct_prof_finalize();                             /* writes COLLTUNE_PROFILE's files */
     ct_online_finalize();                           /* COLLTUNE_ONLINE: samples and state */
     for (int c = 0; c < CT_NCOLLS; c++) active[c] = 0;

@@ -69,6 +69,10 @@ def add_parser(sub) -> None:
     p.add_argument("--online", metavar="STATE_DIR",
                    help="tune online: each call draws an algorithm, the state learns between runs "
                         "(docs/online.md) -> COLLTUNE_ONLINE")
+    p.add_argument("--compare", action="store_true",
+                   help="run the program under the library default first (no rules; on SMPI the "
+                        "deployment's selector), then as asked, and print the time in each "
+                        "intercepted collective and the job's, side by side (COLLTUNE_TIMES)")
     p.add_argument("-n", "-np", dest="np", type=int, help="number of ranks")
     p.add_argument("--layout", help="NODESxPPN (sim backend), e.g. 4x8")
     p.add_argument("--hosts", help="sim backend: which hosts of the platform the nodes are: "
@@ -131,6 +135,72 @@ def _deployment(args, settings, runner) -> dict:
     if rules:
         args.rules = rules                      # checked against the catalogue like --rules
     return dict(manifest.get("env") or {})
+
+
+# what --compare compares with the library default: the run's own choice of algorithms
+COMPARED_MODES = {"COLLTUNE_RULES", "COLLTUNE_FORCE", "COLLTUNE_ONLINE"}
+
+
+def _run_default(runner, program, scratch, times, args, settings) -> int:
+    """--compare's first launch: the program with the interposer and no choice of its
+    own (every collective goes to the library; on SMPI the run's selector), timed."""
+    if not args.quiet:
+        print("colltune run --compare: [1/2] the library default", file=sys.stderr, flush=True)
+    cmd, full_env, _ = runner.command({"COLLTUNE_TIMES": times}, program, scratch)
+    timeout = settings.timeout if settings.source_of("timeout") != "default" else None
+    rc = 1
+    try:
+        rc = runner.exit_status(run_group(cmd, timeout, forward_signals=True, env=full_env).returncode)
+    except subprocess.TimeoutExpired:
+        print(f"colltune run --compare: the library default's run timed out after {timeout:g} s",
+              file=sys.stderr)
+        return (rc := 124)
+    except Interrupted as exc:
+        print(f"colltune run: {exc} (exit status {exc.status})", file=sys.stderr)
+        return (rc := exc.status)
+    finally:
+        runner.finish(rc == 0)
+    if rc != 0:
+        print(f"colltune run --compare: the library default's run failed (exit status {rc}); "
+              f"nothing compared", file=sys.stderr)
+    elif not args.quiet:
+        print("colltune run --compare: [2/2] the run as asked", file=sys.stderr, flush=True)
+    return rc
+
+
+def compare_times(default_path: str, run_path: str, env: dict) -> str:
+    """The table --compare prints: per intercepted collective the calls and the time in
+    them (the slowest rank's sum), the library default's and this run's, and the job's."""
+    import json
+    from ..errors import InputError
+    try:
+        base, mine = (json.load(open(p)) for p in (default_path, run_path))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--compare: no timing from the interposer ({exc}); was the program "
+                         f"linked with libcolltune?") from None
+    mode = ("online" if "COLLTUNE_ONLINE" in env else "rules" if "COLLTUNE_RULES" in env
+            else "forced")
+    rows = [("collective", "calls", "default", "this run", "default/this run")]
+    ratio = (lambda a, b: f"{a / b:.2f}x" if b > 0 else "-")
+    for coll, b in base["collectives"].items():
+        m = mine["collectives"].get(coll, {})
+        if not b["calls"] and not m.get("calls"):
+            continue
+        rows.append((coll, str(b["calls"]), f"{b['max_s'] * 1e3:.3f} ms", f"{m.get('max_s', 0) * 1e3:.3f} ms",
+                     ratio(b["max_s"], m.get("max_s", 0))))
+    t0, t1 = base["all_max_s"], mine["all_max_s"]
+    rows.append(("all of them", "", f"{t0 * 1e3:.3f} ms", f"{t1 * 1e3:.3f} ms", ratio(t0, t1)))
+    rows.append(("job", "", f"{base['job_s'] * 1e3:.3f} ms", f"{mine['job_s'] * 1e3:.3f} ms",
+                 ratio(base["job_s"], mine["job_s"])))
+    width = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [f"\ncolltune run --compare: the library default vs this run ({mode}), {base['ranks']} "
+             f"ranks, {base['clock']} time; the slowest rank's time in the calls (of each collective, "
+             f"of all of them), and from MPI_Init to MPI_Finalize (job)"]
+    lines += ["  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, width)))
+              for r in rows]
+    if base["clock"] == "wall":
+        lines.append("  (wall-clock times of two launches: on a busy or oversubscribed host, noise)")
+    return "\n".join(lines)
 
 
 def _profile_dir(given: str, path: str) -> None:
@@ -220,8 +290,18 @@ def run(args, cli) -> int:
         if args.rules or args.force:
             raise ConfigError("--tune-first writes the rules itself: drop --rules / --force")
         env["COLLTUNE_RULES"] = os.path.abspath(_tune_first(args, cli, runner))
+    if args.compare and (args.link_flags or not (set(env) & COMPARED_MODES)):
+        raise ConfigError("--compare: nothing to compare the library default with (give "
+                          "--rules, --deployment, --force, --tune-first or --online)"
+                          if not args.link_flags else "--compare builds and runs nothing with --link-flags")
     scratch = tempfile.mkdtemp(prefix="colltune-run-")     # hostfiles
     try:
+        if args.compare:
+            default_times = os.path.join(scratch, "times-default.json")
+            rc = _run_default(runner, program, scratch, default_times, args, settings)
+            if rc != 0:
+                return rc
+            env["COLLTUNE_TIMES"] = os.path.join(scratch, "times.json")
         cmd, full_env, ranks = runner.command(env, program, scratch)
         if not args.quiet:
             print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -237,6 +317,8 @@ def run(args, cli) -> int:
             if args.online and not args.link_flags:
                 from ..online.job import finish
                 finish(args, settings)
+            if args.compare and rc == 0:
+                print(compare_times(default_times, env["COLLTUNE_TIMES"], env), flush=True)
             return rc
         except subprocess.TimeoutExpired:
             print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)
