@@ -8,6 +8,7 @@ import sys
 from .campaign import Campaign
 from .compare import compare_to_baselines, format_summary, summarize
 from .errors import ColltuneError
+from .mpi.impl import note_dropped
 from .plan import BenchSpec
 from .results import Results
 from .session import Session, new_campaign_name
@@ -152,6 +153,7 @@ def cmd_bench(args, cli) -> int:
                 tuple(parse_list(args.tcalc_us or "1..1024", "tcalc")) if args.scenario == "overlap" else (),
                 args.root, args.dtype))
     name = args.campaign or new_campaign_name("bench")
+    note_dropped("bench")
     with session.store as store:
         summary = Campaign(name, backend, store, session.settings, not args.quiet,
                            args.retry_failed).run(specs)
@@ -218,6 +220,7 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
             raise ColltuneError(f"{provider.name} provides no algorithms for {c!r}; "
                                 f"it has {', '.join(provider.collectives())}")
     check_layouts(backend, layouts)
+    note_dropped("tune")
     for alg in algorithms or ():
         if not any(_knows(provider, c, alg) for c in collectives):
             raise ColltuneError(f"--algorithms: {alg!r} is not an algorithm of {provider.name} for "
@@ -254,6 +257,12 @@ def cmd_tune(args, cli) -> int:
         session, args, _split(args.collectives), _layouts(args),
         parse_list(args.sizes, "message size"), name, args.strategy,
         _split(args.baselines) or None, _split(args.algorithms) or None)
+    if not table.entries and session.settings.check == "only":
+        # the table records the campaign's provenance; it has nothing to deploy
+        path = table.save(args.table or session.output_path(f"{name}.table.json"))
+        _print_outcome(name, summary, results, baselines, path, None)
+        print("--check only: every point's result checked, nothing timed: the table has no rules")
+        return 0
     if not table.entries:
         # nothing to deploy: say why (the failure counts), write no table (an earlier
         # good one of the same name stays), exit non-zero

@@ -55,39 +55,44 @@ _CHOICE_PATTERNS = (r"COLLTUNE_ONLINE(_\w+)?", r"OMPI_MCA_coll_tuned_use_dynamic
                     r"MPIR_CVAR_\w+_(INTRA|INTER)_ALGORITHM")
 
 
-def inherited_choices(environ) -> list[str]:
-    """The variables of environ that choose collective algorithms (and an LD_PRELOAD
-    of libcolltune): INTERPOSER_VARIABLES and _CHOICE_PATTERNS."""
+def inherited_choices(environ, library: bool = True) -> list[str]:
+    """The variables of environ that choose collective algorithms: the interposer's
+    (INTERPOSER_VARIABLES, COLLTUNE_ONLINE*, an LD_PRELOAD of libcolltune) and, with
+    library, the libraries' (the other _CHOICE_PATTERNS)."""
     import re
+    pats = _CHOICE_PATTERNS if library else _CHOICE_PATTERNS[:1]
     names = [k for k in environ if k in INTERPOSER_VARIABLES
-             or any(re.fullmatch(p, k) for p in _CHOICE_PATTERNS)]
+             or any(re.fullmatch(p, k) for p in pats)]
     if "libcolltune" in environ.get("LD_PRELOAD", ""):
         names.append("LD_PRELOAD")
     return sorted(names)
 
 
-_warned: set[str] = set()
-
-
-def clean_environ() -> dict[str, str]:
+def clean_environ(library: bool = True) -> dict[str, str]:
     """os.environ without inherited_choices (LD_PRELOAD: without its libcolltune
-    entries); says so on stderr once per process."""
-    import sys
+    entries). library=False keeps the libraries' own settings (`colltune run`: a user
+    profiles the library with an algorithm forced in the shell). The commands say
+    what they drop (note_dropped)."""
     env = dict(os.environ)
-    dropped = inherited_choices(env)
-    for k in dropped:
+    for k in inherited_choices(env, library):
         if k == "LD_PRELOAD":
             keep = [p for p in env[k].replace(":", " ").split() if "libcolltune" not in p]
             if keep:
                 env[k] = " ".join(keep)
                 continue
         env.pop(k)
-    if dropped and set(dropped) - _warned:
-        _warned.update(dropped)
-        print(f"colltune: not passing on {', '.join(dropped)} from this shell (a deployment's "
-              f"env.sh?): colltune's own options decide which algorithms a launch runs "
-              f"(run --rules / --deployment)", file=sys.stderr)
     return env
+
+
+def note_dropped(command: str, library: bool = True) -> None:
+    """One stderr line naming what clean_environ(library) drops from this shell."""
+    import sys
+    dropped = inherited_choices(os.environ, library)
+    if dropped:
+        print(f"colltune {command}: not passing on {', '.join(dropped)} from this shell (a "
+              f"deployment's env.sh?): colltune's own options decide which algorithms a launch "
+              f"runs ({'--rules / --deployment' if command == 'run' else 'the arms measured'})",
+              file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -116,10 +121,11 @@ class MPIImpl:
     env: dict[str, str] = field(default_factory=dict, hash=False)
     info_tool: str | None = None
 
-    def run_env(self) -> dict[str, str]:
-        """os.environ less what decides which collective algorithms run (inherited_choices),
-        merged with this implementation's extra environment."""
-        return {**clean_environ(), **self.env}
+    def run_env(self, library_choices: bool = True) -> dict[str, str]:
+        """os.environ less what decides which collective algorithms run (inherited_choices;
+        library_choices=False: the interposer's only), merged with this implementation's
+        extra environment."""
+        return {**clean_environ(library_choices), **self.env}
 
     def show(self) -> str:
         """The wrapper's own account of the compile line (-show / --showme)."""

@@ -41,4 +41,4 @@ class LocalRunner(Runner):
                *oversubscribe_args(impl, ranks)]
         if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:
             cmd += OMPI_MONITORING
-        return cmd + [app, *program[1:]], {**impl.run_env(), **env}, ranks
+        return cmd + [app, *program[1:]], {**impl.run_env(library_choices=False), **env}, ranks

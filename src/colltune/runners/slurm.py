@@ -93,7 +93,7 @@ class SlurmRunner(Runner):
             ranks_env["OMPI_MCA_pml_monitoring_enable"] = "1"      # = mpiexec's OMPI_MONITORING
         cmd = srun_command(self.step_name, nodes, ppn, plugin, ranks_env,
                            [app, *program[1:]], extra=srun_extra(settings))
-        return cmd, impl.run_env(), nodes * ppn      # the ranks get env through `env`
+        return cmd, impl.run_env(library_choices=False), nodes * ppn      # the ranks get env through `env`
 
     def finish(self, clean: bool) -> None:
         """After an unclean end (timeout, signal, srun failed) cancel the step if Slurm

@@ -137,6 +137,20 @@ def _deployment(args, settings, runner) -> dict:
     return dict(manifest.get("env") or {})
 
 
+def _note_library_settings(args) -> None:
+    """The library's own choice of algorithms set in this shell passes on to the program
+    (the interposer's does not: mpi.impl.clean_environ); say so, as the library's
+    default is then not its own (a sourced env.sh of a deployment sets them)."""
+    from ..mpi.impl import inherited_choices, note_dropped
+    note_dropped("run", library=False)
+    own = set(inherited_choices(os.environ, library=False))
+    lib = [k for k in inherited_choices(os.environ) if k not in own]
+    if lib:
+        print(f"colltune run: the library settings of this shell pass on to the program: "
+              f"{', '.join(f'{k}={os.environ[k]}' for k in lib)} (they choose its algorithms)",
+              file=sys.stderr)
+
+
 # what --compare compares with the library default: the run's own choice of algorithms
 COMPARED_MODES = {"COLLTUNE_RULES", "COLLTUNE_FORCE", "COLLTUNE_ONLINE"}
 
@@ -294,6 +308,7 @@ def run(args, cli) -> int:
         raise ConfigError("--compare: nothing to compare the library default with (give "
                           "--rules, --deployment, --force, --tune-first or --online)"
                           if not args.link_flags else "--compare builds and runs nothing with --link-flags")
+    _note_library_settings(args)
     scratch = tempfile.mkdtemp(prefix="colltune-run-")     # hostfiles
     try:
         if args.compare:
