@@ -11,13 +11,7 @@
 #include <stdint.h>
 #include <mpi.h>
 
-#ifndef CT_TLS
-#ifdef COLLTUNE_SMPI
-#define CT_TLS          /* SMPI: globals are per simulated rank already */
-#else
-#define CT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
-#endif
-#endif
+#include "tls.h"
 
 /* what a send was part of: the application's p2p, or a collective */
 typedef enum {

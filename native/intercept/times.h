@@ -9,13 +9,7 @@
 #include <mpi.h>
 #include <colltune/algorithms.h>
 
-#ifndef CT_TLS
-#ifdef COLLTUNE_SMPI
-#define CT_TLS          /* SMPI: globals are per simulated rank already */
-#else
-#define CT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
-#endif
-#endif
+#include "tls.h"
 
 extern int ct_times_on;               /* COLLTUNE_TIMES set on every rank */
 extern CT_TLS int ct_times_depth;     /* > 0 inside a timed call */
