@@ -258,3 +258,21 @@ def test_overlap_under_smpi_warns_that_every_algorithm_times_the_same(workdir):
                    "--layouts", "2x2", "--sizes", "1K", "--algorithms", "binomial_tree,flattree",
                    "-q")
     assert "the overlap scenario times the same MPI_Ibcast under every algorithm name" in proc.stderr
+
+
+def test_verify_names_the_kind_of_a_rules_file_given_to_the_other_library(tmp_path):
+    """A user review: an MPICH file verified with --library openmpi failed with
+    "number of collectives: expected an integer, got '{'"."""
+    mj = tmp_path / "m.json"
+    mj.write_text('{"collective=bcast": {"any": "MPIR_Bcast_intra_binomial"}}\n')
+    refused(run_cli("verify", "--rules", str(mj), "--library", "openmpi", check=False),
+            f"{mj}: an MPICH CSEL (mpich-json) rules file, not one openmpi reads: verify it with "
+            f"--library mpich")
+    tuned = tmp_path / "t.rules"
+    tuned.write_text("1\n7\n1\n4\n1\n0 1 0 0 0\n")
+    refused(run_cli("verify", "--rules", str(tuned), "--library", "mpich", check=False),
+            "an Open MPI (coll/tuned or coll/han) rules file, not one mpich reads")
+    ct = tmp_path / "c.rules"
+    ct.write_text("colltune-rules 1\nbcast -> binomial\n")
+    refused(run_cli("verify", "--rules", str(ct), "--library", "openmpi", check=False),
+            "a colltune rules file: the interposer reads it")

@@ -48,6 +48,8 @@ def run(args, cli) -> int:
         text = open(args.rules).read()
     except OSError as exc:
         raise ConfigError(f"cannot read --rules {args.rules}: {exc.strerror}") from None
+    if not args.fmt:
+        _check_library_reads_it(args.rules, text, args.library)
     fmt = args.fmt or verifier.guess_format(text)
     if fmt not in verifier.formats:
         raise ConfigError(f"--format {fmt}: {args.library} reads {', '.join(verifier.formats)}")
@@ -58,6 +60,22 @@ def run(args, cli) -> int:
                              session.settings.timeout)
     print(report.render())
     return 0 if report.ok else 1
+
+
+def _check_library_reads_it(path: str, text: str, library: str) -> None:
+    """A file of another library's format (or colltune's own) given with --library
+    gave a parse error about its first character: name the file's kind instead."""
+    from ..errors import ConfigError
+    words = [w for ln in text.splitlines() for w in ln.split("#", 1)[0].split()]
+    kind = ("mpich" if text.lstrip().startswith("{") else
+            "colltune" if words[:1] == ["colltune-rules"] else "openmpi" if words else None)
+    if kind == "colltune":
+        raise ConfigError(f"{path}: a colltune rules file: the interposer reads it (`colltune run "
+                          f"--rules {path}`, docs/rules.md); verify checks the libraries' own files")
+    if kind and kind != library:
+        what = "an MPICH CSEL (mpich-json)" if kind == "mpich" else "an Open MPI (coll/tuned or coll/han)"
+        raise ConfigError(f"{path}: {what} rules file, not one {library} reads: verify it with "
+                          f"--library {kind}")
 
 
 def _deployment(args, session) -> int:
