@@ -14,8 +14,14 @@ from .update import rederive, samples_files
 STATE = "state.txt"
 
 
+_said: set[str] = set()
+
+
 def warn(msg: str) -> None:
-    print(f"colltune online: warning: {msg}", file=sys.stderr)
+    """Once per message and process (a command may re-derive the state twice)."""
+    if msg not in _said:
+        _said.add(msg)
+        print(f"colltune online: warning: {msg}", file=sys.stderr)
 
 
 def read_state(state_dir: str, fingerprint: str | None = None) -> State | None:

@@ -114,7 +114,7 @@ def export(args) -> int:
     with open(args.output, "w") as fh:
         fh.write(exported.text)
     path = os.path.abspath(args.output)
-    print(f"wrote {path} ({args.format}, {len(table.entries)} layouts from {st.run_count} runs; "
+    print(f"wrote {path} ({args.format}, {len({(e.nodes, e.ppn) for e in table.entries})} layouts from {st.run_count} runs; "
           f"{n_default} rule(s) the library's default decision)")
     env = exported.env_for(path)
     if env:
