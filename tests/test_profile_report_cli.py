@@ -140,6 +140,9 @@ def test_cli_errors_name_the_input(tmp_path):
     proc = run_cli("profile", "whatif", str(d), "--topology", "no-such-platform", "--place", "compact",
                    check=False)
     assert proc.returncode != 0 and "no-such-platform" in proc.stderr and "Traceback" not in proc.stderr
+    # a profile that does not say its machine needs --topology
+    proc = run_cli("profile", "whatif", str(d), "--place", "compact", check=False)
+    assert proc.returncode == 2 and f"{d}: --topology is needed" in proc.stderr
 
 
 def test_real_smpi_profile_report(workdir, tmp_path):
@@ -154,7 +157,8 @@ def test_real_smpi_profile_report(workdir, tmp_path):
     show = run_cli("profile", "show", str(out)).stdout
     assert "6 ranks on 2 hosts" in show and re.search(r"coll\s+bcast", show)
     html_path = tmp_path / "r.html"
-    run_cli("profile", "report", str(out), "--topology", "small", "--region", "coll", "--kind", "bcast",
+    # no --topology: the platform the run recorded (colltune-run.json), here `small`
+    run_cli("profile", "report", str(out), "--region", "coll", "--kind", "bcast",
             "-o", str(html_path))
     html = html_path.read_text()
     B, M, hosts = load_profile(out).host_matrix(region="coll", kind="bcast")

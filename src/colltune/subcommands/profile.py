@@ -13,10 +13,11 @@ def add_parser(sub) -> None:
     def common(q, topology: str = "required") -> None:
         q.add_argument("out_dir", help="profile directory (colltune run --profile OUT_DIR)")
         if topology:
-            q.add_argument("--topology", required=topology == "required",
+            q.add_argument("--topology",
                            help="bundled platform name, SimGrid XML, ibnetdiscover dump (+ forwarding "
                                 "tables), Slurm topology file or emulated cluster name"
-                                + ("" if topology == "required" else " (without: no link loads)"))
+                                + (" (default: the platform `colltune run --profile` ran on, sim "
+                                   "backend)" if topology == "required" else " (without: no link loads)"))
         q.add_argument("--region", default="run", help="region (default: run, the whole run)")
         q.add_argument("--kind", help="collective kind or p2p (default: all traffic)")
         add_globals(q)
@@ -54,6 +55,19 @@ def topology(spec: str):
     return resolve_topology(spec)
 
 
+def _run_machine(out_dir: str) -> str:
+    """The platform a sim profile ran on (run.PROFILE_MACHINE), for a missing --topology."""
+    import json
+    from ..errors import InputError
+    from .run import PROFILE_MACHINE
+    try:
+        with open(os.path.join(out_dir, PROFILE_MACHINE)) as fh:
+            return json.load(fh)["platform"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"{out_dir}: --topology is needed: the profile does not say which machine "
+                         f"it ran on (`colltune run --profile` records it on the sim backend)") from None
+
+
 def _load(out_dir: str):
     from ..errors import InputError
     from ..profile.counts import load_profile
@@ -77,7 +91,7 @@ def _guard(fn):
 @_guard
 def run_report(args, cli) -> int:
     from ..profile.report import render, traffic_from_profile
-    topo = topology(args.topology)
+    topo = topology(args.topology or _run_machine(args.out_dir))
     dirs = [args.out_dir] + ([args.compare] if args.compare else [])
     labels = list(args.label) + [os.path.basename(os.path.normpath(d)) for d in dirs[len(args.label):]]
     profs = [_load(d) for d in dirs]
@@ -94,7 +108,7 @@ def run_report(args, cli) -> int:
 @_guard
 def run_whatif(args, cli) -> int:
     from ..profile.whatif import format_whatif, whatif
-    topo = topology(args.topology)
+    topo = topology(args.topology or _run_machine(args.out_dir))
     prof = _load(args.out_dir)
     hb, hm, hosts = prof.host_matrix(region=args.region, kind=args.kind)
     print(format_whatif(whatif(topo, hb, hm, list(hosts), args.place)))

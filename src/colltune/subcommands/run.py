@@ -217,6 +217,24 @@ def compare_times(default_path: str, run_path: str, env: dict) -> str:
     return "\n".join(lines)
 
 
+# in a profile folder: the machine `colltune run --profile` ran on (profile report's
+# default --topology)
+PROFILE_MACHINE = "colltune-run.json"
+
+
+def _profile_machine(path: str, settings) -> None:
+    """On the sim backend, the platform (a bundled name, or the XML's absolute path)."""
+    import json
+    if settings.backend != "sim":
+        return
+    plat = settings.platform
+    if plat.endswith(".xml"):
+        plat = os.path.abspath(plat)
+    with open(os.path.join(path, PROFILE_MACHINE), "w") as fh:
+        json.dump({"backend": "sim", "platform": plat}, fh)
+        fh.write("\n")
+
+
 def _profile_dir(given: str, path: str) -> None:
     """The profile's folder: created, writable, and holding no earlier run's profile
     (its rank files and trace would mix into this one's)."""
@@ -297,6 +315,7 @@ def run(args, cli) -> int:
             env[var] = value
     if args.profile and not args.link_flags:
         _profile_dir(args.profile, env["COLLTUNE_PROFILE"])
+        _profile_machine(env["COLLTUNE_PROFILE"], settings)
     if args.online and not args.link_flags:
         from ..online.job import prepare
         env.update(prepare(args, settings, runner.world_layout()))
