@@ -4,6 +4,7 @@ rules file, and runs an unmodified MPI program under the interposer with it."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 import pytest
@@ -34,9 +35,12 @@ def test_tune_first_then_run_under_smpi(workdir):
     read_rules(rules[0])            # valid colltune rules (raises with file:line otherwise)
     table = (workdir / "out" / "tf.table.json").read_text()
     assert '"tuner": "active"' in table
-    # the tuning measured colltune's algorithms (provider colltune), stored in the campaign
+    # the tuning measured colltune's algorithms against the library's default decision
+    # (provider both: the selector the job runs with, SMPI's own), stored in the campaign
     proc = run_cli("results", "export", "--format", "csv", "--campaign", "tf")
-    assert ",colltune," in proc.stdout
+    assert ",colltune," in proc.stdout and ",default," in proc.stdout
+    prov = json.loads(table)["provenance"]["arms"]
+    assert prov["provider"] == "both" and prov["library_default"] == "default"
 
 
 def test_tune_first_refuses_explicit_rules(workdir, tmp_path):

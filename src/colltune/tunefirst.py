@@ -1,7 +1,7 @@
 """Per-job tune-then-run (`colltune run --tune-first`): inside the job's own
-allocation, tune colltune's algorithms for the job's layout with the active
-learner within a budget, write colltune's rules file, and run the application
-under the interposer with it."""
+allocation, tune colltune's algorithms against the library's default decision for
+the job's layout with the active learner within a budget, write colltune's rules
+file, and run the application under the interposer with it."""
 from __future__ import annotations
 
 import re
@@ -26,12 +26,28 @@ def tune_rules(cli: dict, config_file: str | None, collectives: list[str],
     from .exporters import EXPORTERS
     from .session import Session
     from .tuners.active import tune_active
-    session = Session({**cli, "provider": cli.get("provider") or "colltune"}, config_file)
+    # both: the library's default decision is an arm, so the rules send a size to
+    # `library` where nothing of colltune's beat it (with colltune's algorithms alone the
+    # table could be slower than leaving the library alone); of the library's own
+    # algorithms none, which a colltune rules file cannot name
+    session = Session({**cli, "provider": cli.get("provider") or "both"}, config_file)
+    if session.settings.backend == "sim" and session.settings.source_of("default_selector") == "default":
+        # the default arm is the selector the job runs with: SMPI's own unless
+        # --default-selector names one (runners/sim.py passes it to smpirun)
+        session = Session({**cli, "provider": cli.get("provider") or "both",
+                           "default_selector": "default"}, config_file)
     backend = session.backend()
+    provider = backend.provider()
+    algorithms = None
+    if provider.name == "both":
+        algorithms = sorted({provider.arm_label(a) for c in collectives
+                             for a in provider.colltune_part.algorithms(c)})
     with session.store as store:
         outcome = tune_active(backend, store, session.settings, collectives, [layout], sizes,
-                              campaign=campaign, budget_s=budget_s, show_progress=show_progress)
+                              campaign=campaign, budget_s=budget_s, algorithms=algorithms,
+                              show_progress=show_progress)
     table = outcome.table
+    table.provenance.setdefault("arms", provider.deployment())    # which arm is `library`
     table.save(session.output_path(f"{campaign}.table.json"))
     exported = EXPORTERS.get("colltune")().export(table)
     path = session.output_path(f"{campaign}{exported.suffix}")
