@@ -93,7 +93,9 @@ class TaskModelTuner(Tuner):
                 pts = [(m, ALGORITHM, PROVIDER, dict(self.choices[(coll, nodes, ppn, m)][0]),
                         self.choices[(coll, nodes, ppn, m)][1]) for m in self.space.sizes]
                 entries.append(Entry(coll, nodes, ppn, rules_from_points(pts)))
-        return DecisionTable(self.name, self._provenance(provenance), tuple(entries))
+        # every rule is colltune's HAN, whatever provider the campaign's backend has
+        return DecisionTable(self.name, self._provenance({**provenance, "arms": {"provider": PROVIDER}}),
+                             tuple(entries))
 
     def _provenance(self, provenance: dict, **extra) -> dict:
         return {**provenance, "taskmodel": {"heuristics": self.costs.heuristics,
