@@ -283,14 +283,19 @@ def _missing(ident: tuple, status: str, why: str) -> dict:
 def _failure_text(result: LaunchResult) -> str:
     why = (f"timed out after {result.wall_s:.0f} s" if result.timed_out
            else f"exit code {result.exit_code}{_signal_name(result.exit_code)}")
-    # the launcher's last words, less SimGrid's "please report a bug" banner
+    # the program's own words (colltune-bench names a bad option) first, then the
+    # launcher's last ones, less SimGrid's "please report a bug" banner
     lines = [ln for ln in result.output_tail.strip().splitlines() if ln.strip()
-             and not any(b in ln for b in _BANNER)][-6:]
+             and not any(b in ln for b in _BANNER)]
+    own = [ln for ln in lines if ln.lstrip().startswith(("colltune-bench:", "colltune:"))][:3]
+    lines = own + [ln for ln in lines[-6:] if ln not in own]
     return why + (": " + " | ".join(lines) if lines else "")
 
 
 _BANNER = ("If you think you've found a bug in SimGrid", "Minimal Working Example",
-           "of the fault captured with gdb")
+           "of the fault captured with gdb", "If it does not help, this may have one of the "
+           "following causes", "a bug in SimGrid", "a bug in your application",
+           "a bug in the SimGrid bindings")
 
 
 def _signal_name(code: int | None) -> str:
