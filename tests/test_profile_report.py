@@ -202,6 +202,14 @@ def test_two_profiles_share_one_scale(tmp_path):
     assert l0["node-0 -> L1-switch0"]["stroke"] != r0["node-0 -> L1-switch0"]["stroke"]
 
 
+def test_loads_a_few_percent_apart_look_alike():
+    """A user review: compared profiles at 695 and 713 KiB got the two ends of the
+    scale; the scale spans at least a decade, so 2.6 % is a small step of it."""
+    scale = ColourScale([695 << 10, 713 << 10])
+    assert scale.fraction(713 << 10) == 1.0 and scale.fraction(695 << 10) > 0.98
+    assert ColourScale([1 << 10, 1 << 20]).fraction(1 << 10) == 0.0     # wide ranges as before
+
+
 def test_infiniband_parallel_cables_apart(tmp_path):
     """H4's InfiniBand fabric (ibsim data: 4 leaves, 2 spines, 2 cables per leaf-spine
     pair): the route takes cable #0, whose halves are lit; the parallel #1 stays grey and
