@@ -330,6 +330,8 @@ def test_update_rederives_state_stores_records_and_reports(tmp_path, workdir):
     # report: the online section with the probabilities figure
     html = open(run_cli("report", "--campaign", "onl").stdout.strip()).read()
     assert "Online tuning" in html and "progress of selection probabilities" in html
+    # no benchmark summary or time-to-completion metric for records of online runs
+    assert "No benchmark points in this campaign" in html and "No comparable points" not in html
 
 
 def test_foreign_samples_and_state_ignored_with_one_warning(tmp_path, workdir):

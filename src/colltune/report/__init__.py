@@ -93,6 +93,16 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
         prov = {k: first.get(k) for k in ("backend", "platform", "platform_sha256", "mpi_library",
                                           "mpi_version", "library_version", "colltune_version")}
         prov["settings"] = first.get("settings_json")
+    if pts.empty and extra and not len(results.failures()):   # an online campaign: its sections
+        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+                 f"</title><style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
+                 f"<p class='note'>colltune {__version__}, generated "
+                 f"{_dt.datetime.now().isoformat(timespec='seconds')}. No benchmark points in this "
+                 f"campaign: the sections below say what it measured.</p>", *extra,
+                 "</body></html>"]
+        with open(path, "w") as fh:
+            fh.write("\n".join(parts))
+        return path
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
              f"<style>{_CSS}</style></head><body>",
              f"<h1>{html.escape(title)}</h1>",
