@@ -79,9 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         add_globals(p)
         p.add_argument("--layouts", help="NODESxPPN list, e.g. 2x4,8x4 (instead of --nodes/--ppn)")
-        p.add_argument("--nodes", help="node counts, e.g. 2,3,8 or 2..16 (default 2)")
-        p.add_argument("--ppn", help="processes per node (default 4)")
-        p.add_argument("--sizes", default="8..1M", help="bytes per rank: 8..4M,1000,3000")
+        p.add_argument("--nodes", help="node counts, e.g. 2,3,8; 2-16 every integer, 2..16 the "
+                                       "doublings (2,4,8,16) (default 2)")
+        p.add_argument("--ppn", help="processes per node, the same list syntax (default 4)")
+        p.add_argument("--sizes", default="8..1M", help="bytes per rank: 8..4M (every power of two), "
+                                                        "1000,3000, 100-103 (every integer); combined "
+                                                        "with commas (default 8..1M)")
         p.add_argument("--campaign", help="results campaign name (resumes if it exists)")
         p.add_argument("--retry-failed", action="store_true", help="re-measure recorded failures")
         p.add_argument("--root", type=int, default=0, help="root rank of rooted collectives "
