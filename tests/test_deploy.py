@@ -458,3 +458,16 @@ def test_linking_with_colltune_ldflags_as_a_makefile_does(tmp_path):
     proc = subprocess.run([impl.launcher, "-n", "1", str(app), "1"], capture_output=True,
                           text=True, env=env, timeout=120)
     assert proc.returncode == 0 and "interposer active" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_report_of_a_both_campaign_leaves_out_what_its_table_cannot_choose(workdir):
+    """A user review: the report's "best" of a --provider both campaign on SMPI included
+    SMPI's own algorithms, which SMPI cannot run per size (1.305x where the table's
+    choices give 1.122x)."""
+    run_cli("tune", "--provider", "both", "--collectives", "bcast", "--layouts", "2x2",
+            "--sizes", "8,65536", "--algorithms", "binomial_tree,flattree,binomial",
+            "--campaign", "cb", "-q", "--min-reps", "3", "--max-reps", "5")
+    html = open(run_cli("report", "--campaign", "cb").stdout.strip()).read()
+    best = re.findall(r"<tr><td class=\"\">\d+</td><td class=\"\">\d+</td><td class=\"\">\d+</td>"
+                      r"<td class=\"l\">([^<]+)</td>", html)
+    assert best and not {"binomial_tree", "flattree"} & set(best), best
