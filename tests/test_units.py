@@ -133,3 +133,17 @@ def test_decision_table_collectives_agree_with_the_providers():
                           "rules": [{"min_size": 0, "algorithm": "binomial", "provider": "colltune"}]}]}
     with pytest.raises(InputError, match=r"t.json: not a valid decision table at entries/0/collective"):
         DecisionTable.from_dict(table, "t.json")
+
+
+def test_late_starts_beyond_the_timed_repetitions_are_noted():
+    """A real-MPI tune on a busy 2-core host claimed a 9x win at points that had thrown
+    away most repetitions for late starts; bench and tune now say so."""
+    import pandas as pd
+    from colltune.commands import late_note
+    from colltune.results import Results
+    pts = pd.DataFrame({"status": ["ok", "ok", "ok", "crashed"], "ttc_median_s": [1e-6, 2e-6, 3e-6, None],
+                        "reps": [5, 5, 200, None], "late_starts": [0, 481, 12, None],
+                        "algorithm": ["a", "b", "c", "d"]})
+    note = late_note(Results(pts, pd.DataFrame({"run_id": []})))
+    assert note and note.startswith("note: 1 of 3 point(s) discarded more repetitions")
+    assert late_note(Results(pts.iloc[[0, 2]], pd.DataFrame({"run_id": []}))) is None

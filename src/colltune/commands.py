@@ -163,9 +163,25 @@ def cmd_bench(args, cli) -> int:
     print(classic(res.points))
     print(f"campaign {name}: {summary.launches} launches, measured {summary.measured}, "
           f"{summary.skipped_points} points already in {session.settings.store}")
-    for line in reuse_notes(summary):
-        print(line)
+    for line in [*reuse_notes(summary), late_note(res)]:
+        if line:
+            print(line)
     return 0 if not res.failures().shape[0] else 1
+
+
+def late_note(results) -> str | None:
+    """Points that discarded more repetitions for late starts than they timed: a busy or
+    oversubscribed host descheduled ranks, and the kept repetitions are the lucky ones
+    (a real-MPI tune on 2 cores had claimed a 9x win there; docs/bench.md)."""
+    p = results.ok().points
+    if p.empty or "late_starts" not in p or "reps" not in p:
+        return None
+    late = p[p["late_starts"].fillna(0) > p["reps"].fillna(0)]
+    if late.empty:
+        return None
+    return (f"note: {len(late)} of {len(p)} point(s) discarded more repetitions for late starts "
+            f"than they timed (a busy or oversubscribed host): their times are unreliable "
+            f"(docs/bench.md); fewer ranks per core, or an idle machine, for numbers to keep")
 
 
 def reuse_notes(summary) -> list[str]:
@@ -338,8 +354,9 @@ def _print_outcome(name, summary, results, baselines, table_path, report_path) -
     fails = results.failures()
     print(f"\ncampaign {name}: {summary.launches} launches in {summary.wall_s:.0f} s, "
           f"points {summary.measured}, {summary.skipped_points} reused from the store")
-    for line in reuse_notes(summary):
-        print(line)
+    for line in [*reuse_notes(summary), late_note(results)]:
+        if line:
+            print(line)
     if len(fails):
         kinds = fails.groupby("status").size().to_dict()
         print(f"failed points (excluded from 'best'): {kinds}")
