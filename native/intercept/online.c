@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "clock.h"
 #include "online.h"
 #ifdef COLLTUNE_SMPI
 #include <simgrid/engine.h>
@@ -34,23 +35,15 @@ static ct_online_comm *comms[MAX_COMMS];
 static int ncomms, key_counter;
 static ct_online_block defaults[CT_NCOLLS][CT_ONLINE_NCLASS];   /* compiled presets */
 static ct_rule marker[CT_NCOLLS];          /* what choose_bytes returns: "online decides" */
-#ifndef COLLTUNE_SMPI
-static double clock_offset;                /* this rank's clock minus world rank 0's */
-#endif
+static double clock_offset;                /* this rank's clock minus world rank 0's (SMPI: 0) */
 
 int ct_online_ncomms(void) { return ncomms; }
 ct_online_comm *ct_online_get_comm(int i) { return comms[i]; }
 
-/* Seconds on world rank 0's clock (clock_sync) */
+/* Seconds on world rank 0's clock (clock_sync; SMPI's clock is global, offset 0) */
 static double now(void)
 {
-#ifdef COLLTUNE_SMPI
-    return simgrid_get_clock();            /* global, and free (MPI_Wtime charges 10 ns) */
-#else
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec - clock_offset;
-#endif
+    return ct_clock() - clock_offset;
 }
 
 /* What a sampled call stores: the TSC on x86-64 (half a clock_gettime here), mapped to

@@ -3,11 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "clock.h"
 #include "times.h"
-#ifdef COLLTUNE_SMPI
-#include <simgrid/engine.h>
-#endif
 
 int ct_times_on;
 CT_TLS int ct_times_depth;
@@ -15,17 +12,6 @@ static int rank0;
 static const char *path;
 static double init_time, sum[CT_NCOLLS];
 static long long calls[CT_NCOLLS];
-
-static double now(void)
-{
-#ifdef COLLTUNE_SMPI
-    return simgrid_get_clock();            /* simulated, and free (MPI_Wtime charges 10 ns) */
-#else
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-#endif
-}
 
 void ct_times_init(int world_rank)
 {
@@ -38,18 +24,18 @@ void ct_times_init(int world_rank)
     rank0 = world_rank == 0;
     path = p;
     ct_times_on = all;
-    init_time = now();
+    init_time = ct_clock();
 }
 
 double ct_times_begin(void)
 {
     ct_times_depth = 1;
-    return now();
+    return ct_clock();
 }
 
 void ct_times_end(ct_coll coll, double t0)
 {
-    sum[coll] += now() - t0;
+    sum[coll] += ct_clock() - t0;
     calls[coll]++;
     ct_times_depth = 0;
 }
@@ -66,7 +52,7 @@ void ct_times_finalize(void)
     memcpy(mine, sum, sizeof sum);
     mine[CT_NCOLLS] = 0;
     for (int c = 0; c < CT_NCOLLS; c++) mine[CT_NCOLLS] += sum[c];
-    mine[CT_NCOLLS + 1] = now() - init_time;
+    mine[CT_NCOLLS + 1] = ct_clock() - init_time;
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
     PMPI_Reduce(mine, most, N, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     PMPI_Reduce(mine, total, N, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
