@@ -144,7 +144,7 @@ def _note_library_settings(args) -> None:
     from ..mpi.impl import inherited_choices, note_dropped
     note_dropped("run", library=False)
     own = set(inherited_choices(os.environ, library=False))
-    lib = [k for k in inherited_choices(os.environ) if k not in own]
+    lib = sorted(set(inherited_choices(os.environ)) - own)
     if lib:
         print(f"colltune run: the library settings of this shell pass on to the program: "
               f"{', '.join(f'{k}={os.environ[k]}' for k in lib)} (they choose its algorithms)",
@@ -155,25 +155,34 @@ def _note_library_settings(args) -> None:
 COMPARED_MODES = {"COLLTUNE_RULES", "COLLTUNE_FORCE", "COLLTUNE_ONLINE"}
 
 
+def _launch(runner, cmd, full_env, settings, who: str) -> tuple[int, bool]:
+    """Run the job (a --timeout given is its limit; signals to colltune go to the whole
+    job) and let the runner clean up: (exit status, whether the job ran to its end). A
+    timeout is status 124, an interruption the signal's status, each said on stderr."""
+    timeout = settings.timeout if settings.source_of("timeout") != "default" else None
+    rc, ended = 1, False
+    try:
+        rc = runner.exit_status(run_group(cmd, timeout, forward_signals=True, env=full_env).returncode)
+        ended = True
+    except subprocess.TimeoutExpired:
+        print(f"{who}: timed out after {timeout:g} s", file=sys.stderr)
+        rc = 124
+    except Interrupted as exc:
+        print(f"colltune run: {exc} (exit status {exc.status})", file=sys.stderr)
+        rc = exc.status
+    runner.finish(ended and rc == 0)
+    return rc, ended
+
+
 def _run_default(runner, program, scratch, times, args, settings) -> int:
     """--compare's first launch: the program with the interposer and no choice of its
     own (every collective goes to the library; on SMPI the run's selector), timed."""
     if not args.quiet:
         print("colltune run --compare: [1/2] the library default", file=sys.stderr, flush=True)
     cmd, full_env, _ = runner.command({"COLLTUNE_TIMES": times}, program, scratch)
-    timeout = settings.timeout if settings.source_of("timeout") != "default" else None
-    rc = 1
-    try:
-        rc = runner.exit_status(run_group(cmd, timeout, forward_signals=True, env=full_env).returncode)
-    except subprocess.TimeoutExpired:
-        print(f"colltune run --compare: the library default's run timed out after {timeout:g} s",
-              file=sys.stderr)
-        return (rc := 124)
-    except Interrupted as exc:
-        print(f"colltune run: {exc} (exit status {exc.status})", file=sys.stderr)
-        return (rc := exc.status)
-    finally:
-        runner.finish(rc == 0)
+    rc, ended = _launch(runner, cmd, full_env, settings, "colltune run --compare: the library default's run")
+    if not ended:
+        return rc
     if rc != 0:
         print(f"colltune run --compare: the library default's run failed (exit status {rc}); "
               f"nothing compared", file=sys.stderr)
@@ -340,31 +349,14 @@ def run(args, cli) -> int:
         if not args.quiet:
             print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
                   + " " + shlex.join(cmd), file=sys.stderr, flush=True)
-        timeout = settings.timeout if settings.source_of("timeout") != "default" else None
-        clean = False
-        try:
-            rc = runner.exit_status(run_group(cmd, timeout, forward_signals=True, env=full_env).returncode)
-            clean = rc == 0
-            runner.finish(clean)
-            if args.profile and ranks:
-                _report_profile(env["COLLTUNE_PROFILE"], ranks)
-            if args.online and not args.link_flags:
-                from ..online.job import finish
-                finish(args, settings)
-            if args.compare and rc == 0:
-                print(compare_times(default_times, env["COLLTUNE_TIMES"], env), flush=True)
-            return rc
-        except subprocess.TimeoutExpired:
-            print(f"colltune run: timed out after {timeout:g} s", file=sys.stderr)
-            runner.finish(clean)
-            if args.profile and ranks:
-                _report_profile(env["COLLTUNE_PROFILE"], ranks)
-            return 124
-        except Interrupted as exc:
-            print(f"colltune run: {exc} (exit status {exc.status})", file=sys.stderr)
-            runner.finish(clean)
-            if args.profile and ranks:
-                _report_profile(env["COLLTUNE_PROFILE"], ranks)
-            return exc.status
+        rc, ended = _launch(runner, cmd, full_env, settings, "colltune run")
+        if args.profile and ranks:
+            _report_profile(env["COLLTUNE_PROFILE"], ranks)
+        if ended and args.online and not args.link_flags:
+            from ..online.job import finish
+            finish(args, settings)
+        if ended and args.compare and rc == 0:
+            print(compare_times(default_times, env["COLLTUNE_TIMES"], env), flush=True)
+        return rc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
