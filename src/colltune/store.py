@@ -107,19 +107,8 @@ class Store:
         self.close()
 
     def done_keys(self, keys: Iterable[str]) -> set[str]:
-        return self.done_keys_with_status(keys, None)
-
-    def done_keys_with_status(self, keys: Iterable[str], status: str | None) -> set[str]:
-        keys = list(keys)
-        found: set[str] = set()
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            q = f"SELECT key FROM measurements WHERE key IN ({','.join('?' * len(chunk))})"
-            args = list(chunk)
-            if status is not None:
-                q, args = q + " AND status=?", args + [status]
-            found.update(r[0] for r in self.db.execute(q, args))
-        return found
+        """Which of these keys are stored."""
+        return set(self.statuses(keys))
 
     def statuses(self, keys: Iterable[str]) -> dict[str, str]:
         """The stored status of each of these keys that is stored."""
@@ -191,16 +180,14 @@ class Store:
             self.db.execute("UPDATE measurements SET valid=? WHERE point_id=?",
                             (int(bool(p["valid"])), timed[0]["point_id"]))
             if campaign and timed[0]["campaign"] != campaign:
-                self.db.execute("INSERT OR IGNORE INTO campaign_points VALUES (?, ?, ?)",
-                                (campaign, p["key"], time.time()))
+                self._link(campaign, [p["key"]])
             return False
         if p.get("status") == OK and p.get("valid") is None and checked:
             p["valid"] = checked[0]["valid"]
         for o in old:
             self.db.execute("DELETE FROM measurements WHERE point_id=?", (o["point_id"],))
             if o["campaign"] and o["campaign"] != campaign:      # it keeps the point
-                self.db.execute("INSERT OR IGNORE INTO campaign_points VALUES (?, ?, ?)",
-                                (o["campaign"], p["key"], time.time()))
+                self._link(o["campaign"], [p["key"]])
         return True
 
     def query_runs(self, campaign: str | None = None) -> list[dict]:
@@ -246,10 +233,14 @@ class Store:
 
     def add_campaign_keys(self, campaign: str, keys: Iterable[str]) -> None:
         """Record points of other campaigns that this one reused (its results include them)."""
+        self._link(campaign, keys)
+        self.db.commit()
+
+    def _link(self, campaign: str, keys: Iterable[str]) -> None:
+        """campaign's results include these keys (inside the caller's transaction)."""
         now = time.time()
         self.db.executemany("INSERT OR IGNORE INTO campaign_points VALUES (?, ?, ?)",
                             [(campaign, k, now) for k in keys])
-        self.db.commit()
 
     def campaign_keys(self, campaign: str) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT key FROM campaign_points WHERE campaign=?",
