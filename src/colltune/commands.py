@@ -384,34 +384,31 @@ def cmd_report(args, cli) -> int:
         results = Results.from_store(store, name)
         from .report.online import online_sections
         online = online_sections(store, results)        # campaigns with online records
+    from .decision import DecisionTable
+    table_path = session.output_path(f"{name}.table.json")
+    table = DecisionTable.load(table_path) if os.path.exists(table_path) else None
     if not len(results):
-        table = session.output_path(f"{name}.table.json")
-        from .decision import DecisionTable
-        if os.path.exists(table) and DecisionTable.load(table).tuner == "taskmodel":
+        if table is not None and table.tuner == "taskmodel":
             raise ColltuneError(
                 f"campaign {name!r} has no points in {session.settings.store}: a taskmodel tune "
-                f"measures task pipelines, not whole calls; its table {table} lists the model's "
+                f"measures task pipelines, not whole calls; its table {table_path} lists the model's "
                 f"choices with their predicted times, `tune --provider both --strategy taskmodel` "
                 f"measures them as whole calls (a campaign report can show), and "
                 f"benchmarks/taskmodel_eval.py reports the model against measurements")
         raise ColltuneError(f"campaign {name!r} not found in {session.settings.store}")
-    results = _choosable(results, session.output_path(f"{name}.table.json"))
-    out = render(results, _split(args.baselines), args.output or session.output_path(f"{name}.html"),
-                 title=name,
-                 extra=_tuner_sections(session.output_path(f"{name}.table.json")) + online)
+    out = render(_choosable(results, table), _split(args.baselines),
+                 args.output or session.output_path(f"{name}.html"), title=name,
+                 extra=_tuner_sections(table) + online)
     print(out)
     return 0
 
 
-def _choosable(results, table_path: str):
+def _choosable(results, table):
     """A --provider both campaign whose library configures one algorithm per run (SMPI):
     without the library's own algorithms, which it measured but its table cannot choose
     (the report's "best" had been 1.305x over `ompi` where the table's choices give 1.122x)."""
-    from .decision import DecisionTable
     from .providers.base import ALGORITHM
-    if not os.path.exists(table_path):
-        return results
-    arms = DecisionTable.load(table_path).provenance.get("arms") or {}
+    arms = (table.provenance.get("arms") or {}) if table is not None else {}
     if arms.get("provider") != "both" or arms.get("library_algorithms_deployable", True):
         return results
     p = results.points
@@ -420,14 +417,12 @@ def _choosable(results, table_path: str):
     return results if keep is None else Results(p[keep].copy(), results.runs.copy())
 
 
-def _tuner_sections(table_path: str) -> tuple[str, ...]:
+def _tuner_sections(table) -> tuple[str, ...]:
     """Sections a tuner left in its decision table's provenance (active learning's
-    variance and learning curves)."""
-    import os
-    if not os.path.exists(table_path):
+    variance and learning curves); none without a table."""
+    if table is None:
         return ()
-    from .decision import DecisionTable
-    history = (DecisionTable.load(table_path).provenance.get("active") or {}).get("history")
+    history = (table.provenance.get("active") or {}).get("history")
     if not history:
         return ()
     from .report.active import active_section

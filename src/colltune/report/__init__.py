@@ -94,23 +94,12 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
                                           "mpi_version", "library_version", "colltune_version")}
         prov["settings"] = first.get("settings_json")
     if pts.empty and extra and not len(results.failures()):   # an online campaign: its sections
-        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-                 f"</title><style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
-                 f"<p class='note'>colltune {__version__}, generated "
-                 f"{_dt.datetime.now().isoformat(timespec='seconds')}. No benchmark points in this "
-                 f"campaign: the sections below say what it measured.</p>", *extra,
-                 "</body></html>"]
-        with open(path, "w") as fh:
-            fh.write("\n".join(parts))
-        return path
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>",
-             f"<p class='note'>colltune {__version__}, generated "
-             f"{_dt.datetime.now().isoformat(timespec='seconds')}. Metric: time to completion "
-             f"(max end − min start over ranks, synchronised start), median of repetitions. "
-             f"On SimGrid SMPI timings are deterministic. Failed points (crash, hang, wrong "
-             f"result) are excluded from 'best'.</p>",
+        return _write(path, [*_start(title, "No benchmark points in this campaign: the sections "
+                                            "below say what it measured."), *extra, "</body></html>"])
+    parts = [*_start(title, "Metric: time to completion (max end − min start over ranks, "
+                            "synchronised start), median of repetitions. On SimGrid SMPI timings "
+                            "are deterministic. Failed points (crash, hang, wrong result) are "
+                            "excluded from 'best'."),
              "<h2>Summary</h2>",
              _table(summary, {"collective", "baseline"}) if not summary.empty else ("<p>No comparable points: the summary compares the best algorithm with the "
               f"baselines ({html.escape(', '.join(baselines) or 'none measured')}) at points of "
@@ -142,6 +131,19 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
         parts.append(_table(f, {"collective", "algorithm", "status", "check_error"}))
     parts.append("<h2>Provenance</h2><pre>" + html.escape(json.dumps(prov, indent=1, default=str))
                  + "</pre></body></html>")
+    return _write(path, parts)
+
+
+def _start(title: str, note: str) -> list[str]:
+    """The page's head, title and first note (colltune's version, when, `note`)."""
+    return [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_CSS}</style></head><body>",
+            f"<h1>{html.escape(title)}</h1>",
+            f"<p class='note'>colltune {__version__}, generated "
+            f"{_dt.datetime.now().isoformat(timespec='seconds')}. {note}</p>"]
+
+
+def _write(path: str, parts: list[str]) -> str:
     with open(path, "w") as fh:
         fh.write("\n".join(parts))
     return path
