@@ -30,12 +30,12 @@ def tune_rules(cli: dict, config_file: str | None, collectives: list[str],
     # `library` where nothing of colltune's beat it (with colltune's algorithms alone the
     # table could be slower than leaving the library alone); of the library's own
     # algorithms none, which a colltune rules file cannot name
-    session = Session({**cli, "provider": cli.get("provider") or "both"}, config_file)
+    given = {**cli, "provider": cli.get("provider") or "both"}
+    session = Session(given, config_file)
     if session.settings.backend == "sim" and session.settings.source_of("default_selector") == "default":
         # the default arm is the selector the job runs with: SMPI's own unless
         # --default-selector names one (runners/sim.py passes it to smpirun)
-        session = Session({**cli, "provider": cli.get("provider") or "both",
-                           "default_selector": "default"}, config_file)
+        session = Session({**given, "default_selector": "default"}, config_file)
     backend = session.backend()
     provider = backend.provider()
     algorithms = None

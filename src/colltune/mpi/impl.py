@@ -48,19 +48,20 @@ def _show_output(name: str, cc: str, env_items: tuple[tuple[str, str], ...]) -> 
 INTERPOSER_VARIABLES = ("COLLTUNE_RULES", "COLLTUNE_FORCE", "COLLTUNE_GUARD", "COLLTUNE_REPORT",
                         "COLLTUNE_VERBOSE", "COLLTUNE_PROFILE", "COLLTUNE_PROFILE_MAX_MB",
                         "COLLTUNE_ABORT_STATUS", "COLLTUNE_MPIT_CVARS")
-_CHOICE_PATTERNS = (r"COLLTUNE_ONLINE(_\w+)?", r"OMPI_MCA_coll_tuned_use_dynamic_rules",
-                    r"OMPI_MCA_coll_tuned_dynamic_rules_filename", r"OMPI_MCA_coll_tuned_\w+_algorithm",
-                    r"OMPI_MCA_coll_han_use_dynamic_file_rules", r"OMPI_MCA_coll_han_dynamic_rules_filename",
-                    r"MPIR_CVAR_(CH4_(POSIX_)?)?COLL_SELECTION_TUNING_JSON_FILE",
-                    r"MPIR_CVAR_\w+_(INTRA|INTER)_ALGORITHM")
+_INTERPOSER_PATTERNS = (r"COLLTUNE_ONLINE(_\w+)?",)
+_LIBRARY_PATTERNS = (r"OMPI_MCA_coll_tuned_use_dynamic_rules",
+                     r"OMPI_MCA_coll_tuned_dynamic_rules_filename", r"OMPI_MCA_coll_tuned_\w+_algorithm",
+                     r"OMPI_MCA_coll_han_use_dynamic_file_rules", r"OMPI_MCA_coll_han_dynamic_rules_filename",
+                     r"MPIR_CVAR_(CH4_(POSIX_)?)?COLL_SELECTION_TUNING_JSON_FILE",
+                     r"MPIR_CVAR_\w+_(INTRA|INTER)_ALGORITHM")
 
 
 def inherited_choices(environ, library: bool = True) -> list[str]:
     """The variables of environ that choose collective algorithms: the interposer's
     (INTERPOSER_VARIABLES, COLLTUNE_ONLINE*, an LD_PRELOAD of libcolltune) and, with
-    library, the libraries' (the other _CHOICE_PATTERNS)."""
+    library, the libraries' (_LIBRARY_PATTERNS)."""
     import re
-    pats = _CHOICE_PATTERNS if library else _CHOICE_PATTERNS[:1]
+    pats = _INTERPOSER_PATTERNS + (_LIBRARY_PATTERNS if library else ())
     names = [k for k in environ if k in INTERPOSER_VARIABLES
              or any(re.fullmatch(p, k) for p in pats)]
     if "libcolltune" in environ.get("LD_PRELOAD", ""):
