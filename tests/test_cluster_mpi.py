@@ -244,7 +244,7 @@ def test_exhaustive_campaign_on_two_hosts(emulated, backends, lib, workdir):
                                 "where r.campaign='cl'")
     # one point per candidate (every algorithm and the library default) and size
     prov = b.provider()
-    expected = sorted((c, a.name, s) for c in ("bcast", "allreduce")
+    expected = sorted((c, a.label, s) for c in ("bcast", "allreduce")
                       for a in prov.algorithms(c) + prov.selectors(c) for s in (8, 4096))
     assert sorted((p[0], p[1], int(p[2])) for p in points) == expected
     ok = [p for p in points if p[3] == "ok"]

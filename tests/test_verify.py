@@ -376,3 +376,52 @@ def test_default_ranks_is_a_tuned_comm_size(tmp_path):
     assert default_ranks(rules, text, table) == 2 and default_ranks(rules, text) == 2
     assert mpich_ranks(table) == 2
     assert default_ranks(rules, "") == 4      # nothing names the tuned sizes: a block start
+
+
+def test_openmpi_segment_size_and_chain_fanout_are_exported_and_proven(tmp_path):
+    """Tuned segmented algorithms (pipeline[segsize=16384], a plain chain measured with
+    coll/tuned's forced chain fan-out 4) go into the file's columns; verify proves from the
+    arguments the library's functions were called with that Open MPI used them, and a file
+    whose segment size differs from the table's fails, run and static check both."""
+    table = save_table(tmp_path / "t.json", [
+        ("bcast", 1, 2, [(0, "chain", "openmpi"), (65536, "pipeline[segsize=16384]", "openmpi")]),
+        ("reduce", 1, 2, [(0, "binary[segsize=1024]", "openmpi")])], "openmpi")
+    rules = export(tmp_path, table, "openmpi-tuned")
+    rows = [ln.split() for ln in open(rules).read().splitlines() if re.match(r"\d+ \d+ \d+ \d+", ln)]
+    assert ["0", "2", "4", "0", "0"] in rows            # chain: fan-out 4, as measured
+    assert ["65536", "3", "0", "16384", "0"] in rows and ["0", "4", "0", "1024", "0"] in rows
+    proc = verify(rules, "openmpi", "--table", table)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = point_lines(proc.stdout)
+    assert any("file says pipeline segsize 16384" in ln and "bcast_intra_pipeline(segsize=16384)" in ln
+               for ln in lines), proc.stdout
+    assert any("bcast_intra_chain(segsize=0,fanout=4)" in ln for ln in lines), proc.stdout
+    assert any("reduce_intra_binary(segsize=1024)" in ln for ln in lines), proc.stdout
+    bad = tmp_path / "bad.rules"
+    bad.write_text(open(rules).read().replace("65536 3 0 16384 0", "65536 3 0 0 0"))
+    proc = verify(str(bad), "openmpi", "--table", table)
+    assert proc.returncode == 1, proc.stdout
+    assert any(ln.strip().startswith("FAIL") and "the table says pipeline fan-in/out 0 segsize "
+               "16384, the file fan-in/out 0 segsize 0" in ln for ln in point_lines(proc.stdout))
+    assert "pipeline (#3, segsize 16384)" in proc.stdout          # the static check (4)
+
+
+def test_openmpi_provider_parameters_force_and_refuse():
+    from colltune import mpi
+    from colltune.errors import ColltuneError
+    from colltune.providers.openmpi import OpenMPIProvider
+    try:
+        prov = OpenMPIProvider(mpi.find("openmpi"))
+    except ColltuneError as exc:
+        pytest.skip(str(exc))
+    env = prov.force(prov.lookup("reduce", "chain[segsize=4096,fanout=2]")).env
+    assert env["OMPI_MCA_coll_tuned_reduce_algorithm_segmentsize"] == "4096"
+    assert env["OMPI_MCA_coll_tuned_reduce_algorithm_chain_fanout"] == "2"
+    labels = [a.label for a in prov.algorithms("bcast")]
+    assert "pipeline[segsize=131072]" in labels and "split_binary_tree[segsize=1024]" in labels
+    assert [a.label for a in OpenMPIProvider(mpi.find("openmpi"), presets=False).algorithms("bcast")
+            if a.params] == []
+    for bad, why in (("basic_linear[segsize=4]", "has no parameter 'segsize'"),
+                     ("chain[fanout=0]", "fanout=0 outside [1, 1024]")):
+        with pytest.raises(ColltuneError, match=re.escape(why)):
+            prov.lookup("bcast", bad)

@@ -33,8 +33,10 @@ def add_globals(p: argparse.ArgumentParser) -> None:
                         "(SMPI: ompi or mpich; default: the provider's first baseline)")
     g.add_argument("--tune-presets", dest="tune_presets", choices=[True, False],
                    type=lambda v: {"yes": True, "no": False}.get(v, v), metavar="{yes,no}",
-                   help="colltune's algorithms also with their catalogue's tuning presets "
-                        "(e.g. ring[segsize=8192]; default yes)")
+                   help="algorithms also with their tuning presets: colltune's catalogue's "
+                        "(e.g. ring[segsize=8192]) and Open MPI's segmented ones at the "
+                        "segment sizes of its fixed decision (pipeline[segsize=131072]); "
+                        "default yes")
     g.add_argument("--jobs", type=int, help="launches run concurrently")
     g.add_argument("--timeout", type=float, help="seconds before a launch counts as hung")
     g.add_argument("--warmup", type=int, help=f"untimed calls before the timed ones (default {DEFAULTS['warmup']})")

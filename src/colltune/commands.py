@@ -48,7 +48,8 @@ def _layouts(args) -> list[tuple[int, int]]:
 
 
 def _listing(provider) -> dict:
-    return {c: {"algorithms": [a.name for a in provider.algorithms(c)],
+    return {c: {"algorithms": [a.name for a in provider.algorithms(c) if not a.params],
+                "presets": [a.label for a in provider.algorithms(c) if a.params],
                 "selectors": [s.name for s in provider.selectors(c)]}
             for c in provider.collectives()}
 

@@ -52,8 +52,10 @@ DEFAULTS: dict[str, Any] = {
     # the library's default decision a deployment runs with, one arm of `--provider both`
     # (docs/deploy.md); "" = the library provider's first baseline (ompi on SMPI, default)
     "default_selector": "",
-    # colltune's algorithms are also measured with their catalogue's tuning presets
-    # (`tune` in each descriptor, e.g. ring[segsize=8192]); False: defaults only
+    # algorithms are also measured with their tuning presets: colltune's catalogue's
+    # (`tune` in each descriptor, e.g. ring[segsize=8192]) and Open MPI's segmented ones
+    # at the segment sizes its fixed decision uses (providers/openmpi.py PRESETS);
+    # False: defaults only
     "tune_presets": True,
     # active learning (tuners/active.py, docs/active.md: the defaults are justified there)
     "active_threshold": 0.05,       # stop when the summed variance changes by less (relative)

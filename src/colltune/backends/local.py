@@ -62,10 +62,12 @@ def max_ranks() -> int:
     return max(8, 4 * host_cores())
 
 
-def make_provider(impl, cache_dir: str):
+def make_provider(impl, settings):
+    """The library's provider; settings: tune_presets, cache_dir."""
+    cache_dir = settings.cache_dir
     if impl.name == "openmpi":
         from ..providers.openmpi import OpenMPIProvider
-        return OpenMPIProvider(impl, cache_dir)
+        return OpenMPIProvider(impl, cache_dir, settings.values.get("tune_presets", True))
     if impl.name == "mpich":
         from ..providers.mpich import MPICHProvider
         return MPICHProvider(impl, cache_dir)
@@ -79,7 +81,7 @@ def local_providers(settings) -> tuple[dict[str, Any], dict[str, str]]:
     found, errors = {}, {}
     for name in LIBRARY:
         try:
-            found[name] = make_provider(mpi.find(name), settings.cache_dir)
+            found[name] = make_provider(mpi.find(name), settings)
         except (mpi.MPINotFound, BackendError, BuildError) as exc:
             errors[name] = str(exc).splitlines()[0]
     return found, errors
@@ -147,7 +149,7 @@ class LocalBackend(Backend):
 
     def provider(self):
         if self._provider is None:
-            self._provider = choose_provider(self, make_provider(self.impl, self.settings.cache_dir))
+            self._provider = choose_provider(self, make_provider(self.impl, self.settings))
         return self._provider
 
     def max_ppn(self) -> int:

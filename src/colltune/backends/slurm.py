@@ -150,7 +150,7 @@ class SlurmBackend(Backend):
 
     def provider(self):
         if self._provider is None:
-            self._provider = make_provider(self.impl, self.settings.cache_dir)
+            self._provider = make_provider(self.impl, self.settings)
         return self._provider
 
     def max_nodes(self) -> int:

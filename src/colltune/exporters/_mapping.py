@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..decision import Entry, Rule
 from ..errors import InputError
+from .colltune_rules import split_label
 
 # Segment size of SMPI's pipelined bcasts NTSL / NTSB (bcast-NTSL.cpp, bcast-NTSB.cpp).
 SMPI_SEGMENT = 8192
@@ -164,9 +165,9 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
         return name is not None and (known is None or name in known) and name not in banned
 
     if rule.provider == library:
-        name = rule.algorithm
+        name, params = split_label(rule.algorithm)   # a tuned preset: pipeline[segsize=16384]
         if usable(name):
-            return Resolved(name, params=dict(rule.params))
+            return Resolved(name, params={**params, **rule.params})
         problem = banned.get(name, f"{library} has no such {coll} algorithm in the target version")
     elif rule.provider == "smpi":
         name, params = equivalent(library, coll, rule.algorithm)

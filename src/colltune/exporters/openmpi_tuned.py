@@ -35,6 +35,7 @@ import re
 
 from ..decision import DecisionTable, Entry, boundary
 from ..errors import InputError
+from ..providers.openmpi import PARAMETERS
 from . import EXPORTERS
 from ._mapping import DEFAULT, Problems, describe
 from .base import Exported, Exporter, header_lines
@@ -131,11 +132,21 @@ def comm_blocks(table: DecisionTable, coll: str, known: dict) -> tuple[list[tupl
             for i, p in enumerate(sizes)], notes
 
 
-def _param(params: dict, keys: tuple[str, ...]) -> int:
+def param_value(params: dict, keys: tuple[str, ...]) -> int:
     for k in keys:
         if k in params:
             return int(params[k])
     return 0
+
+
+def columns(collective: str, algorithm: str, params: dict) -> tuple[int, int, int]:
+    """A rule's fan-in/out, segment size and max requests columns. A chain's fan-out
+    where the rule names none is the one it was measured with, coll/tuned's forced
+    default (chain_fanout, 4): the file's 0 would build other chains."""
+    declared = PARAMETERS.get(collective, {}).get(algorithm, {})
+    fan = param_value(params, FANOUT_KEYS) or \
+        (declared["fanout"]["default"] if "fanout" in declared else 0)
+    return fan, param_value(params, SEGSIZE_KEYS), param_value(params, MAXREQ_KEYS)
 
 
 def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Problems,
@@ -167,8 +178,7 @@ def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Probl
                 continue
             if res.substituted:
                 notes.append(res.substituted)
-            row = (size, ids[res.algorithm], _param(res.params, FANOUT_KEYS),
-                   _param(res.params, SEGSIZE_KEYS), _param(res.params, MAXREQ_KEYS))
+            row = (size, ids[res.algorithm], *columns(entry.collective, res.algorithm, res.params))
         if rows and rows[-1][1:] == row[1:]:
             continue                      # same choice as the previous range: merge
         rows.append(row)

@@ -81,10 +81,33 @@ class Provider:
         decision a deployment runs with), where that is a launch option; none by default."""
         return LaunchMods()
 
+    def parameters(self, collective: str, name: str) -> dict:
+        """{param: {default, min, max, unit, help}} an algorithm takes (none by default)."""
+        return {}
+
     def lookup(self, collective: str, name: str) -> Algorithm:
-        for a in self.algorithms(collective) + self.selectors(collective):
-            if a.name == name:
-                return a
-        known = ", ".join(a.name for a in self.algorithms(collective) + self.selectors(collective))
+        """An algorithm or selector by name; a label with parameters (Algorithm.label's
+        form, e.g. pipeline[segsize=16384]) gives that algorithm with them, each checked
+        against parameters()."""
         from ..errors import ConfigError
-        raise ConfigError(f"{self.name} has no {collective} algorithm {name!r}; known: {known}")
+        from ..exporters.colltune_rules import split_label
+        base, params = split_label(name)
+        for a in self.algorithms(collective) + self.selectors(collective):
+            if a.name == base and not a.params:
+                break
+        else:
+            known = ", ".join(dict.fromkeys(a.name for a in self.algorithms(collective)
+                                            + self.selectors(collective)))
+            raise ConfigError(f"{self.name} has no {collective} algorithm {base!r}; known: {known}")
+        if not params or a.provider != self.name:
+            return a
+        known_params = self.parameters(collective, base)
+        for k, v in params.items():
+            if k not in known_params:
+                raise ConfigError(f"{self.name} {collective} {base} has no parameter {k!r}; "
+                                  f"it has {', '.join(known_params) or 'none'}")
+            if not known_params[k]["min"] <= v <= known_params[k]["max"]:
+                raise ConfigError(f"{self.name} {collective} {base}: {k}={v} outside "
+                                  f"[{known_params[k]['min']}, {known_params[k]['max']}]")
+        return Algorithm(self.name, collective, base, a.kind, tuple(sorted(params.items())),
+                         a.description)

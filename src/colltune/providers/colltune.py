@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import native
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError
 from . import PROVIDERS
 from .base import ALGORITHM, Algorithm, LaunchMods, Provider
 from .openmpi import LabelledMods
@@ -181,24 +181,6 @@ class ColltuneProvider(Provider):
     def parameters(self, collective: str, name: str) -> dict:
         """{param: {default, min, max, unit}} from the catalogue."""
         return dict(self._params.get((collective, name), {}))
-
-    def lookup(self, collective: str, name: str) -> Algorithm:
-        """Also accepts a label with parameters, e.g. pipeline[segsize=16384]."""
-        from ..exporters.colltune_rules import split_label
-        base, params = split_label(name)
-        alg = super().lookup(collective, base)
-        if not params or alg.provider != self.name:
-            return alg
-        known = self.parameters(collective, base)
-        for k, v in params.items():
-            if k not in known:
-                raise ConfigError(f"colltune {collective} {base} has no parameter {k!r}; "
-                                  f"it has {', '.join(known) or 'none'}")
-            if not known[k]["min"] <= v <= known[k]["max"]:
-                raise ConfigError(f"colltune {collective} {base}: {k}={v} outside "
-                                  f"[{known[k]['min']}, {known[k]['max']}]")
-        return Algorithm(self.name, collective, base, ALGORITHM, tuple(sorted(params.items())),
-                         alg.description)
 
     def force(self, algorithm: Algorithm) -> LaunchMods:
         if algorithm.provider != self.name:

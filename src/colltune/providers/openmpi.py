@@ -98,19 +98,63 @@ def _probe(info_tool: str, env_items: tuple) -> tuple[dict, dict, tuple]:
     return algos, prios, tuple(comps)
 
 
+# What coll/tuned hands an algorithm besides the buffers (<coll>_intra_do_this of
+# coll_tuned_<coll>_decision.c, 5.0): a segment size and, for the chains, their
+# fan-out. A rules file has a column for each; forcing sets
+# coll_tuned_<coll>_algorithm_segmentsize / _chain_fanout (the forced path passes the
+# chain fan-out). bcast's knomial radix is one MCA variable for all sizes: not a
+# per-rule parameter.
+SEGSIZE = {"default": 0, "min": 0, "max": 1 << 30, "unit": "bytes",
+           "help": "segment size: the message goes in pieces of this size (0: one piece)"}
+FANOUT = {"default": 4, "min": 1, "max": 1024, "unit": "",
+          "help": "number of chains the root feeds"}
+_SEG, _CHAIN = {"segsize": SEGSIZE}, {"segsize": SEGSIZE, "fanout": FANOUT}
+PARAMETERS = {
+    "bcast": {"chain": _CHAIN, "pipeline": _SEG, "split_binary_tree": _SEG, "binary_tree": _SEG,
+              "binomial": _SEG, "knomial": _SEG},
+    "reduce": {"chain": _CHAIN, "pipeline": _SEG, "binary": _SEG, "binomial": _SEG,
+               "in-order_binary": _SEG},
+    "allreduce": {"segmented_ring": _SEG},
+}
+# Segmented algorithms a tuning campaign also measures (with tune_presets): the
+# algorithm and segment size pairs coll/tuned's fixed decision itself picks
+# (coll_tuned_decision_fixed.c: bcast split binary tree 1 / 8 KiB, pipeline 16 / 128 KiB;
+# reduce binary and pipeline 1 KiB, pipeline 32 / 64 KiB; allreduce segmented ring 1 MiB).
+PRESETS = {
+    "bcast": {"split_binary_tree": ("segsize=1024", "segsize=8192"),
+              "pipeline": ("segsize=16384", "segsize=131072")},
+    "reduce": {"binary": ("segsize=1024",),
+               "pipeline": ("segsize=1024", "segsize=32768", "segsize=65536")},
+    "allreduce": {"segmented_ring": ("segsize=1048576",)},
+}
+
+
 def _pof2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1) if n > 0 else 0
 
 
-def ran(collective: str, name: str, count: int, participants: int) -> str:
+def _type_size(rec: dict) -> int:
+    """Bytes per element of a record (msg_size / count; 4, the bench's default type)."""
+    try:
+        return max(1, int(rec["msg_size"]) // int(rec["count"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return 4
+
+
+def ran(collective: str, name: str, count: int, participants: int, segsize: int = 0,
+        type_size: int = 4) -> str:
     """What Open MPI 5.0 really runs when tuned is forced to ``name`` (MPI_SUM,
-    default segment size 0), from the fallbacks in ompi/mca/coll/base."""
+    segment size segsize), from the fallbacks in ompi/mca/coll/base."""
     p = participants
     if p == 1:
         return "self"                          # coll/self takes one-rank communicators
     if collective == "allreduce":
-        if name == "segmented_ring" and count < p * max(count, 1):
-            name = "ring"                      # segsize 0: segcount = count
+        if name == "segmented_ring":
+            # COLL_BASE_COMPUTED_SEGCOUNT: a segment of segsize bytes when smaller than
+            # the message, else the whole; fewer than p segments' worth: the plain ring
+            seg = segsize // type_size if type_size <= segsize < count * type_size else count
+            if count < p * max(seg, 1):
+                name = "ring"
         if name == "ring" and count < p:
             return "recursive_doubling"
         if name == "rabenseifner" and count < _pof2_floor(p):
@@ -138,7 +182,8 @@ class OpenMPIProvider(Provider):
     backends = ("local",)
     default_baselines = ("default",)
 
-    def __init__(self, impl, cache_dir: str | None = None):
+    def __init__(self, impl, cache_dir: str | None = None, presets: bool = True):
+        self.presets = presets
         if impl.info_tool is None:
             raise BackendError(f"Open MPI at {impl.cc} has no ompi_info beside it: "
                                f"cannot list its algorithms")
@@ -160,9 +205,21 @@ class OpenMPIProvider(Provider):
         return dict(self._ids.get(OMPI_NAME[collective], {}))
 
     def algorithms(self, collective: str) -> list[Algorithm]:
+        """Every algorithm, then (presets) the segmented ones with PRESETS' segment sizes."""
         var = f"coll_tuned_{OMPI_NAME[collective]}_algorithm"
-        return [Algorithm(self.name, collective, n, ALGORITHM, description=f"{var}={i}")
-                for n, i in sorted(self.algorithm_ids(collective).items(), key=lambda kv: kv[1])]
+        plain = [Algorithm(self.name, collective, n, ALGORITHM, description=f"{var}={i}")
+                 for n, i in sorted(self.algorithm_ids(collective).items(), key=lambda kv: kv[1])]
+        if not self.presets:
+            return plain
+        from ..exporters.colltune_rules import split_label
+        presets = PRESETS.get(collective, {})
+        return plain + [Algorithm(self.name, collective, a.name, ALGORITHM,
+                                  tuple(sorted(split_label(f"{a.name}[{p}]")[1].items())),
+                                  a.description)
+                        for a in plain for p in presets.get(a.name, ())]
+
+    def parameters(self, collective: str, name: str) -> dict:
+        return {k: dict(v) for k, v in PARAMETERS.get(collective, {}).get(name, {}).items()}
 
     def selectors(self, collective: str) -> list[Algorithm]:
         if collective not in self.collectives():
@@ -183,16 +240,22 @@ class OpenMPIProvider(Provider):
         ident = self.algorithm_ids(algorithm.collective).get(algorithm.name)
         if ident is None:
             self.lookup(algorithm.collective, algorithm.name)   # raises, listing the names
-        env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-               f"OMPI_MCA_coll_tuned_{coll}_algorithm": str(ident),
+        var = f"OMPI_MCA_coll_tuned_{coll}_algorithm"
+        env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", var: str(ident),
                **self.takeover_env()}
+        params = dict(algorithm.params)
+        if "segsize" in params:
+            env[f"{var}_segmentsize"] = str(params["segsize"])
+        if "fanout" in params:                  # the forced path passes the chain fan-out
+            env[f"{var}_chain_fanout"] = str(params["fanout"])
         known = set(self.algorithm_ids(algorithm.collective))
 
         def per_point(rec: dict) -> dict:
             count, parts = rec.get("count"), rec.get("participants")
             if count is None or parts is None:
                 return {}
-            really = ran(algorithm.collective, algorithm.name, int(count), int(parts))
+            really = ran(algorithm.collective, algorithm.name, int(count), int(parts),
+                         params.get("segsize", 0), _type_size(rec))
             if really != algorithm.name and (really in known or really == "self"):
                 return {"ran": really, "switched_from": algorithm.name}
             return {"ran": algorithm.name}

@@ -29,6 +29,7 @@ class Point:
     nbytes: int                 # bytes per rank
     expected: str               # the file's algorithm (library name)
     force: tuple = ()           # how to force it: hashable, library-specific
+    detail: str = ""            # the file's parameters of it, as said in the report
 
 
 @dataclass
@@ -75,6 +76,7 @@ class Report:
                 ratio = f"  default/file time {r.ratio:.3g}" if r.ratio else ""
                 says = p.expected if not r.default or p.expected == "default" else \
                     f"{p.expected} (default)"
+                says += f" {p.detail}" if p.detail else ""
                 out.append(f"  {mark} {p.collective:<21} {p.nbytes:>9} B/rank  file says "
                            f"{says:<28} ran: {r.ran}{ratio}")
         if any(r.default for r in self.results):

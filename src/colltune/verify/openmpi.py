@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import InputError
-from ..exporters.openmpi_tuned import COLL_ID, DEFAULT_ID, DEFAULT_NAME, OpenMPITunedExporter
+from ..exporters.openmpi_tuned import COLL_ID, DEFAULT_ID, DEFAULT_NAME, OpenMPITunedExporter, columns
 from ..providers.openmpi import OMPI_NAME, OpenMPIProvider, ran
 from . import VERIFIERS, Point, Report, acceptance_from_points, compare, default_note
 from . import probe as _probe
@@ -34,6 +34,16 @@ CANARIES = (("barrier", "linear", 0), ("scatter", "linear_nb", 64), ("gather", "
 _DUMP = re.compile(r"dump_dynamic_rules \d+ collective \d+ \((\w+)\) topology level (\d+) \(\w+\) "
                    r"configuration size (\d+) mes+age size (\d+) -> collective component \d+ \((\w+)\)")
 _READ = re.compile(r"init_dynamic_rules read (\d+) rules from (\S+)")
+
+
+def _params_differ(point: Point, resolved) -> str | None:
+    """The file's fan-in/out and segment size at point against the table rule's."""
+    want = columns(point.collective, resolved.algorithm, resolved.params)[:2]
+    got = tuple(point.force[2:4])
+    if want == got:
+        return None
+    return (f"the table says {point.expected} fan-in/out {want[0]} segsize {want[1]}, "
+            f"the file fan-in/out {got[0]} segsize {got[1]}")
 
 
 def sample_sizes(coll: str, rows: list[tuple[int, ...]], ranks: int) -> list[int]:
@@ -138,7 +148,8 @@ class OpenMPIVerifier:
             for nbytes in sample_sizes(coll, block, ranks):
                 alg, fan, seg = rules.lookup(coll, ranks, nbytes)[1:4]
                 name = names[coll].get(alg, f"#{alg}")
-                points.append(Point(coll, nbytes, name, (coll, alg, fan, seg)))
+                detail = " ".join(f"{k} {v}" for k, v in (("fan-in/out", fan), ("segsize", seg)) if v)
+                points.append(Point(coll, nbytes, name, (coll, alg, fan, seg), detail))
         if not points:
             return Report("openmpi", fmt, path, ranks, False, "no sample point to run",
                           unchecked=unchecked, notes=notes, static=static)
@@ -172,8 +183,13 @@ class OpenMPIVerifier:
                              f"(as forced coll_tuned_{OMPI_NAME[p.collective]}_algorithm=0"
                              + ("" if r.distinguishes else "; the untouched library too") + ")")
                 continue
+            if r.honoured:                     # the arguments the tracer saw it called with
+                own = {f.replace("ompi_coll_base_", "") for _, calls, _ in
+                       with_file.signature(i, p.collective) for f in calls if "(" in f}
+                if own:
+                    r.ran += f": {', '.join(sorted(own))}"
             unit = 4 if p.collective in REDUCTIONS else 1
-            really = ran(p.collective, p.expected, p.nbytes // unit, ranks)
+            really = ran(p.collective, p.expected, p.nbytes // unit, ranks, p.force[3], unit)
             if really != p.expected:
                 r.ran += f" [Open MPI's own fallback runs {really} here]"
         accepted, evidence = acceptance_from_points(results)
@@ -182,7 +198,7 @@ class OpenMPIVerifier:
         if table is not None:
             notes += check_against_table(table, "openmpi", results, ranks,
                                          lambda c: set(self.provider.algorithm_ids(c)),
-                                         lambda p: DEFAULT_NAME)
+                                         lambda p: DEFAULT_NAME, _params_differ)
         notes += default_note(results, "coll/tuned's dynamic rules, and "
                               + (", ".join(f"{k[len('OMPI_MCA_'):]}=0" for k in
                                            self.provider.takeover_env()) or "nothing else")

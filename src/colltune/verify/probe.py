@@ -26,6 +26,35 @@ TRACED = re.compile(r"^ompi_coll_base_(bcast|reduce|allreduce|allgather|gather|s
                     r"alltoall|reduce_scatter_block|barrier)_intra_\w+$")
 
 
+# Where Open MPI's algorithm functions take the parameters a rules file gives them
+# (coll_base_functions.h of the 4.x and 5.0 series: buffers, count, type, [op,] root,
+# communicator and module come first): function -> ((parameter, argument index), ...).
+# The tracer records arguments 6..9; a call is then named with them, e.g.
+# ompi_coll_base_bcast_intra_pipeline(segsize=16384), so that a run that ignored the
+# file's segment size does not look like the forced run.
+_SEG6, _SEG7, _SEG8 = (("segsize", 6),), (("segsize", 7),), (("segsize", 8),)
+TUNING_ARGS = {
+    "ompi_coll_base_bcast_intra_chain": (("segsize", 6), ("fanout", 7)),
+    "ompi_coll_base_bcast_intra_pipeline": _SEG6, "ompi_coll_base_bcast_intra_split_bintree": _SEG6,
+    "ompi_coll_base_bcast_intra_bintree": _SEG6, "ompi_coll_base_bcast_intra_binomial": _SEG6,
+    "ompi_coll_base_bcast_intra_knomial": _SEG6,
+    "ompi_coll_base_reduce_intra_chain": (("segsize", 8), ("fanout", 9)),
+    "ompi_coll_base_reduce_intra_pipeline": _SEG8, "ompi_coll_base_reduce_intra_binary": _SEG8,
+    "ompi_coll_base_reduce_intra_binomial": _SEG8, "ompi_coll_base_reduce_intra_in_order_binary": _SEG8,
+    "ompi_coll_base_allreduce_intra_ring_segmented": _SEG7,
+}
+ARGS_FROM = 6          # the first argument the tracer records
+
+
+def call_name(fn: str, args: list[int], with_args: bool = True) -> str:
+    """fn, with the tuning arguments it was called with where TUNING_ARGS knows them."""
+    known = TUNING_ARGS.get(fn) if with_args else None
+    if not known or len(args) < 4:
+        return fn
+    return fn + "(" + ",".join(f"{k}={args[i - ARGS_FROM] & 0xffffffff if k == 'segsize' else args[i - ARGS_FROM]}"
+                               for k, i in known) + ")"
+
+
 def library_symbols(impl) -> list[str]:
     """Exported functions of impl's libmpi that the tracer wraps (none for MPICH,
     whose algorithm functions are not exported)."""
@@ -53,6 +82,8 @@ class Tools:
     probe: Path
     tracer: Path
     symbols: list[str]
+    # TUNING_ARGS holds for this library (Open MPI 4.x / 5.0 argument lists)
+    tuning_args: bool = False
 
 
 def build(impl, cache_dir: str) -> Tools:
@@ -64,7 +95,8 @@ def build(impl, cache_dir: str) -> Tools:
         h.update((HERE / name).read_bytes())
     out = Path(cache_dir).resolve() / f"verify-{impl.name}-{impl.identity()}-{h.hexdigest()[:12]}"
     out.mkdir(parents=True, exist_ok=True)
-    tools = Tools(out / "colltune-verify-probe", out / "libcolltune-trace.so", symbols)
+    tools = Tools(out / "colltune-verify-probe", out / "libcolltune-trace.so", symbols,
+                  impl.name == "openmpi" and str(impl.version).split(".")[0] in ("4", "5"))
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not tools.tracer.exists():
@@ -144,8 +176,9 @@ def launch(cmd_prefix: list[str], tools: Tools, points: list[str], reps: int,
         for f in Path(tmp).glob("trace.*"):
             for line in f.read_text().splitlines():
                 parts = line.split()
-                if parts[0] == "C" and len(parts) == 4:
-                    obs.calls.setdefault((int(parts[1]), int(parts[2])), []).append(parts[3])
+                if parts[0] == "C" and len(parts) == 8:
+                    name = call_name(parts[3], [int(a) for a in parts[4:]], tools.tuning_args)
+                    obs.calls.setdefault((int(parts[1]), int(parts[2])), []).append(name)
                 elif parts[0] == "M" and len(parts) == 5:
                     peers = obs.messages.setdefault((int(parts[1]), int(parts[2])), {})
                     peers.setdefault(parts[3], []).append(int(parts[4]))

@@ -48,9 +48,13 @@ def table_size(library: str, coll: str, nbytes: int, ranks: int, tuned: int) -> 
 
 def check_against_table(table: DecisionTable, library: str, results: list, ranks: int,
                         known: Callable[[str], set[str]],
-                        default_name: Callable[[object], str | None] | None = None) -> list[str]:
+                        default_name: Callable[[object], str | None] | None = None,
+                        params_differ: Callable[[object, object], str | None] | None = None
+                        ) -> list[str]:
     """Mark points where the file and the table disagree as failed; notes.
-    default_name(point): the algorithm the library's own selection names there."""
+    default_name(point): the algorithm the library's own selection names there.
+    params_differ(point, resolved): what differs between the file's parameters of the
+    algorithm at point and the table's (resolved: the table rule's Resolved), or None."""
     notes = []
     for r in results:
         p = r.point
@@ -81,4 +85,8 @@ def check_against_table(table: DecisionTable, library: str, results: list, ranks
         if want_name != p.expected:
             r.honoured = False
             r.ran += f" [the table says {says}, the file {p.expected}]"
+        elif res is not None and not getattr(res, "default", False) and params_differ is not None \
+                and (differ := params_differ(p, res)):
+            r.honoured = False
+            r.ran += f" [{differ}]"
     return notes
