@@ -375,3 +375,47 @@ def test_info_lists_local_providers():
         if have_mpi(name):
             assert info["providers"][name]["bcast"]["algorithms"]
             assert info["providers"][name]["bcast"]["selectors"] == ["default"]
+
+
+BROKEN_ALLREDUCE = r"""
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+/* every 4th rank but 0 loses its contribution: a partner at distance 4 dropped */
+int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
+{
+    int rank, size;
+    MPI_Comm_rank(c, &rank);
+    MPI_Type_size(t, &size);
+    if (rank % 4 || !rank || s == MPI_IN_PLACE) return PMPI_Allreduce(s, r, n, t, op, c);
+    void *z = calloc((size_t)n + 1, (size_t)size);
+    int rc = PMPI_Allreduce(z, r, n, t, op, c);
+    free(z);
+    return rc;
+}
+"""
+
+
+@needs_mpich
+def test_bench_check_sees_a_lost_contribution_at_count_one(tmp_path):
+    """colltune-bench's result check: each rank's values differ from every other rank's
+    at every element, so a rank whose contribution is lost changes the sum at 1 element
+    (the earlier values, 0..3 repeating every 4 ranks, gave rank 4 a 0 at count 1)."""
+    from colltune import mpi, native
+    impl = mpi.find("mpich")
+    bench = native.build(impl, "bench", CACHE)
+    src = tmp_path / "broken.c"
+    src.write_text(BROKEN_ALLREDUCE)
+    lib = tmp_path / "libbroken.so"
+    subprocess.run([impl.cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True,
+                   env=impl.run_env())
+    out = tmp_path / "out.json"
+    proc = subprocess.run([impl.launcher, "-n", "5", "-genv", "LD_PRELOAD", str(lib), str(bench),
+                           "--coll", "allreduce", "--sizes", "4,40,1000", "--check", "only",
+                           "--json", str(out)], capture_output=True, text=True,
+                          env=impl.run_env(), timeout=120)
+    assert proc.returncode == 3, proc.stdout + proc.stderr      # 3: a result check failed
+    recs = [json.loads(ln) for ln in out.read_text().splitlines() if ln.startswith("{")]
+    points = [r for r in recs if r.get("type") == "measurement"]
+    assert {int(r["msg_size"]) for r in points} == {4, 40, 1000}
+    assert all(r["valid"] is False and "wrong sum" in r.get("check_error", "") for r in points), recs

@@ -84,9 +84,15 @@ static int check_bytes(const coll_args_t *a, const void *buf, int src, int blk, 
 
 #define BYTES(a) ((size_t)(a)->count * dtype_size((a)->kind))
 
-/* ---- small-integer values for reductions ---- */
+/* ---- small-integer values for reductions ----
+ * Rank r contributes (r mod RMOD) + 1 + (3 i mod 61) at element i: at every element the
+ * ranks' values differ (up to RMOD ranks), so a rank whose data is lost, doubled or taken
+ * from another rank changes the sum even at count 1 (values 0..3 repeated every 4 ranks
+ * hid a recursive-halving partner at distance 4), and elements differ, so a misplaced
+ * block is seen too. Sums are exact in float up to about 5700 ranks (< 2^24). */
+enum { RMOD = 4096 };
 
-static long rval(int r, size_t i) { return (long)(((size_t)r + 3 * i) % 61 % 4); }
+static long rval(int r, size_t i) { return (long)(r % RMOD) + 1 + (long)((3 * i) % 61); }
 
 static void put(dtype_kind_t k, void *b, size_t i, long v)
 {
@@ -116,21 +122,28 @@ static void fill_values(const coll_args_t *a, size_t n)
     for (size_t i = 0; i < n; i++) put(a->kind, a->sbuf, i, rval(a->rank, i));
 }
 
-static void poison_sums(const coll_args_t *a, size_t n)
+/* the sum over ranks of element i */
+static long want_sum(const coll_args_t *a, size_t i)
 {
-    for (size_t i = 0; i < n; i++) put(a->kind, a->rbuf, i, norm(a->kind, 4L * a->size + 1));
+    long s = 0;
+    for (int r = 0; r < a->size; r++) s += rval(r, 0);
+    return s + (long)a->size * (long)((3 * i) % 61);
+}
+
+/* a value no correct result has at element i (its sum + 1), so an unwritten one is seen */
+static void poison_sums(const coll_args_t *a, size_t first, size_t n)
+{
+    long base = want_sum(a, 0);
+    for (size_t i = 0; i < n; i++)
+        put(a->kind, a->rbuf, i, norm(a->kind, base + (long)a->size * (long)((3 * (first + i)) % 61) + 1));
 }
 
 /* checks rbuf[k] == sum over ranks of element (first + k) */
 static int check_sums(const coll_args_t *a, size_t first, size_t n, char *err, size_t len)
 {
-    long S[61];
-    for (int c = 0; c < 61; c++) {
-        S[c] = 0;
-        for (int r = 0; r < a->size; r++) S[c] += (r + c) % 61 % 4;
-    }
+    long base = want_sum(a, 0);
     for (size_t k = 0; k < n; k++) {
-        double want = (double)norm(a->kind, S[(3 * (first + k)) % 61]);
+        double want = (double)norm(a->kind, base + (long)a->size * (long)((3 * (first + k)) % 61));
         double got = get(a->kind, a->rbuf, k);
         if (got != want) {
             snprintf(err, len, "rank %d: wrong sum at element %zu (got %g, expected %g)", a->rank, k, got, want);
@@ -160,7 +173,7 @@ static int reduce_run(const coll_args_t *a)
 static int reduce_start(const coll_args_t *a, MPI_Request *q)
 { return MPI_Ireduce(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->root, a->comm, q); }
 static void reduce_fill(const coll_args_t *a)
-{ fill_values(a, (size_t)a->count); if (a->rank == a->root) poison_sums(a, (size_t)a->count); }
+{ fill_values(a, (size_t)a->count); if (a->rank == a->root) poison_sums(a, 0, (size_t)a->count); }
 static int reduce_check(const coll_args_t *a, char *e, size_t l)
 { return a->rank == a->root ? check_sums(a, 0, (size_t)a->count, e, l) : 0; }
 
@@ -172,7 +185,7 @@ static int allreduce_run(const coll_args_t *a)
 static int allreduce_start(const coll_args_t *a, MPI_Request *q)
 { return MPI_Iallreduce(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->comm, q); }
 static void allreduce_fill(const coll_args_t *a)
-{ fill_values(a, (size_t)a->count); poison_sums(a, (size_t)a->count); }
+{ fill_values(a, (size_t)a->count); poison_sums(a, 0, (size_t)a->count); }
 static int allreduce_check(const coll_args_t *a, char *e, size_t l)
 { return check_sums(a, 0, (size_t)a->count, e, l); }
 
@@ -259,7 +272,7 @@ static int rsb_run(const coll_args_t *a)
 static int rsb_start(const coll_args_t *a, MPI_Request *q)
 { return MPI_Ireduce_scatter_block(a->sbuf, a->rbuf, a->count, a->dtype, a->op, a->comm, q); }
 static void rsb_fill(const coll_args_t *a)
-{ fill_values(a, (size_t)a->count * (size_t)a->size); poison_sums(a, (size_t)a->count); }
+{ fill_values(a, (size_t)a->count * (size_t)a->size); poison_sums(a, (size_t)a->rank * (size_t)a->count, (size_t)a->count); }
 static int rsb_check(const coll_args_t *a, char *e, size_t l)
 { return check_sums(a, (size_t)a->rank * (size_t)a->count, (size_t)a->count, e, l); }
 
