@@ -143,6 +143,21 @@ def test_missing_file_one_warning(runner):
     assert f"{runner.tmp / 'absent.rules'}:0: cannot open" in w
 
 
+def test_a_device_a_fifo_or_a_folder_is_refused_without_blocking(runner):
+    """/dev/zero had grown a rank to 8 GB (killed), a FIFO blocked MPI_Init for ever: a
+    rules file that is not a regular file is one warning, then the library."""
+    fifo = runner.tmp / "fifo.rules"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo), str(runner.tmp)):
+        proc, rep = runner.report(nranks(runner), {"COLLTUNE_RULES": path})
+        assert ok(proc)
+        assert warnings(proc) == [f"colltune: warning: COLLTUNE_RULES: {path}:0: not a regular "
+                                  f"file (a rules file is a text file); COLLTUNE_RULES ignored, "
+                                  f"collectives go to the MPI library"]
+        assert rep == []
+
+
 def test_no_environment_is_silent(runner):
     proc = runner(nranks(runner))
     assert ok(proc) and "colltune" not in proc.stderr

@@ -353,3 +353,15 @@ def test_unmeasured_sizes_and_layouts_need_a_margin_over_the_default(cat):
     for n, p in ((32, 12), (64, 4), (128, 12), (64, 16)):
         assert [pick(n, p, s) for s in (8, 64, 512, 2000, 4096)] == \
             ["library", "library", "ring", "ring", "rabenseifner"], (n, p)
+
+
+def test_reading_a_device_or_a_huge_file_is_refused(tmp_path):
+    """A rules file that is /dev/urandom had ended in a MemoryError traceback."""
+    from colltune.inputs import MAX_TEXT_BYTES, read_text
+    with pytest.raises(InputError, match=r"^/dev/urandom:0: not a regular file"):
+        read_text("/dev/urandom")
+    big = tmp_path / "big.rules"
+    with open(big, "wb") as fh:
+        fh.truncate(MAX_TEXT_BYTES + 1)
+    with pytest.raises(InputError, match=rf"big.rules:0: {MAX_TEXT_BYTES + 1} bytes, more than"):
+        read_text(str(big))

@@ -13,9 +13,12 @@
  * A collective without any rule costs one load and one branch (three with
  * the hooks of profile.h, COLLTUNE_PROFILE, and times.h, COLLTUNE_TIMES). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "rules.h"
 
 #ifdef COLLTUNE_SMPI
@@ -451,29 +454,42 @@ static unsigned hash_text(const char *s)
     return h & 0x7fffffff;
 }
 
+/* A rules file is small text: anything else (a FIFO, a device, a huge file) is refused
+ * before it can block MPI_Init or exhaust the rank's memory. */
+enum { RULES_MAX_BYTES = 16 << 20 };
+
 static char *slurp(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
     char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    if (!f) {
+    size_t n = 0;
+    if (fd < 0) {
         snprintf(err, errlen, "%s:0: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    do {
-        if (n + 4096 + 1 > cap) {
-            char *p = realloc(buf, cap = 2 * cap + 8192);
-            if (!p) break;
-            buf = p;
-        }
-        got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    if (!buf) {
-        snprintf(err, errlen, "%s:0: cannot read it (out of memory)", path);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s:0: not a regular file (a rules file is a text file)", path);
+        close(fd);
         return NULL;
     }
+    if (st.st_size > RULES_MAX_BYTES) {
+        snprintf(err, errlen, "%s:0: %lld bytes, more than a rules file's %d MiB", path,
+                 (long long)st.st_size, RULES_MAX_BYTES >> 20);
+        close(fd);
+        return NULL;
+    }
+    if (!(buf = malloc((size_t)st.st_size + 1))) {
+        snprintf(err, errlen, "%s:0: cannot read it (out of memory)", path);
+        close(fd);
+        return NULL;
+    }
+    for (ssize_t got; n < (size_t)st.st_size; n += (size_t)got) {
+        got = read(fd, buf + n, (size_t)st.st_size - n);
+        if (got < 0 && errno == EINTR) { got = 0; continue; }
+        if (got <= 0) break;                 /* shrank while read: what was there */
+    }
+    close(fd);
     buf[n] = '\0';
     if (strlen(buf) != n) {
         int line = 1;
