@@ -147,3 +147,29 @@ def test_late_starts_beyond_the_timed_repetitions_are_noted():
     note = late_note(Results(pts, pd.DataFrame({"run_id": []})))
     assert note and note.startswith("note: 1 of 3 point(s) discarded more repetitions")
     assert late_note(Results(pts.iloc[[0, 2]], pd.DataFrame({"run_id": []}))) is None
+
+
+def test_a_declined_forced_algorithm_is_not_timed_as_itself():
+    """A forced colltune algorithm that handed the call to the library (the interposer
+    reported ran 'library') has the library's time: not a point of that algorithm."""
+    import json as _json
+
+    import pandas as pd
+
+    from colltune.results import Results
+    lab = lambda **kw: _json.dumps(kw)  # noqa: E731
+    pts = pd.DataFrame([
+        dict(collective="allgather", nodes=7, ppn=1, msg_size=20000, provider="colltune",
+             algorithm="neighbor_exchange", algorithm_kind="algorithm", status="ok",
+             ttc_median_s=1.0e-5, scenario="plain",
+             labels_json=lab(ran="library", switched_from="neighbor_exchange")),
+        dict(collective="allgather", nodes=7, ppn=1, msg_size=20000, provider="colltune",
+             algorithm="ring", algorithm_kind="algorithm", status="ok", ttc_median_s=2.0e-5,
+             scenario="plain", labels_json=lab(ran="ring")),
+        dict(collective="allgather", nodes=7, ppn=1, msg_size=20000, provider="colltune",
+             algorithm="rules-abc", algorithm_kind="algorithm", status="ok", ttc_median_s=1.5e-5,
+             scenario="plain", labels_json=lab(ran="library"))])     # a deployment's library rule
+    res = Results(pts, pd.DataFrame())
+    assert list(res.best()["algorithm"]) == ["rules-abc"]
+    assert list(res.ok().points["algorithm"]) == ["ring", "rules-abc"]
+    assert list(res.declined()["algorithm"]) == ["neighbor_exchange"]

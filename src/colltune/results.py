@@ -19,6 +19,16 @@ from .store import OK, Store
 SPACE = ["collective", "nodes", "ppn", "msg_size"]
 
 
+def _declined(labels_json: str) -> bool:
+    if "switched_from" not in labels_json:
+        return False
+    try:
+        labels = json.loads(labels_json)
+    except ValueError:
+        return False
+    return labels.get("ran") == "library" and "switched_from" in labels
+
+
 @dataclass(frozen=True)
 class Results:
     points: pd.DataFrame
@@ -65,8 +75,21 @@ class Results:
         return Results(pts, runs.copy())
 
     def ok(self) -> "Results":
+        """The timed successful points, less those where a forced colltune algorithm
+        declined the call and the library ran it (labels ran 'library', switched_from):
+        that time is the library's, not the algorithm's, and would carry the algorithm's
+        name to layouts where it does run (recursive doubling on an odd rank count)."""
         pts = self.points[(self.points["status"] == OK) & self.points["ttc_median_s"].notna()]
+        if "labels_json" in pts:
+            declined = pts["labels_json"].fillna("").map(_declined)
+            pts = pts[~declined]
         return Results(pts.copy(), self.runs.copy())
+
+    def declined(self) -> pd.DataFrame:
+        """The points where the forced algorithm handed the call to the library."""
+        if "labels_json" not in self.points:
+            return self.points.iloc[0:0].copy()
+        return self.points[self.points["labels_json"].fillna("").map(_declined)].copy()
 
     def failures(self) -> pd.DataFrame:
         return self.points[self.points["status"] != OK].copy()
