@@ -103,6 +103,30 @@ def test_trace_without_sizes_is_refused(tmp_path):
         list(simtrace.read_trace(simtrace.trace_path(out)))
 
 
+def test_a_cut_trace_is_named_not_read_as_complete(tmp_path):
+    """A trace cut mid-line had been an IndexError traceback, one cut at a line end was read
+    as the whole run; SMPI destroys a rank's container at MPI_Finalize, so a trace without
+    those ends says which ranks it lost."""
+    out = _smpirun(tmp_path, ZOO, 4, simtrace.smpirun_args(tmp_path / "out"))
+    whole = simtrace.trace_path(out)
+    info = simtrace.TraceInfo("")
+    list(simtrace.read_trace(whole, info))
+    assert info.size == 4 and info.unfinished() == []
+    lines = open(whole).read().splitlines(keepends=True)
+    start = next(ln.split()[2] for ln in lines if ln.startswith("%EventDef PajeStartLink "))
+    link = next(i for i, ln in enumerate(lines) if i > len(lines) // 2 and ln.split()[0] == start)
+    mid = tmp_path / "mid.trace"
+    mid.write_text("".join(lines[:link]) + " ".join(lines[link].split()[:2]))
+    with pytest.raises(simtrace.TraceError, match=r"mid\.trace:\d+: a \w+ event this reader "
+                                                  r"cannot read .*the trace is cut"):
+        list(simtrace.read_trace(str(mid)))
+    cut = tmp_path / "cut.trace"
+    cut.write_text("".join(lines[:link]))
+    info = simtrace.TraceInfo("")
+    list(simtrace.read_trace(str(cut), info))
+    assert info.unfinished() == [0, 1, 2, 3]
+
+
 def test_call_kinds():
     assert [simtrace.call_kind(c) for c in ("PMPI_Allreduce", "PMPI_Ibcast", "PMPI_Sendrecv",
                                             "PMPI_Comm_split", "", "PMPI_Reduce_scatter_block")] == \

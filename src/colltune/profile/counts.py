@@ -289,6 +289,15 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             notes.append(f"{paused} traced messages were sent while counting was paused "
                          "(MPI_Pcontrol(0)) and are left out")
         size = max(size, info.size)
+        if not files and not job and not info.messages:
+            raise ProfileError(f"{out_dir}: no rank wrote its profile and the simulator's trace "
+                               f"holds no message: the run crashed or timed out before "
+                               f"anything was recorded (see the run's output)")
+        cut = info.unfinished()
+        if cut:
+            notes.append(f"the simulator's trace ends before {len(cut)} of {info.size} ranks "
+                         f"finished ({_ranges(cut)}): it was cut, or the simulation died; what "
+                         f"they sent after its end is missing")
     hosts = [files[r].host if r in files else "" for r in range(size)]
     missing = [r for r in range(size) if r not in files]
     if missing:

@@ -91,10 +91,18 @@ class TraceInfo:
     dropped_duplicates: int = 0
     dropped_proc_null: int = 0
     end_time: float = 0.0          # time of the last message
+    finished: set = field(default_factory=set)               # aliases of destroyed rank containers
 
     @property
     def size(self) -> int:
         return max(self.ranks.values()) + 1 if self.ranks else 0
+
+    def unfinished(self) -> list[int]:
+        """World ranks whose container the trace creates and never destroys (SMPI destroys
+        a rank's at its MPI_Finalize): the trace was cut, or the simulation died, before
+        they finished, and whatever they sent afterwards is missing."""
+        return sorted(r for a, r in self.ranks.items()
+                      if a not in self.finished and f"rank-{r}" not in self.finished)
 
     def hostfile(self) -> str | None:
         """The smpirun hostfile named on the trace's command line, if it still exists."""
@@ -133,7 +141,7 @@ def read_trace(path: str | os.PathLike, info: TraceInfo | None = None) -> Iterat
     defs: dict[str, tuple[str, list[str]]] = {}       # event id -> (Paje name, field names)
     cur: tuple[str, list[str]] | None = None
     values: dict[str, str] = {}                       # entity value alias -> name (PMPI_Bcast)
-    state_type = link_type = None
+    types: dict[str, str] = {}                        # 'state' / 'link' -> the type's alias
     stacks: dict[str, list[list]] = {}                # container -> [[call, kind, starts seen]]
     checked = False
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -164,36 +172,50 @@ def read_trace(path: str | os.PathLike, info: TraceInfo | None = None) -> Iterat
             d = defs.get(words[0])
             if d is None:
                 raise TraceError(f"{path}:{lineno}: event '{words[0]}' not defined in the header")
-            name = d[0]
-            if name == "PajeStartLink":
-                if words[2] != link_type:
-                    continue
-                msg = _start_link(words, d[1], info, stacks, path, lineno)
-                if msg is not None:
-                    info.messages += 1
-                    info.end_time = msg.time
-                    yield msg
-            elif name == "PajePushState":
-                if words[2] == state_type:
-                    call = values.get(words[4], words[4])
-                    stacks.setdefault(words[3], []).append([call, call_kind(call), 0])
-            elif name == "PajePopState":
-                if words[2] == state_type and stacks.get(words[3]):
-                    stacks[words[3]].pop()
-            elif name == "PajeCreateContainer":
-                rec = dict(zip(d[1], shlex.split(line)[1:]))
-                m = re.fullmatch(r"rank-(\d+)", rec.get("Name", ""))
-                if m:
-                    info.ranks[rec["Alias"]] = int(m.group(1))
-            elif name == "PajeDefineEntityValue":
-                rec = dict(zip(d[1], shlex.split(line)[1:]))
-                values[rec["Alias"]] = rec["Name"]
-            elif name == "PajeDefineStateType" or name == "PajeDefineLinkType":
-                rec = dict(zip(d[1], shlex.split(line)[1:]))
-                if rec.get("Name") == "MPI_STATE":
-                    state_type = rec["Alias"]
-                elif rec.get("Name") == "MPI_LINK":
-                    link_type = rec["Alias"]
+            try:
+                yield from _event(d, words, line, info, stacks, values, types, path, lineno)
+            except (IndexError, KeyError, ValueError) as exc:
+                if isinstance(exc, TraceError):
+                    raise
+                raise TraceError(f"{path}:{lineno}: a {d[0]} event this reader cannot read "
+                                 f"({line.strip()[:80]!r}): the trace is cut or not SMPI's") from None
+
+
+def _event(d, words, line, info, stacks, values, types, path, lineno) -> Iterator[Message]:
+    """One event line of the trace; types: {'state': alias, 'link': alias}."""
+    name = d[0]
+    if name == "PajeStartLink":
+        if words[2] != types.get("link"):
+            return
+        msg = _start_link(words, d[1], info, stacks, path, lineno)
+        if msg is not None:
+            info.messages += 1
+            info.end_time = msg.time
+            yield msg
+    elif name == "PajePushState":
+        if words[2] == types.get("state"):
+            call = values.get(words[4], words[4])
+            stacks.setdefault(words[3], []).append([call, call_kind(call), 0])
+    elif name == "PajePopState":
+        if words[2] == types.get("state") and stacks.get(words[3]):
+            stacks[words[3]].pop()
+    elif name == "PajeCreateContainer":
+        rec = dict(zip(d[1], shlex.split(line)[1:]))
+        m = re.fullmatch(r"rank-(\d+)", rec.get("Name", ""))
+        if m:
+            info.ranks[rec["Alias"]] = int(m.group(1))
+    elif name == "PajeDestroyContainer":
+        rec = dict(zip(d[1], shlex.split(line)[1:]))
+        info.finished.add(rec["Name"])
+    elif name == "PajeDefineEntityValue":
+        rec = dict(zip(d[1], shlex.split(line)[1:]))
+        values[rec["Alias"]] = rec["Name"]
+    elif name == "PajeDefineStateType" or name == "PajeDefineLinkType":
+        rec = dict(zip(d[1], shlex.split(line)[1:]))
+        if rec.get("Name") == "MPI_STATE":
+            types["state"] = rec["Alias"]
+        elif rec.get("Name") == "MPI_LINK":
+            types["link"] = rec["Alias"]
 
 
 def _start_link(words, fields, info, stacks, path, lineno) -> Message | None:
