@@ -287,3 +287,33 @@ def test_bad_input_names_file_and_field(tmp_path):
     (tmp_path / "rank-0.json").write_text('{"schema": ')
     with pytest.raises(ProfileError, match=r"rank-0\.json:1: not JSON"):
         load_profile(tmp_path)
+
+
+OWN = r"""
+#include <mpi.h>
+int main(int argc, char **argv)
+{
+    char buf[1000] = {0};
+    MPI_Init(&argc, &argv);
+    MPI_Pcontrol(100, "bc");
+    MPI_Bcast(buf, 1000, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Pcontrol(-100, "bc");
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_colltunes_own_traffic_is_not_the_applications(tmp_path):
+    """A program with one bcast: libcolltune's agreements in MPI_Init / MPI_Finalize and its
+    set-up of MPI_COMM_WORLD on the first bcast (PMPI_Allreduce) had shown as the program's
+    allreduce traffic, in the run and in the bcast's region. They are left out, and noted."""
+    src = tmp_path / "own.c"
+    src.write_text(OWN)
+    out = tmp_path / "prof"
+    run_cli("run", "--platform", "small", "--profile", str(out), "--force", "bcast:linear",
+            "-n", "4", "--", str(src), timeout=300)
+    prof = load_profile(out)
+    assert _tot(prof, "run", "allreduce")[0] == 0 and _tot(prof, "bc", "allreduce")[0] == 0
+    assert _tot(prof, "bc", "bcast")[0] == 3000                  # linear: 3 x 1000 B
+    assert any("were colltune's own" in n for n in prof.notes), prof.notes

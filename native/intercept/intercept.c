@@ -97,6 +97,7 @@ static comm_info *info_of(MPI_Comm comm)
     if (!(ci = calloc(1, sizeof *ci))) return NULL;
     for (int c = 0; c < CT_NCOLLS; c++) ci->memo_bytes[c] = -1;
     inside++;
+    double t0 = ct_prof_on ? PMPI_Wtime() : 0;
     PMPI_Comm_test_inter(comm, &ci->inter);
     if (!ci->inter) {
         MPI_Comm node;
@@ -119,6 +120,7 @@ static comm_info *info_of(MPI_Comm comm)
         CT_ONLINE_COMM(comm, ci->online, lrank, ci);
     }
     inside--;
+    CT_PROF_OWN(t0);
     CT_PROF_RESNAP();                       /* not the collective's traffic */
     if (PMPI_Comm_set_attr(comm, keyval, ci) == MPI_SUCCESS && cache_on)
         last_comm = comm, last_info = ci;
@@ -605,8 +607,9 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
 
 int MPI_Finalize(void)
 {
-    ct_times_finalize();                            /* COLLTUNE_TIMES: rank 0 writes it */
+    /* the profile's run ends here, before colltune's own collectives of MPI_Finalize */
     ct_prof_finalize();                             /* writes COLLTUNE_PROFILE's files */
+    ct_times_finalize();                            /* COLLTUNE_TIMES: rank 0 writes it */
     ct_online_finalize();                           /* COLLTUNE_ONLINE: samples and state */
     for (int c = 0; c < CT_NCOLLS; c++) active[c] = 0;
     cache_on = 0;

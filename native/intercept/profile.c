@@ -39,8 +39,8 @@ static double stack_t0[MAX_DEPTH];
 static int depth;                         /* stack[0] is "run" */
 static uint64_t regions_refused;          /* opens past MAX_REGIONS / MAX_DEPTH */
 static ct_peer **cells;                   /* [region][kind][source] -> world-size array */
-static ct_interval *intervals, *pauses;
-static int nintervals, npauses, intervals_dropped;
+static ct_interval *intervals, *pauses, *own;
+static int nintervals, npauses, nown, intervals_dropped;
 static double pause_t0;
 
 static const char *const KIND_NAMES[K_NKINDS] = {
@@ -133,6 +133,14 @@ const ct_interval *ct_prof_intervals(int *n, int *dropped)
 {
     *n = nintervals, *dropped = intervals_dropped;
     return intervals;
+}
+
+void ct_prof_own(double t0) { push_interval(&own, &nown, -1, t0, PMPI_Wtime()); }
+
+const ct_interval *ct_prof_owns(int *n)
+{
+    *n = nown;
+    return own;
 }
 
 const ct_interval *ct_prof_pauses(int *n)

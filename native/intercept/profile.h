@@ -37,6 +37,10 @@ extern CT_TLS int ct_prof_ran;      /* set when colltune's algorithm (not the li
     (ct_prof_alg = prof_prev_, ct_prof_ran |= (ran) && strcmp((ran), "library") != 0)
 /* after traffic that is not the collective's own (the interposer's topology query) */
 #define CT_PROF_RESNAP() do { if (__builtin_expect(ct_prof_on, 0) && ct_prof_depth) ct_prof_resnap(); } while (0)
+/* colltune's own traffic in the run (a communicator's set-up): its times go into the rank
+ * file's "colltune_own" intervals, and the reader leaves the simulator's messages of them out */
+#define CT_PROF_OWN(t0) do { if (__builtin_expect(ct_prof_on, 0)) ct_prof_own(t0); } while (0)
+void ct_prof_own(double t0);                 /* [t0, now) was colltune's own */
 
 void ct_prof_init(int *argc, char ***argv);  /* after PMPI_Init and colltune's set-up */
 void ct_prof_finalize(void);                 /* before PMPI_Finalize: writes the files */
@@ -84,6 +88,7 @@ ct_peer *ct_prof_cells(int region, int kind, int source);
 typedef struct { int region; double t0, t1; } ct_interval;
 const ct_interval *ct_prof_intervals(int *n, int *dropped);
 const ct_interval *ct_prof_pauses(int *n);
+const ct_interval *ct_prof_owns(int *n);
 
 /* library_calls (profile_coll.c) */
 typedef struct { int region, kind, comm, root, type_size; long long bytes; uint64_t calls; } ct_libcall;

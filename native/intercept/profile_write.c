@@ -102,6 +102,8 @@ static int rank_body(FILE *f)
     fprintf(f, ",\n \"intervals_dropped\": %d", dropped);
     iv = ct_prof_pauses(&npause);
     put_intervals(f, "paused", iv, npause, 0);
+    iv = ct_prof_owns(&npause);
+    put_intervals(f, "colltune_own", iv, npause, 0);
     put_counts(f);
     fputs(",\n \"comms\": [", f);
     for (int c = 0; c < ct_prof_ncomms(); c++) {

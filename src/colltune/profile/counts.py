@@ -210,7 +210,11 @@ class _RankFile:
             p = simtrace.TRACE_PRECISION
             ivs.append((int(iv[0]), round(float(iv[1]), p), round(float(iv[2]), p)))
         self.intervals = ivs
+        # the whole run, MPI_Init's end to MPI_Finalize's start (the "run" region's interval)
+        self.run = next(((a, b) for j, a, b in ivs if j == 0), None)
         self.pauses = [(round(float(a), 9), round(float(b), 9)) for a, b in doc.get("paused", [])]
+        # colltune's own traffic inside the run: a communicator's set-up on its first use
+        self.own = [(round(float(a), 9), round(float(b), 9)) for a, b in doc.get("colltune_own", [])]
         self.ancestors = self._ancestors()
         self._segments()
 
@@ -284,7 +288,12 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
                 names.append(n)
         _add_rank_counts(rf, acc)
     if has_trace:
-        paused = _add_trace(tpath, info, files, acc)
+        own = [0, 0]
+        paused = _add_trace(tpath, info, files, acc, own)
+        if own[0]:
+            notes.append(f"{own[0]} traced messages ({own[1]} B) were colltune's own (its "
+                         f"agreements in MPI_Init and MPI_Finalize, a communicator's set-up on "
+                         f"its first use) and are left out")
         if paused:
             notes.append(f"{paused} traced messages were sent while counting was paused "
                          "(MPI_Pcontrol(0)) and are left out")
@@ -369,15 +378,23 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator) -> None:
                 acc.add(rf.names[r], kind, source, rf.rank, p[0], p[1], p[2])
 
 
-def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator) -> int:
+def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator,
+               own: list[int]) -> int:
     """Each traced message into every region open on its sender at its send time; a
     message sent while the sender had counting paused (MPI_Pcontrol(0)) is left out, as
-    the rank files leave it out."""
+    the rank files leave it out. One sent before the sender's "run" began or after it
+    ended is colltune's own (its agreements in MPI_Init, COLLTUNE_TIMES in MPI_Finalize:
+    the application can send neither then): left out, counted in own [messages, bytes]."""
     paused = 0
     for m in simtrace.read_trace(path, info):
         rf = files.get(m.sender)
         if rf is None:
             acc.add("run", m.kind, "simulator", m.sender, m.receiver, m.bytes, 1)
+            continue
+        if rf.run and not rf.run[0] <= m.time < rf.run[1] or \
+                any(a <= m.time < b for a, b in rf.own):
+            own[0] += 1
+            own[1] += m.bytes
             continue
         if rf.pauses and rf.paused(m.time):
             paused += 1

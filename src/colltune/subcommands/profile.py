@@ -10,7 +10,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("profile", help="traffic profile: report (HTML + SVG drawing), whatif, export, show")
     ps = p.add_subparsers(dest="profile_command", required=True)
 
-    def common(q, topology: str = "required") -> None:
+    def common(q, topology: str = "required", select: bool = True) -> None:
         q.add_argument("out_dir", help="profile directory (colltune run --profile OUT_DIR)")
         if topology:
             q.add_argument("--topology",
@@ -18,8 +18,9 @@ def add_parser(sub) -> None:
                                 "tables), Slurm topology file or emulated cluster name"
                                 + (" (default: the platform `colltune run --profile` ran on, sim "
                                    "backend)" if topology == "required" else " (without: no link loads)"))
-        q.add_argument("--region", default="run", help="region (default: run, the whole run)")
-        q.add_argument("--kind", help="collective kind or p2p (default: all traffic)")
+        if select:                  # export writes every region and kind
+            q.add_argument("--region", default="run", help="region (default: run, the whole run)")
+            q.add_argument("--kind", help="collective kind or p2p (default: all traffic)")
         add_globals(q)
 
     q = ps.add_parser("report", help="self-contained HTML page with the topology drawing and tables")
@@ -36,8 +37,9 @@ def add_parser(sub) -> None:
     q.add_argument("--place", required=True, help="compact, spread, random:SEED or a file of host names")
     q.set_defaults(handler=run_whatif)
 
-    q = ps.add_parser("export", help="versioned JSON + CSV files (matrices, link loads)")
-    common(q, topology="optional")
+    q = ps.add_parser("export", help="versioned JSON + CSV files (matrices, link loads) of every "
+                                     "region and kind")
+    common(q, topology="optional", select=False)
     q.add_argument("-o", "--output", required=True, help="directory to write")
     q.set_defaults(handler=run_export)
 
