@@ -153,7 +153,7 @@ def test_a_device_a_fifo_or_a_folder_is_refused_without_blocking(runner):
         proc, rep = runner.report(nranks(runner), {"COLLTUNE_RULES": path})
         assert ok(proc)
         assert warnings(proc) == [f"colltune: warning: COLLTUNE_RULES: {path}:0: not a regular "
-                                  f"file (a rules file is a text file); COLLTUNE_RULES ignored, "
+                                  f"file (a text file is expected); COLLTUNE_RULES ignored, "
                                   f"collectives go to the MPI library"]
         assert rep == []
 

@@ -471,7 +471,7 @@ static char *slurp(const char *path, char *err, size_t errlen)
         return NULL;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s:0: not a regular file (a rules file is a text file)", path);
+        snprintf(err, errlen, "%s:0: not a regular file (a text file is expected)", path);
         close(fd);
         return NULL;
     }

@@ -29,15 +29,19 @@ static int fail(ctx *c, const char *fmt, ...)
     return -1;
 }
 
-/* Non-negative integer with an optional binary suffix k, m, g (KiB, MiB, GiB). */
+/* Non-negative integer with an optional binary suffix k, m, g (KiB, MiB, GiB); -1: not
+ * one, TOO_LARGE: one past 2^64 - 1. */
+enum { TOO_LARGE = -2 };
+
 static int parse_u64(const char *s, uint64_t *out)
 {
     uint64_t v = 0, mul = 1;
     const char *p = s;
+    int big = 0;
     if (!isdigit((unsigned char)*p)) return -1;
     for (; isdigit((unsigned char)*p); p++) {
-        if (v > (UINT64_MAX - 9) / 10) return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - 9) / 10) big = 1;
+        else v = v * 10 + (uint64_t)(*p - '0');
     }
     switch (*p) {
     case 'k': case 'K': mul = 1ull << 10; p++; break;
@@ -45,7 +49,8 @@ static int parse_u64(const char *s, uint64_t *out)
     case 'g': case 'G': mul = 1ull << 30; p++; break;
     default: break;
     }
-    if (*p != '\0' || (v && mul > UINT64_MAX / v)) return -1;
+    if (*p != '\0') return -1;
+    if (big || (v && mul > UINT64_MAX / v)) return TOO_LARGE;
     *out = v * mul;
     return 0;
 }
@@ -67,10 +72,13 @@ static int parse_range(ctx *c, const char *key, const char *s, ct_range *r, uint
         strcpy(hi, dots + 2);
     }
     r->lo = min, r->hi = UINT64_MAX;
-    if (*lo && parse_u64(lo, &r->lo) != 0)
-        return fail(c, "%s: '%s' is not a non-negative integer (range '%s')", key, lo, s);
-    if (*hi && parse_u64(hi, &r->hi) != 0)
-        return fail(c, "%s: '%s' is not a non-negative integer (range '%s')", key, hi, s);
+    int e;
+    if (*lo && (e = parse_u64(lo, &r->lo)) != 0)
+        return fail(c, "%s: '%s' %s (range '%s')", key, lo, e == TOO_LARGE ?
+                    "is too large" : "is not a non-negative integer", s);
+    if (*hi && (e = parse_u64(hi, &r->hi)) != 0)
+        return fail(c, "%s: '%s' %s (range '%s')", key, hi, e == TOO_LARGE ?
+                    "is too large" : "is not a non-negative integer", s);
     if (!*lo && !*hi) return fail(c, "%s: empty range '%s'", key, s);
     if ((*lo && r->lo < min) || (*hi && r->hi < min))
         return fail(c, "%s: range '%s' must not go below %llu", key, s, (unsigned long long)min);
@@ -250,6 +258,11 @@ int ct_rules_parse(const char *text, const char *name, ct_rules *out, char *err,
             if (strcmp(tok[0], "colltune-rules") != 0) {
                 fail(&c, "expected the header 'colltune-rules %d' before any rule, got '%s'",
                      CT_RULES_VERSION, tok[0]);
+                goto bad;
+            }
+            if (ntok > 2) {
+                fail(&c, "the header is 'colltune-rules %d' alone, got '%s' after it",
+                     CT_RULES_VERSION, tok[2]);
                 goto bad;
             }
             if (ntok != 2 || parse_u64(tok[1], &v) != 0 || v != CT_RULES_VERSION) {

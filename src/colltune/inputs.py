@@ -20,7 +20,7 @@ def read_text(path: str, error: type[Exception] = InputError, cannot: str = "can
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):            # a FIFO would block, a device never end
-            raise error(f"{path}:0: not a regular file (expected a text file)")
+            raise error(f"{path}:0: not a regular file (a text file is expected)")
         if st.st_size > MAX_TEXT_BYTES:
             raise error(f"{path}:0: {st.st_size} bytes, more than the {MAX_TEXT_BYTES >> 20} MiB "
                         f"an input file of colltune may have")

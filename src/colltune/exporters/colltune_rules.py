@@ -80,8 +80,9 @@ def _range(where: str, key: str, text: str, floor: int) -> tuple[int, int | None
         if part:
             v = parse_number(part)
             if v is None:
-                raise RulesError(f"{where}: {key}: '{part}' is not a non-negative integer "
-                                 f"(range '{text}')")
+                what = "is too large" if _NUM.match(part) else \
+                    "is not a non-negative integer"
+                raise RulesError(f"{where}: {key}: '{part}' {what} (range '{text}')")
             if v < floor:
                 raise RulesError(f"{where}: {key}: range '{text}' must not go below {floor}")
             lo, hi = (v, hi) if is_lo else (lo, v)
@@ -154,6 +155,9 @@ def parse_rules(text: str, name: str = "<rules>", catalogue: dict | None = None)
             if words[0] != HEADER:
                 raise RulesError(f"{where}: expected the header '{HEADER} {VERSION}' before any "
                                  f"rule, got '{words[0]}'")
+            if len(words) > 2:
+                raise RulesError(f"{where}: the header is '{HEADER} {VERSION}' alone, got "
+                                 f"'{words[2]}' after it")
             if len(words) != 2 or parse_number(words[1]) != VERSION:
                 got = words[1] if len(words) > 1 else ""
                 raise RulesError(f"{where}: unsupported rules version '{got}' (this interposer "
