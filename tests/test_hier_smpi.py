@@ -42,6 +42,7 @@ def smpi(tmp_path_factory):
         env = {**os.environ, "COLLTUNE_VNODE_SIZE": str(vnode)}
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp, env=env)
         assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        assert "Deadlock detected" not in r.stderr, r.stderr[-3000:]    # smpirun exits 0 then
         return r.stdout
     return run
 

@@ -256,6 +256,7 @@ int main(int argc, char **argv)
     if (shared) { SMPI_SHARED_FREE(sbuf); SMPI_SHARED_FREE(rbuf); sbuf = rbuf = NULL; }
 #endif
     free(sbuf); free(rbuf); free(all);
+    ct_hier_release(MPI_COMM_WORLD);
     MPI_Finalize();
     return 0;
 }

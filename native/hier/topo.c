@@ -32,6 +32,15 @@ static int free_hier(MPI_Comm comm, int key, void *val, void *extra)
     return MPI_SUCCESS;
 }
 
+/* MPI_Finalize deletes MPI_COMM_WORLD's attributes on no rank (MPI) or on one (SMPI ran
+ * free_hier in a single actor: its collective MPI_Win_free left rank 0 waiting for ever,
+ * "Deadlock detected" after every run with the shared-memory module): every rank frees
+ * the communicator's hierarchy here, together, before MPI_Finalize. */
+void ct_hier_release(MPI_Comm comm)
+{
+    if (keyval != MPI_KEYVAL_INVALID) MPI_Comm_delete_attr(comm, keyval);
+}
+
 ct_hier *ct_hier_get(MPI_Comm comm)
 {
     ct_hier *h;

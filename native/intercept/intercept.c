@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "rules.h"
+#include "colltune/hier.h"                 /* ct_hier_release at MPI_Finalize */
 
 #ifdef COLLTUNE_SMPI
 /* SMPI privatizes globals per simulated rank, but not thread-locals, and
@@ -611,6 +612,9 @@ int MPI_Finalize(void)
     ct_prof_finalize();                             /* writes COLLTUNE_PROFILE's files */
     ct_times_finalize();                            /* COLLTUNE_TIMES: rank 0 writes it */
     ct_online_finalize();                           /* COLLTUNE_ONLINE: samples and state */
+    inside++;                                       /* the frees' collectives: the library's */
+    ct_hier_release(MPI_COMM_WORLD);                /* HAN's node comms and window, on every rank */
+    inside--;
     for (int c = 0; c < CT_NCOLLS; c++) active[c] = 0;
     cache_on = 0;
     if (report) fclose(report), report = NULL;

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "colltune/algorithms.h"
+#include "colltune/hier.h"
 #include "testdata.h"
 #include "timing.h"
 
@@ -534,6 +535,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)NTYPES * NOPS * (size_t)wsize; i++) free(input_cache[i]);
     free(input_cache);
     td_free();
+    ct_hier_release(MPI_COMM_WORLD);
     MPI_Finalize();
     return 0;
 }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "colltune/algorithms.h"
+#include "colltune/hier.h"
 
 #define MAXCOUNTS 8
 
@@ -390,6 +391,7 @@ int main(int argc, char **argv)
         printf("%ld passed, %ld failed\n", passed, failed);
     }
     free(in); free(out); free(want); free(lib_out[0]); free(lib_out[1]); free(configs); free(bad); free(ours);
+    ct_hier_release(MPI_COMM_WORLD);
     MPI_Finalize();
     return 0;
 }

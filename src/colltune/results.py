@@ -81,7 +81,7 @@ class Results:
         name to layouts where it does run (recursive doubling on an odd rank count)."""
         pts = self.points[(self.points["status"] == OK) & self.points["ttc_median_s"].notna()]
         if "labels_json" in pts:
-            declined = pts["labels_json"].fillna("").map(_declined)
+            declined = pts["labels_json"].fillna("").map(_declined).astype(bool)
             pts = pts[~declined]
         return Results(pts.copy(), self.runs.copy())
 
@@ -89,7 +89,7 @@ class Results:
         """The points where the forced algorithm handed the call to the library."""
         if "labels_json" not in self.points:
             return self.points.iloc[0:0].copy()
-        return self.points[self.points["labels_json"].fillna("").map(_declined)].copy()
+        return self.points[self.points["labels_json"].fillna("").map(_declined).astype(bool)].copy()
 
     def failures(self) -> pd.DataFrame:
         return self.points[self.points["status"] != OK].copy()

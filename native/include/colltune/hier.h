@@ -36,6 +36,10 @@ enum { CT_HAN_MOD_LIBRARY_NB = 3 };
 enum { CT_HAN_TREE_BINOMIAL = 1, CT_HAN_TREE_BINARY, CT_HAN_TREE_CHAIN, CT_HAN_TREE_KNOMIAL4,
        CT_HAN_TREE_LINEAR, CT_HAN_TREE_DUAL, CT_HAN_NTREES };
 
+/* Frees comm's node / lane communicators and shared-memory window (collective; call on
+ * MPI_COMM_WORLD before MPI_Finalize, which does not do it on every rank). */
+void ct_hier_release(MPI_Comm comm);
+
 typedef struct {
     int fs;            /* segment size in bytes (0: the whole message is one segment) */
     int imod;          /* inter-node module: CT_HAN_MOD_LIBRARY or CT_HAN_MOD_TREE */
