@@ -276,3 +276,16 @@ def test_verify_names_the_kind_of_a_rules_file_given_to_the_other_library(tmp_pa
     ct.write_text("colltune-rules 1\nbcast -> binomial\n")
     refused(run_cli("verify", "--rules", str(ct), "--library", "openmpi", check=False),
             "a colltune rules file: the interposer reads it")
+
+
+def test_sizes_the_bench_would_refuse_or_measure_as_count_zero_are_refused(workdir):
+    """--sizes 3G of char had been launched and stored as a crashed point (the bench refused
+    it); 4 B of double had been measured as count 0 and named best at 0 s."""
+    for args, why in ((("bench", "--coll", "bcast", "--sizes", "3G"), "more than 2147483647 elements"),
+                      (("bench", "--coll", "allreduce", "--sizes", "4", "--dtype", "double"),
+                       "4 bytes is less than one double (8 bytes)"),
+                      (("tune", "--collectives", "allreduce", "--sizes", "2"),
+                       "2 bytes is less than one float (4 bytes)")):
+        proc = run_cli(*args, "--layouts", "2x2", check=False)
+        assert proc.returncode != 0 and why in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr

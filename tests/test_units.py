@@ -175,3 +175,15 @@ def test_a_declined_forced_algorithm_is_not_timed_as_itself():
     assert list(res.declined()["algorithm"]) == ["neighbor_exchange"]
     empty = Results(pts.iloc[0:0], pd.DataFrame()).ok().points      # a mask, not a column list
     assert list(empty.columns) == list(pts.columns) and empty.empty
+
+
+def test_report_says_real_timings_are_noise_where_ranks_oversubscribe(monkeypatch):
+    import os
+
+    import pandas as pd
+
+    from colltune.report import _timing_note
+    assert "deterministic" in _timing_note(pd.DataFrame({"backend": ["sim"], "nprocs": [32]}))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    note = _timing_note(pd.DataFrame({"backend": ["local", "local"], "nprocs": [2, 5]}))
+    assert "deterministic" not in note and "WARNING: 5 ranks on this 2-core host" in note

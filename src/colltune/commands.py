@@ -9,7 +9,7 @@ from .campaign import Campaign
 from .compare import compare_to_baselines, format_summary, summarize
 from .errors import ColltuneError
 from .mpi.impl import note_dropped
-from .plan import BenchSpec
+from .plan import BenchSpec, check_sizes
 from .results import Results
 from .session import Session, new_campaign_name
 from .sizes import parse_list
@@ -120,10 +120,10 @@ def cmd_bench(args, cli) -> int:
                             f"({', '.join(provider.collectives())})")
     if not names:
         raise ColltuneError("--algorithms: empty (names, or 'all')")
-    if names == ["all"]:
-        algs = provider.algorithms(args.collective)
-    else:
-        algs = [provider.lookup(args.collective, n) for n in names]
+    # 'all': every algorithm (and its presets); beside it, names add selectors (all,ompi,mpich)
+    algs = provider.algorithms(args.collective) if "all" in names else []
+    algs += [provider.lookup(args.collective, n) for n in names if n != "all"]
+    algs = list(dict.fromkeys(algs))
     for opt, scen in (("delays_us", "delayed"), ("tcalc_us", "overlap")):
         if getattr(args, opt) is not None and args.scenario != scen:
             raise ColltuneError(f"--{opt.replace('_', '-')}: only with --scenario {scen}")
@@ -136,6 +136,7 @@ def cmd_bench(args, cli) -> int:
               f"scenario times the same MPI_I{args.collective} under every algorithm name",
               file=sys.stderr)
     sizes = tuple(parse_list(args.sizes, "message size"))
+    check_sizes(args.collective, sizes, args.dtype)
     procs = tuple(parse_list(args.procs, "participant count", 1)) if args.procs else None
     specs = []
     layouts = _layouts(args)
@@ -237,6 +238,8 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
             raise ColltuneError(f"{provider.name} provides no algorithms for {c!r}; "
                                 f"it has {', '.join(provider.collectives())}")
     check_layouts(backend, layouts)
+    for c in collectives:
+        check_sizes(c, sizes, getattr(args, "dtype", None))
     note_dropped("tune")
     for alg in algorithms or ():
         if not any(_knows(provider, c, alg) for c in collectives):

@@ -17,6 +17,26 @@ SCENARIOS = ("plain", "delayed", "overlap")
 # the bench's collectives that reduce (its descriptors' `reduces`): the only ones an
 # operator (setting reduction_op) applies to
 REDUCING = ("reduce", "allreduce", "reduce_scatter_block")
+# the bench's datatypes (--dtype) and their sizes; without --dtype the reductions use
+# float, the others char (native/bench/options.c)
+TYPE_SIZE = {"char": 1, "int": 4, "float": 4, "double": 8}
+MAX_COUNT = 2**31 - 1
+
+
+def check_sizes(collective: str, sizes, dtype: str | None) -> None:
+    """Refuse, before anything is launched, a size the bench would refuse (more elements than
+    an MPI count holds) or measure as count 0 (less than one element)."""
+    from .errors import ColltuneError
+    dtype = dtype or ("float" if collective in REDUCING else "char")
+    unit = TYPE_SIZE[dtype]
+    for s in sizes:
+        if s // unit > MAX_COUNT:
+            raise ColltuneError(f"--sizes: {s} bytes of {dtype} for {collective} are more than "
+                                f"{MAX_COUNT} elements, the largest MPI count")
+        if 0 < s < unit:
+            raise ColltuneError(f"--sizes: {s} bytes is less than one {dtype} ({unit} bytes), "
+                                f"which {collective} would measure as a count of 0; give 0 or "
+                                f"at least {unit}")
 DEFAULT_OP = "sum"
 # operators of the reducing collectives (colltune-bench --op; the C parser has the same names)
 REDUCTION_OPS = (DEFAULT_OP, "charged-sum")

@@ -68,6 +68,25 @@ def _sweeps(results: Results) -> list[str]:
     return out
 
 
+def _timing_note(runs) -> str:
+    """What the timings are worth: deterministic on SMPI; on a real library the host's noise,
+    and none at all where a layout had more ranks than the host has cores."""
+    backends = set(runs["backend"].dropna()) if "backend" in runs else set()
+    if not backends or backends == {"sim"}:
+        return "On SimGrid SMPI timings are deterministic."
+    note = (f"Real MPI timings ({', '.join(sorted(backends))}): the medians carry the machine's "
+            f"noise; compare ratios, not single points.")
+    if "local" in backends and "nprocs" in runs:
+        import os
+        cores = os.cpu_count() or 0
+        over = sorted({int(n) for n in runs.loc[runs["backend"] == "local", "nprocs"].dropna()
+                       if cores and int(n) > cores})
+        if over:
+            note += (f" WARNING: {', '.join(map(str, over))} ranks on this {cores}-core host "
+                     f"oversubscribe it: those timings are noise, not a ranking.")
+    return note
+
+
 def render(results: Results, baselines: list[str], path: str, title: str = "colltune report",
            extra: tuple[str, ...] = ()) -> str:
     """`extra`: further HTML sections (e.g. report.active.active_section,
@@ -97,9 +116,9 @@ def render(results: Results, baselines: list[str], path: str, title: str = "coll
         return _write(path, [*_start(title, "No benchmark points in this campaign: the sections "
                                             "below say what it measured."), *extra, "</body></html>"])
     parts = [*_start(title, "Metric: time to completion (max end − min start over ranks, "
-                            "synchronised start), median of repetitions. On SimGrid SMPI timings "
-                            "are deterministic. Failed points (crash, hang, wrong result) are "
-                            "excluded from 'best'."),
+                            "synchronised start), median of repetitions. "
+                            + _timing_note(runs) + " Failed points (crash, hang, wrong result) "
+                            "are excluded from 'best'."),
              "<h2>Summary</h2>",
              _table(summary, {"collective", "baseline"}) if not summary.empty else ("<p>No comparable points: the summary compares the best algorithm with the "
               f"baselines ({html.escape(', '.join(baselines) or 'none measured')}) at points of "

@@ -346,7 +346,7 @@ def run(args, cli) -> int:
                 return rc
             env["COLLTUNE_TIMES"] = os.path.join(scratch, "times.json")
         cmd, full_env, ranks = runner.command(env, program, scratch)
-        if not args.quiet:
+        if not args.quiet and not args.link_flags:        # that command only echoes them
             print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
                   + " " + shlex.join(cmd), file=sys.stderr, flush=True)
         rc, ended = _launch(runner, cmd, full_env, settings, "colltune run")
