@@ -187,3 +187,20 @@ def test_report_says_real_timings_are_noise_where_ranks_oversubscribe(monkeypatc
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     note = _timing_note(pd.DataFrame({"backend": ["local", "local"], "nprocs": [2, 5]}))
     assert "deterministic" not in note and "WARNING: 5 ranks on this 2-core host" in note
+
+
+def test_a_crash_reason_keeps_simgrids_message_not_its_backtrace():
+    """An SMPI algorithm's abort had been stored as backtrace frames only."""
+    from colltune.backends.base import LaunchResult
+    from colltune.campaign import _failure_text
+    tail = "\n".join([
+        "[node-1:5:(6) 0.000054] ./src/xbt/exception.cpp:48: [xbt_exception/CRITICAL] Uncaught "
+        "exception std::invalid_argument: allreduce rab1 algorithm can't be used with non power "
+        "of two number of processes!",
+        "[node-1:5:(6) 0.000054] ./src/xbt/exception.cpp:75: [xbt_exception/CRITICAL] Current backtrace:",
+        *[f"  ->  {i}# 0x00007F27CB8597F0 in /tmp/colltune-bench_1_0.so" for i in range(12)],
+        "Aborted", "Execution failed with code 134."])
+    why = _failure_text(LaunchResult(["smpirun"], 134, False, 1.0, None, [], False, tail))
+    assert why.startswith("exit code 134 (SIGABRT): Uncaught exception std::invalid_argument: "
+                          "allreduce rab1 algorithm can't be used"), why
+    assert "->" not in why and "Current backtrace" not in why
