@@ -286,11 +286,11 @@ def _failure_text(result: LaunchResult) -> str:
     # the program's own words (colltune-bench names a bad option) first, then the
     # launcher's last ones, less SimGrid's "please report a bug" banner
     lines = [ln for ln in result.output_tail.strip().splitlines() if ln.strip()
-             and not any(b in ln for b in _BANNER) and not ln.lstrip().startswith("->")]
+             and not any(b in ln for b in _BANNER) and not ln.lstrip().startswith("->")
+             and "Current backtrace" not in ln]
     own = [ln for ln in lines if ln.lstrip().startswith(("colltune-bench:", "colltune:"))][:3]
     # SimGrid's reason (an uncaught exception, a failed assertion, a deadlock): its message
-    own += [ln.split("CRITICAL] ", 1)[1] for ln in lines
-            if "CRITICAL] " in ln and "Current backtrace" not in ln][:2]
+    own += [ln.split("CRITICAL] ", 1)[1] for ln in lines if "CRITICAL] " in ln][:2]
     lines = own + [ln for ln in lines[-6:] if ln not in own]
     return why + (": " + " | ".join(lines) if lines else "")
 
