@@ -67,6 +67,10 @@ def test_openmpi_forced_linear_bcast_across_hosts(emulated, tmp_path):
     down = next(lk.id for lk in topo.links.values() if lk.dst == hosts[1] and lk.src != hosts[1])
     assert ld.of(up) == (4000, 4) and ld.of(down) == (4000, 4)
     assert sum(b for b, _ in ld.nonzero().values()) == 8000          # nothing else loaded
+    # the profile says which cluster it ran on: report draws it without --topology
+    page = tmp_path / "p.html"
+    run_cli("profile", "report", str(out), "--kind", "bcast", "--region", "coll", "-o", str(page))
+    assert hosts[0] in page.read_text()
 
 
 @pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed (make setup)")

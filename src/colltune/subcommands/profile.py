@@ -16,8 +16,9 @@ def add_parser(sub) -> None:
             q.add_argument("--topology",
                            help="bundled platform name, SimGrid XML, ibnetdiscover dump (+ forwarding "
                                 "tables), Slurm topology file or emulated cluster name"
-                                + (" (default: the platform `colltune run --profile` ran on, sim "
-                                   "backend)" if topology == "required" else " (without: no link loads)"))
+                                + (" (default: the platform or emulated cluster `colltune run "
+                                   "--profile` ran on, sim and netns backends)"
+                                   if topology == "required" else " (without: no link loads)"))
         if select:                  # export writes every region and kind
             q.add_argument("--region", default="run", help="region (default: run, the whole run)")
             q.add_argument("--kind", help="collective kind or p2p (default: all traffic)")
@@ -58,7 +59,8 @@ def topology(spec: str):
 
 
 def _run_machine(out_dir: str) -> str:
-    """The platform a sim profile ran on (run.PROFILE_MACHINE), for a missing --topology."""
+    """The platform (sim) or emulated cluster (netns) a profile ran on (run.PROFILE_MACHINE),
+    for a missing --topology."""
     import json
     from ..errors import InputError
     from .run import PROFILE_MACHINE
@@ -67,7 +69,7 @@ def _run_machine(out_dir: str) -> str:
             return json.load(fh)["platform"]
     except (OSError, ValueError, KeyError, TypeError):
         raise InputError(f"{out_dir}: --topology is needed: the profile does not say which machine "
-                         f"it ran on (`colltune run --profile` records it on the sim backend)") from None
+                         f"it ran on (`colltune run --profile` records it on the sim and netns backends)") from None
 
 
 def _load(out_dir: str):

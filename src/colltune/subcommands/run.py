@@ -232,15 +232,16 @@ PROFILE_MACHINE = "colltune-run.json"
 
 
 def _profile_machine(path: str, settings) -> None:
-    """On the sim backend, the platform (a bundled name, or the XML's absolute path)."""
+    """On the sim backend the platform (a bundled name, or the XML's absolute path), on
+    netns the emulated cluster's name: what `profile report` draws on by default."""
     import json
-    if settings.backend != "sim":
+    if settings.backend not in ("sim", "netns"):
         return
     plat = settings.platform
     if plat.endswith(".xml"):
         plat = os.path.abspath(plat)
     with open(os.path.join(path, PROFILE_MACHINE), "w") as fh:
-        json.dump({"backend": "sim", "platform": plat}, fh)
+        json.dump({"backend": settings.backend, "platform": plat}, fh)
         fh.write("\n")
 
 
