@@ -236,3 +236,16 @@ def test_slurm_tree_says_routes_are_modelled():
     assert "the routes are modelled" in box
     lit = set(re.findall(r'data-link="([^"]+)" data-bytes="4096"', html))
     assert lit == {l.id.replace(">", "&gt;") for l in topo.route(a, b) if l.is_cable}
+
+
+def test_a_link_of_zero_byte_messages_is_not_drawn_as_idle():
+    """A barrier's links (12 messages, 0 bytes) had been grey, the colour of no traffic."""
+    from types import SimpleNamespace
+
+    from colltune.profile.draw_svg import NO_TRAFFIC, ZERO_BYTES, Canvas, ColourScale
+    cv = Canvas(100, 100, ColourScale([1000.0]), {"a->b": (0.0, 12.0), "b->a": (0.0, 0.0)})
+    cv._half(SimpleNamespace(id="a->b"), "M0 0 L1 1", None)
+    cv._half(SimpleNamespace(id="b->a"), "M1 1 L2 2", None)
+    assert f'stroke="{ZERO_BYTES}"' in cv.busy[0] and 'data-messages="12"' in cv.busy[0]
+    assert f'stroke="{NO_TRAFFIC}"' in cv.idle[0]
+    assert "0-byte messages only" in ColourScale([1000.0]).legend()

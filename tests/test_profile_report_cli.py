@@ -115,6 +115,12 @@ def test_cli_report_whatif_show(tmp_path):
     assert html.count('class="topology fattree"') == 2
     hot = re.findall(r'data-link="L1-switch0 -&gt; L2-switch0" data-bytes="(\d+)"', html)
     assert hot == ["9000", "9000"]
+    # a kind the profile has none of: said in the box, not "every rank's file present"
+    run_cli("profile", "report", str(good), "--topology", "fattree64x12", "--kind", "barrier",
+            "-o", str(html_path))
+    html = html_path.read_text()
+    assert "no barrier traffic in region &#x27;run&#x27; (kinds there: alltoall)" in html
+    assert "every rank's file present" not in html
 
 
 def test_cli_export_writes_h2_files(tmp_path):

@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["NO_TRAFFIC", "ColourScale", "Canvas", "fmt_bytes", "heatmap_svg"]
+__all__ = ["NO_TRAFFIC", "ZERO_BYTES", "ColourScale", "Canvas", "fmt_bytes", "heatmap_svg"]
 
 #: colour of a link (or matrix cell) that carried nothing
 NO_TRAFFIC = "#d4d4d4"
+#: colour of a link that carried messages of 0 bytes only (a barrier's, notifications): not
+#: on the bytes scale, and not "nothing" either
+ZERO_BYTES = "#2ca02c"
 
 # matplotlib's 'plasma' sampled at 0, 1/8, ..., 7/8 (its palest yellow end left out:
 # invisible on white); interpolated linearly in between
@@ -107,6 +110,8 @@ class ColourScale:
                 f'<text x="{10 + width}" y="34" font-size="11" text-anchor="end">{label(self.hi)}</text>'
                 f'<rect x="{width + 24}" y="6" width="22" height="14" fill="{NO_TRAFFIC}"/>'
                 f'<text x="{width + 50}" y="18" font-size="11">no traffic</text>'
+                f'<rect x="{width + 24}" y="28" width="22" height="14" fill="{ZERO_BYTES}"/>'
+                f'<text x="{width + 50}" y="40" font-size="11">0-byte messages only</text>'
                 f'<text x="10" y="49" font-size="11">{self.what} per link and direction '
                 f'(log scale; one scale for every drawing of the page)</text></svg>')
 
@@ -131,7 +136,8 @@ class Canvas:
         busy = b > 0 or m > 0
         w = width if width is not None else (self.busy_width if busy else self.idle_width)
         tip = f"{lid}: {fmt_bytes(b)}, {fmt_count(m)} messages" if link is not None else "(no link)"
-        el = (f'<path class="half" d="{d}" stroke="{self.scale.colour(b)}" stroke-width="{w:.2f}" '
+        colour = self.scale.colour(b) if b > 0 else (ZERO_BYTES if m > 0 else NO_TRAFFIC)
+        el = (f'<path class="half" d="{d}" stroke="{colour}" stroke-width="{w:.2f}" '
               f'fill="none" data-link="{html.escape(lid)}" data-bytes="{b:.0f}" data-messages="{m:.0f}">'
               f'<title>{html.escape(tip)}</title></path>')
         (self.busy if busy else self.idle).append(el)

@@ -80,10 +80,14 @@ def traffic_from_profile(prof, region: str = "run", kind: str | None = None, lab
             if b.sum() or m.sum() or vis == "not visible":
                 parts.append({"region": r, "kind": k, "bytes": float(b.sum()), "messages": float(m.sum()),
                               "visibility": vis, "host_matrix": prof.host_matrix(region=r, kind=k)})
+    notes = list(prof.notes)
+    if kind and kind not in prof.kinds(region):     # asked for, absent: say so, not "all fine"
+        notes.insert(0, f"no {kind} traffic in region '{region}' (kinds there: "
+                        f"{', '.join(prof.kinds(region)) or 'none'}): there is nothing to draw")
     return Traffic(label=label or source or "profile", hosts=list(hosts), host_bytes=np.asarray(hb, float),
                    host_messages=np.asarray(hm, float), rank_bytes=np.asarray(rb, float),
                    rank_messages=np.asarray(rm, float), rank_hosts=list(prof.hosts),
-                   missing_ranks=list(prof.missing), parts=parts, notes=list(prof.notes),
+                   missing_ranks=list(prof.missing), parts=parts, notes=notes,
                    region=region, kind=kind, source=source)
 
 
@@ -263,7 +267,8 @@ def render(topo, traffics: list[Traffic], path: str | None = None, title: str | 
                          "no invisible traffic reported.</p>")
     parts.append("<h2>Drawing</h2><p class='note'>Each cable is cut in the middle: the half at a node "
                  "is coloured by the bytes that node injected into the cable (the direction leaving it). "
-                 "Hover for exact bytes and messages. Grey: no traffic. Loopback, limiter and backbone links "
+                 "Hover for exact bytes and messages. Grey: no traffic; green: messages of 0 bytes only "
+                 "(a barrier's). Loopback, limiter and backbone links "
                  "are not drawn (see the tables).</p>")
     parts.append(scale.legend())
     parts.append("<div class='row'>" + "".join(
