@@ -17,9 +17,15 @@ from .tuners import TUNERS
 GLOBAL_KEYS = tuple(DEFAULTS)
 
 
-def add_globals(p: argparse.ArgumentParser) -> None:
+def add_globals(p: argparse.ArgumentParser, measuring: bool = True) -> None:
+    """The settings options; measuring=False: only those of a command that launches no
+    benchmark (the profile subcommands read files)."""
     g = p.add_argument_group("settings (CLI > COLLTUNE_* environment > config file)")
     g.add_argument("--config", help="TOML config file (default: colltune.toml or $COLLTUNE_CONFIG)")
+    if not measuring:
+        g.add_argument("--cache-dir", dest="cache_dir",
+                       help=f"native builds and probes (default {DEFAULTS['cache_dir']})")
+        return
     g.add_argument("--store", help="SQLite results database")
     g.add_argument("--output-dir", dest="output_dir", help="where tables and reports go")
     g.add_argument("--backend", help="where benchmarks run (see `colltune info`)")

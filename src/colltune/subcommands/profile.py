@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
         if select:                  # export writes every region and kind
             q.add_argument("--region", default="run", help="region (default: run, the whole run)")
             q.add_argument("--kind", help="collective kind or p2p (default: all traffic)")
-        add_globals(q)
+        add_globals(q, measuring=False)
 
     q = ps.add_parser("report", help="self-contained HTML page with the topology drawing and tables")
     common(q)
@@ -56,6 +56,16 @@ def topology(spec: str):
     except ImportError:
         from ..profile.topology import load_topology as resolve_topology
     return resolve_topology(spec)
+
+
+def _recorded_machine(out_dir: str) -> str | None:
+    import json
+    from .run import PROFILE_MACHINE
+    try:
+        with open(os.path.join(out_dir, PROFILE_MACHINE)) as fh:
+            return str(json.load(fh)["platform"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _run_machine(out_dir: str) -> str:
@@ -100,6 +110,11 @@ def run_report(args, cli) -> int:
     labels = list(args.label) + [os.path.basename(os.path.normpath(d)) for d in dirs[len(args.label):]]
     profs = [_load(d) for d in dirs]
     traffics = [traffic_from_profile(p, args.region, args.kind, label, d) for p, d, label in zip(profs, dirs, labels)]
+    for t, d in zip(traffics, dirs):             # drawn on another machine than it ran on
+        ran_on = _recorded_machine(d)
+        if args.topology and ran_on and ran_on != args.topology:
+            t.notes.insert(0, f"recorded on {ran_on}, drawn on {args.topology} (--topology): "
+                              f"its hosts are matched by name")
     render(topo, traffics, args.output, args.title)
     print(os.path.abspath(args.output))
     if args.export:
