@@ -36,6 +36,22 @@ def test_compare_on_smpi_prints_both_runs_side_by_side(workdir):
     assert float(rows["bcast"][-1].rstrip("x")) > 1
 
 
+def test_compare_with_profile_profiles_both_runs(workdir):
+    """--profile DIR under --compare: the library default's run into DIR-default (it had
+    not been profiled, and nothing said so), and the command that draws both."""
+    from colltune.profile.counts import load_profile
+    rules = workdir / "r.rules"
+    rules.write_text("colltune-rules 1\nbcast -> linear\n")
+    out = workdir / "prof"
+    proc = run_cli("run", "--layout", "2x2", "--rules", str(rules), "--compare", "--profile",
+                   str(out), "-q", "--", APP, "1")
+    assert f"profile report {out} --compare {out}-default" in proc.stdout, proc.stdout
+    mine, default = load_profile(out), load_profile(f"{out}-default")
+    assert mine.size == default.size == 4
+    # colltune's linear bcast: every rank's from the root; the library's (SMPI's ompi) differs
+    assert mine.visibility("run", "bcast") == "exact" and default.visibility("run", "bcast") == "simulator"
+
+
 def test_compare_needs_something_to_compare(workdir):
     proc = run_cli("run", "--layout", "2x2", "--compare", "--", APP, "1", check=False)
     assert proc.returncode == 2 and "--compare: nothing to compare the library default with" in proc.stderr

@@ -165,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     except ColltuneError as exc:
         print(f"colltune: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:                   # output piped into head: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print("colltune: interrupted; finished launches are in the store, re-run to resume",
               file=sys.stderr)

@@ -97,6 +97,8 @@ def _guard(fn):
         from ..profile.topology import TopologyError
         try:
             return fn(args, cli)
+        except BrokenPipeError:               # the reader went away (| head): not an input error
+            raise
         except (TopologyError, ValueError, OSError) as exc:
             raise InputError(str(exc)) from None
     return wrapped

@@ -174,13 +174,17 @@ def _launch(runner, cmd, full_env, settings, who: str) -> tuple[int, bool]:
     return rc, ended
 
 
-def _run_default(runner, program, scratch, times, args, settings) -> int:
+def _run_default(runner, program, scratch, times, args, settings, profile: str | None = None) -> int:
     """--compare's first launch: the program with the interposer and no choice of its
-    own (every collective goes to the library; on SMPI the run's selector), timed."""
+    own (every collective goes to the library; on SMPI the run's selector), timed; with
+    --profile, profiled into `profile` (DIR-default)."""
     if not args.quiet:
         print("colltune run --compare: [1/2] the library default", file=sys.stderr, flush=True)
-    cmd, full_env, _ = runner.command({"COLLTUNE_TIMES": times}, program, scratch)
+    env = {"COLLTUNE_TIMES": times, **({"COLLTUNE_PROFILE": profile} if profile else {})}
+    cmd, full_env, ranks = runner.command(env, program, scratch)
     rc, ended = _launch(runner, cmd, full_env, settings, "colltune run --compare: the library default's run")
+    if profile and ranks:
+        _report_profile(profile, ranks)
     if not ended:
         return rc
     if rc != 0:
@@ -342,7 +346,13 @@ def run(args, cli) -> int:
     try:
         if args.compare:
             default_times = os.path.join(scratch, "times-default.json")
-            rc = _run_default(runner, program, scratch, default_times, args, settings)
+            default_profile = None
+            if args.profile:                 # both runs profiled, side by side
+                default_profile = env["COLLTUNE_PROFILE"].rstrip("/") + "-default"
+                _profile_dir(default_profile, default_profile)
+                _profile_machine(default_profile, settings)
+            rc = _run_default(runner, program, scratch, default_times, args, settings,
+                              default_profile)
             if rc != 0:
                 return rc
             env["COLLTUNE_TIMES"] = os.path.join(scratch, "times.json")
@@ -358,6 +368,12 @@ def run(args, cli) -> int:
             finish(args, settings)
         if ended and args.compare and rc == 0:
             print(compare_times(default_times, env["COLLTUNE_TIMES"], env), flush=True)
+            if default_profile:
+                print(f"profiles: {default_profile} (the library default) and "
+                      f"{env['COLLTUNE_PROFILE']} (as asked); both drawn on one colour scale:\n"
+                      f"  colltune profile report {shlex.quote(env['COLLTUNE_PROFILE'])} --compare "
+                      f"{shlex.quote(default_profile)} --label asked --label default -o compare.html",
+                      flush=True)
         return rc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
