@@ -64,10 +64,23 @@ def test_whatif_placement_file_errors(tmp_path):
     f.write_text("node-0\nnode-1\n")
     with pytest.raises(TopologyError, match="2 host line"):
         placement(topo, hosts, str(f))
+    f.write_text("node-0\nnode-3\nnode-3\n")
+    with pytest.raises(TopologyError, match=r"place.txt:3: host 'node-3' is already taken on line 2"):
+        placement(topo, hosts, str(f))
     with pytest.raises(TopologyError, match="not compact, spread"):
         placement(topo, hosts, "tight")
     with pytest.raises(TopologyError, match="not in topology"):
         whatif(topo, np.ones((1, 1)), np.ones((1, 1)), ["elsewhere"], "compact")
+
+
+def test_a_rank_file_of_another_job_size_is_named(tmp_path):
+    from colltune.profile.counts import ProfileError, load_profile
+    d = tmp_path / "p"
+    write_profile(d, {0: "node-0", 1: "node-1"}, {(0, 1): 10}, 2)
+    doc = json.loads((d / "rank-1.json").read_text())
+    (d / "rank-1.json").write_text(json.dumps({**doc, "size": 6}))
+    with pytest.raises(ProfileError, match=r"rank-1.json: field 'size' is 6, but .*job.json says 2"):
+        load_profile(d)
 
 
 def write_profile(d, placement_of: dict, sends: dict, size: int):

@@ -274,6 +274,11 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
         files[rf.rank] = rf
     info = simtrace.TraceInfo(tpath)
     size = int(job.get("size") or 0) or (max(files) + 1 if files else 0)
+    for rf in files.values():
+        if job and int(rf.doc.get("size", size)) != size:
+            raise ProfileError(f"{rf.path}: field 'size' is {rf.doc.get('size')}, but {job_path} "
+                               f"says {size}: a file of another run (profile each run into its "
+                               f"own folder)")
     stray = sorted(r for r in files if r >= size)
     if stray:
         raise ProfileError(f"{files[stray[0]].path}: rank {stray[0]}, but {job_path} says the job "

@@ -45,7 +45,7 @@ class WhatIf:
 
 
 def _read_file(path: str, hosts: list[str], known: set) -> dict:
-    pairs, plain = {}, []
+    pairs, plain, used = {}, [], {}           # used: new host -> the line that took it
     with open(path) as fh:
         for n, line in enumerate(fh, 1):
             words = line.split("#", 1)[0].split()
@@ -56,6 +56,10 @@ def _read_file(path: str, hosts: list[str], known: set) -> dict:
             for w in words[-1:]:
                 if w not in known:
                     raise TopologyError(f"{path}:{n}: host '{w}' is not in the topology")
+                if w in used:
+                    raise TopologyError(f"{path}:{n}: host '{w}' is already taken on line "
+                                        f"{used[w]}: two job hosts on one")
+                used[w] = n
             if len(words) == 2:
                 if words[0] not in hosts:
                     raise TopologyError(f"{path}:{n}: host '{words[0]}' is not one of the job's hosts")
