@@ -78,6 +78,15 @@ class TrafficProfile:
     library: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     shadowed: frozenset = frozenset()                        # (kind, source) left out of merges
     region_order: list[str] = field(default_factory=lambda: ["run"])
+    # world rank -> (its run interval or None, its colltune_own intervals): which traced
+    # messages were libcolltune's own (colltune_own)
+    windows: dict = field(default_factory=dict)
+
+    def colltune_own(self, sender: int, t: float) -> bool:
+        """Was a message the sender sent at simulated time t libcolltune's own (outside
+        its run, or in one of its colltune_own intervals)? Such messages are left out."""
+        run, own = self.windows.get(sender, (None, ()))
+        return _is_own(run, own, t)
 
     # ---- queries ----------------------------------------------------------------------
     def regions(self) -> list[str]:
@@ -168,7 +177,7 @@ class TrafficProfile:
                if region in (None, key[0]) and kind in (None, key[1])}
         order = [r for r in self.region_order if region in (None, r)]
         return TrafficProfile(self.size, list(self.hosts), list(self.missing), dict(self.meta),
-                              list(self.notes), cells, lib, self.shadowed, order)
+                              list(self.notes), cells, lib, self.shadowed, order, dict(self.windows))
 
 
 # ---- reading ---------------------------------------------------------------------------
@@ -345,7 +354,8 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             **{k: v for k, v in job.items() if k not in ("schema", "notes")}}
     if has_trace:
         meta["trace"] = meta_trace
-    prof = TrafficProfile(size, hosts, missing, meta, notes, cells, library, shadowed, names)
+    prof = TrafficProfile(size, hosts, missing, meta, notes, cells, library, shadowed, names,
+                          {r: (rf.run, tuple(rf.own)) for r, rf in files.items()})
     if has_trace and files:
         _check_trace_p2p(prof)
     return prof
@@ -383,6 +393,10 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator) -> None:
                 acc.add(rf.names[r], kind, source, rf.rank, p[0], p[1], p[2])
 
 
+def _is_own(run, own, t: float) -> bool:
+    return bool(run and not run[0] <= t < run[1]) or any(a <= t < b for a, b in own)
+
+
 def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator,
                own: list[int]) -> int:
     """Each traced message into every region open on its sender at its send time; a
@@ -396,8 +410,7 @@ def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator,
         if rf is None:
             acc.add("run", m.kind, "simulator", m.sender, m.receiver, m.bytes, 1)
             continue
-        if rf.run and not rf.run[0] <= m.time < rf.run[1] or \
-                any(a <= m.time < b for a, b in rf.own):
+        if _is_own(rf.run, rf.own, m.time):
             own[0] += 1
             own[1] += m.bytes
             continue
