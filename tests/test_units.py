@@ -204,3 +204,16 @@ def test_a_crash_reason_keeps_simgrids_message_not_its_backtrace():
     assert why.startswith("exit code 134 (SIGABRT): Uncaught exception std::invalid_argument: "
                           "allreduce rab1 algorithm can't be used"), why
     assert "->" not in why and "Current backtrace" not in why
+
+
+def test_the_classic_table_marks_a_declined_point():
+    import json as _json
+
+    import pandas as pd
+
+    from colltune.tables import classic
+    row = dict(collective="allgather", algorithm="neighbor_exchange", scenario="plain", nodes=7,
+               ppn=1, participants=7, msg_size=20000, status="ok", ttc_mean_s=1e-5, ttc_min_s=1e-5,
+               ttc_max_s=1e-5, ttc_stddev_s=0.0, ttc_median_s=1e-5, reps=5,
+               labels_json=_json.dumps({"ran": "library", "switched_from": "neighbor_exchange"}))
+    assert "ok (declined: the library ran it)" in classic(pd.DataFrame([row]))

@@ -19,7 +19,8 @@ from .store import OK, Store
 SPACE = ["collective", "nodes", "ppn", "msg_size"]
 
 
-def _declined(labels_json: str) -> bool:
+def declined_labels(labels_json: str) -> bool:
+    """Did the forced colltune algorithm of this record hand the call to the library?"""
     if "switched_from" not in labels_json:
         return False
     try:
@@ -81,7 +82,7 @@ class Results:
         name to layouts where it does run (recursive doubling on an odd rank count)."""
         pts = self.points[(self.points["status"] == OK) & self.points["ttc_median_s"].notna()]
         if "labels_json" in pts:
-            declined = pts["labels_json"].fillna("").map(_declined).astype(bool)
+            declined = pts["labels_json"].fillna("").map(declined_labels).astype(bool)
             pts = pts[~declined]
         return Results(pts.copy(), self.runs.copy())
 
@@ -89,7 +90,7 @@ class Results:
         """The points where the forced algorithm handed the call to the library."""
         if "labels_json" not in self.points:
             return self.points.iloc[0:0].copy()
-        return self.points[self.points["labels_json"].fillna("").map(_declined).astype(bool)].copy()
+        return self.points[self.points["labels_json"].fillna("").map(declined_labels).astype(bool)].copy()
 
     def failures(self) -> pd.DataFrame:
         return self.points[self.points["status"] != OK].copy()

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .results import declined_labels
+
 
 def classic(points: pd.DataFrame) -> str:
     """size ranks avg min max stddev (us) of time to completion, per algorithm."""
@@ -21,6 +23,8 @@ def classic(points: pd.DataFrame) -> str:
                         f"{r.ttc_min_s * 1e6:>10.2f} {r.ttc_max_s * 1e6:>10.2f} "
                         f"{r.ttc_stddev_s * 1e6:>10.2f} {r.ttc_median_s * 1e6:>10.2f} "
                         f"{int(r.reps):>5} ok")
+                if declined_labels(getattr(r, "labels_json", None) or ""):
+                    cols += " (declined: the library ran it)"
             else:
                 cols = f"{r.msg_size:>10} {r.participants:>5}" + "        nan" * 5 + f" {0:>5} {r.status}"
             if extra:
