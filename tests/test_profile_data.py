@@ -17,7 +17,7 @@ from colltune.profile.counts import ProfileError, load_profile
 from colltune.profile.files import SCHEMA, read_csv, write_traffic
 from colltune.profile.loads import link_loads
 
-from conftest import REPO, run_cli
+from conftest import REPO, have_mpi, run_cli
 
 # rank 0 sends to rank 1 with every point-to-point call once (bytes 101..112, tag = bytes - 100),
 # then two sends that carry nothing (MPI_PROC_NULL) and one to itself (115 bytes)
@@ -317,3 +317,43 @@ def test_colltunes_own_traffic_is_not_the_applications(tmp_path):
     assert _tot(prof, "run", "allreduce")[0] == 0 and _tot(prof, "bc", "allreduce")[0] == 0
     assert _tot(prof, "bc", "bcast")[0] == 3000                  # linear: 3 x 1000 B
     assert any("were colltune's own" in n for n in prof.notes), prof.notes
+
+
+UNCOUNTED = r"""
+#include <mpi.h>
+int main(int argc, char **argv)
+{
+    char buf[1000] = {0};
+    int rank, win_mem[4] = {0};
+    MPI_Request q;
+    MPI_Win win;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Pcontrol(100, "nb");
+    MPI_Ibcast(buf, 1000, MPI_CHAR, 0, MPI_COMM_WORLD, &q);
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
+    MPI_Pcontrol(-100, "nb");
+    MPI_Win_create(win_mem, sizeof win_mem, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_fence(0, win);
+    if (rank == 0) MPI_Put(&rank, 1, MPI_INT, 1, 0, 1, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    MPI_Win_free(&win);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed (make setup)")
+def test_uncounted_calls_are_named_not_a_silent_zero(tmp_path):
+    """On a real library an MPI_Ibcast and an MPI_Put had vanished from the profile, with
+    nothing in 'what is missing' (a review): their calls are counted, and said missing."""
+    src = tmp_path / "nb.c"
+    src.write_text(UNCOUNTED)
+    out = tmp_path / "prof"
+    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "2", "--profile", str(out),
+            "--", str(src), timeout=300)
+    notes = load_profile(out).notes
+    assert "region 'nb': 2 MPI_Ibcast call(s) on 2 rank(s) whose traffic no counter sees" in \
+        " ".join(notes), notes
+    assert any("region 'run': 1 MPI_Put call(s) on 1 rank(s)" in n for n in notes), notes

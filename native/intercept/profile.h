@@ -4,6 +4,7 @@
  *   profile_coll.c   blocking collectives: library_calls and Open MPI monitoring deltas
  *   profile_mon.c    Open MPI pml monitoring through MPI_T, shared-memory coll notes
  *   profile_write.c  rank-R.json / job.json, written atomically at MPI_Finalize
+ *   profile_uncounted.c  non-blocking collectives and one-sided calls: counted as calls only
  * intercept.c only calls the hooks below; with profiling off each costs one
  * load and one predictable branch. */
 #ifndef CT_PROFILE_H
@@ -95,6 +96,11 @@ typedef struct { int region, kind, comm, root, type_size; long long bytes; uint6
 const ct_libcall *ct_prof_libcalls(int *n, uint64_t *dropped);
 const int *ct_prof_comm_members(int i, int *n);
 int ct_prof_ncomms(void);
+
+/* calls whose traffic is not counted (profile_uncounted.c): per region and call */
+typedef struct { int region, call; uint64_t calls; } ct_uncounted;
+const ct_uncounted *ct_prof_uncounted(int *n);
+const char *ct_prof_uncounted_name(int call);
 
 /* Open MPI pml monitoring (profile_mon.c) */
 void ct_prof_mon_init(void);

@@ -120,6 +120,12 @@ static int rank_body(FILE *f)
                 ct_prof_kind_name(lc[i].kind), lc[i].comm, lc[i].root, lc[i].bytes, lc[i].type_size,
                 (unsigned long long)lc[i].calls);
     fprintf(f, "],\n \"library_calls_dropped\": %llu", (unsigned long long)calls_dropped);
+    const ct_uncounted *un = ct_prof_uncounted(&n);
+    fputs(",\n \"uncounted\": [", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s{\"region\": %d, \"call\": \"%s\", \"calls\": %llu}", i ? ", " : "",
+                un[i].region, ct_prof_uncounted_name(un[i].call), (unsigned long long)un[i].calls);
+    fputs("]", f);
     fprintf(f, ",\n \"dropped\": {\"bytes\": %llu, \"messages\": %llu, \"unknown_peer_messages\": %llu, "
             "\"regions_refused\": %llu}", (unsigned long long)ct_prof.dropped_bytes,
             (unsigned long long)ct_prof.dropped_msgs, (unsigned long long)ct_prof.unknown_peer_msgs,

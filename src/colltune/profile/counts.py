@@ -321,6 +321,8 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             notes.append(f"the simulator's trace ends before {len(cut)} of {info.size} ranks "
                          f"finished ({_ranges(cut)}): it was cut, or the simulation died; what "
                          f"they sent after its end is missing")
+    if not has_trace:       # (on SMPI the trace has their messages)
+        notes += _uncounted_notes(files)
     hosts = [files[r].host if r in files else "" for r in range(size)]
     missing = [r for r in range(size) if r not in files]
     if missing:
@@ -391,6 +393,25 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator) -> None:
                 raise ProfileError(f"{where}: peer entry {p!r}: expected [rank, bytes, messages]")
             for r in rf.up(region):
                 acc.add(rf.names[r], kind, source, rf.rank, p[0], p[1], p[2])
+
+
+def _uncounted_notes(files: dict) -> list[str]:
+    """The application's non-blocking collectives and one-sided calls, which no counter sees
+    on a real library: what is missing, per region and call."""
+    calls: dict[tuple[str, str], list[int]] = {}
+    for rf in files.values():
+        for k, u in enumerate(rf.doc.get("uncounted", [])):
+            try:
+                region, call, n = rf.names[u["region"]], str(u["call"]), int(u["calls"])
+            except (KeyError, TypeError, IndexError, ValueError):
+                raise ProfileError(f"{rf.path}: uncounted[{k}]: expected region (index of "
+                                   f"'regions'), call, calls") from None
+            v = calls.setdefault((region, call), [0, 0])
+            v[0] += n
+            v[1] += 1
+    return [f"region '{r}': {n} {call} call(s) on {k} rank(s) whose traffic no counter sees "
+            f"(non-blocking collectives and one-sided calls are counted only on SMPI): missing, "
+            f"not zero" for (r, call), (n, k) in sorted(calls.items())]
 
 
 def _is_own(run, own, t: float) -> bool:
