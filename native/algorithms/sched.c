@@ -65,8 +65,9 @@ static int comm_state_of(MPI_Comm comm, comm_state **out)
     comm_state *st = malloc(sizeof *st);
     if (!st) return MPI_ERR_NO_MEM;
     st->seq = 0;
-    ct_setup_events++;
+    ct_setup_begin();
     rc = MPI_Comm_dup(comm, &st->shadow);
+    ct_setup_end();
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_attr(comm, keyval, st);
     if (rc != MPI_SUCCESS) { free(st); return rc; }
     *out = st;

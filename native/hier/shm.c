@@ -21,7 +21,7 @@ enum { SHM_MIN_BYTES = 1 << 20 };
 char *ct_hier_shm(ct_hier *h, MPI_Aint bytes)
 {
     if (h->shm_bytes >= bytes) return h->shm;
-    ct_setup_events++;
+    ct_setup_begin();
     if (h->win != MPI_WIN_NULL) MPI_Win_free(&h->win);
     if (bytes < SHM_MIN_BYTES) bytes = SHM_MIN_BYTES;   /* few reallocations */
     char *base;
@@ -41,6 +41,7 @@ char *ct_hier_shm(ct_hier *h, MPI_Aint bytes)
     MPI_Win_shared_query(h->win, 0, &got, &unit, &h->shm);
 #endif
     h->shm_bytes = bytes;
+    ct_setup_end();
     return h->shm;
 }
 

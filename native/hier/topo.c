@@ -51,7 +51,7 @@ ct_hier *ct_hier_get(MPI_Comm comm)
     if (found) return h;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
-    ct_setup_events++;
+    ct_setup_begin();
     h = calloc(1, sizeof *h);
     h->win = MPI_WIN_NULL;
     h->lane = MPI_COMM_NULL;
@@ -102,6 +102,7 @@ ct_hier *ct_hier_get(MPI_Comm comm)
     for (int j = 0; j < h->maxppn; j++) h->up[j] = MPI_COMM_NULL;
     free(all); free(idx);
     MPI_Comm_set_attr(comm, keyval, h);
+    ct_setup_end();
     return h;
 }
 
@@ -110,9 +111,12 @@ ct_hier *ct_hier_get(MPI_Comm comm)
 MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j)
 {
     if (!h->up_built[j]) {
-        ct_setup_events++;
         h->up_built[j] = 1;
-        if (h->lrank != ct_hier_leader(h, h->node_idx, j)) return h->up[j];   /* MPI_COMM_NULL */
+        if (h->lrank != ct_hier_leader(h, h->node_idx, j)) {
+            ct_setup_events++;
+            return h->up[j];                                                  /* MPI_COMM_NULL */
+        }
+        ct_setup_begin();
         /* only the leaders take part (MPI_Comm_create_group): every rank knows the node map,
          * so no split (a collective over all of comm) is needed */
         int *leaders = malloc(sizeof(int) * (size_t)h->nnodes), size;
@@ -126,6 +130,7 @@ MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j)
         MPI_Group_free(&group);
         MPI_Group_free(&comm_group);
         free(leaders);
+        ct_setup_end();
     }
     return h->up[j];
 }
@@ -135,8 +140,9 @@ MPI_Comm ct_hier_up(ct_hier *h, MPI_Comm comm, int j)
 MPI_Comm ct_hier_lane(ct_hier *h, MPI_Comm comm)
 {
     if (h->lane == MPI_COMM_NULL) {
-        ct_setup_events++;
+        ct_setup_begin();
         MPI_Comm_split(comm, h->lrank, h->node_idx, &h->lane);
+        ct_setup_end();
         /* a lane's error goes back to the algorithm, which reports it on comm */
         MPI_Comm_set_errhandler(h->lane, MPI_ERRORS_RETURN);
     }

@@ -23,6 +23,7 @@
 #ifndef COLLTUNE_SMPI
 #include <pthread.h>
 #endif
+#include "colltune/algorithms.h"               /* ct_setup_hook */
 #include "profile.h"
 
 enum { MAX_REGIONS = 64, MAX_DEPTH = 32, MAX_INTERVALS = 1 << 16, NAME_LEN = 64 };
@@ -136,6 +137,24 @@ const ct_interval *ct_prof_intervals(int *n, int *dropped)
 }
 
 void ct_prof_own(double t0) { push_interval(&own, &nown, -1, t0, PMPI_Wtime()); }
+
+static double setup_t0;
+static int in_setup;
+
+void ct_prof_own_begin(void)
+{
+    if (!ct_prof_on || in_setup++) return;
+    setup_t0 = PMPI_Wtime();
+    ct_prof_mon_skip_begin();
+}
+
+void ct_prof_own_end(void)
+{
+    if (!in_setup || --in_setup) return;
+    if (!ct_prof_on) return;
+    ct_prof_own(setup_t0);
+    ct_prof_mon_skip_end();
+}
 
 const ct_interval *ct_prof_owns(int *n)
 {
@@ -291,6 +310,7 @@ void ct_prof_init(int *argc, char ***argv)
     region_index("run");
     stack[0] = 0, stack_t0[0] = PMPI_Wtime();
     ct_prof_mon_init();
+    ct_setup_hook = (ct_setup_hooks){ct_prof_own_begin, ct_prof_own_end};
     ct_prof.enabled = ct_prof_on = 1;
 }
 

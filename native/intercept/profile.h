@@ -36,11 +36,13 @@ extern CT_TLS int ct_prof_ran;      /* set when colltune's algorithm (not the li
 #define CT_PROF_ALG_ENTER(coll) int prof_prev_ = ct_prof_alg; ct_prof_alg = ct_prof_kind_of(coll)
 #define CT_PROF_ALG_LEAVE(ran) \
     (ct_prof_alg = prof_prev_, ct_prof_ran |= (ran) && strcmp((ran), "library") != 0)
-/* after traffic that is not the collective's own (the interposer's topology query) */
-#define CT_PROF_RESNAP() do { if (__builtin_expect(ct_prof_on, 0) && ct_prof_depth) ct_prof_resnap(); } while (0)
-/* colltune's own traffic in the run (a communicator's set-up): its times go into the rank
- * file's "colltune_own" intervals, and the reader leaves the simulator's messages of them out */
-#define CT_PROF_OWN(t0) do { if (__builtin_expect(ct_prof_on, 0)) ct_prof_own(t0); } while (0)
+/* around colltune's own traffic in the run (a communicator's set-up: the interposer's
+ * topology query, the algorithms' ct_setup_begin/end, hooked at init; the guard's
+ * deciding allreduce): its time span goes
+ * into the rank file's "colltune_own" intervals (the reader leaves the simulator's messages
+ * of it out), and Open MPI's monitoring window of the collective in progress skips it */
+void ct_prof_own_begin(void);
+void ct_prof_own_end(void);
 void ct_prof_own(double t0);                 /* [t0, now) was colltune's own */
 
 void ct_prof_init(int *argc, char ***argv);  /* after PMPI_Init and colltune's set-up */
@@ -53,7 +55,6 @@ int ct_prof_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, 
                       MPI_Comm comm);
 int ct_prof_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                       MPI_Datatype rtype, MPI_Comm comm);
-void ct_prof_resnap(void);
 
 /* ---- shared between the profile files ---- */
 typedef struct { uint64_t bytes, msgs; } ct_peer;
@@ -105,6 +106,8 @@ const char *ct_prof_uncounted_name(int call);
 /* Open MPI pml monitoring (profile_mon.c) */
 void ct_prof_mon_init(void);
 void ct_prof_mon_snap(void);                  /* before a library collective */
+void ct_prof_mon_skip_begin(void);            /* colltune's own traffic begins: not the call's */
+void ct_prof_mon_skip_end(void);
 void ct_prof_mon_delta(int kind, int colltune_ran);  /* after it: per-peer deltas -> S_MONITORING */
 void ct_prof_mon_finalize(void);
 const char *ct_prof_mon_status(void);         /* "on", "off", "unavailable (...)" */

@@ -32,13 +32,15 @@ void ct_prof_mon_init(void)
              "the library's collectives)");
 }
 void ct_prof_mon_snap(void) {}
+void ct_prof_mon_skip_begin(void) {}
+void ct_prof_mon_skip_end(void) {}
 void ct_prof_mon_delta(int kind, int colltune_ran) { (void)kind, (void)colltune_ran; }
 void ct_prof_mon_finalize(void) {}
 #else
 static int mon_on, t_inited;
 static MPI_T_pvar_session session;
 static MPI_T_pvar_handle handle[2];           /* messages_count, messages_size */
-static unsigned long long *before[2], *after[2];
+static unsigned long long *before[2], *after[2], *skip_at[2];
 static ct_peer *colltune_before;              /* colltune's counted sends at the snapshot */
 
 /* an MCA variable's value as text ("" when it does not exist) */
@@ -119,7 +121,8 @@ static int pvar(const char *name, int which)
         return 0;
     before[which] = ct_prof_alloc((size_t)count * sizeof **before);
     after[which] = ct_prof_alloc((size_t)count * sizeof **after);
-    return before[which] && after[which] &&
+    skip_at[which] = ct_prof_alloc((size_t)count * sizeof **skip_at);
+    return before[which] && after[which] && skip_at[which] &&
            (colltune_before || (colltune_before = ct_prof_alloc((size_t)count * sizeof *colltune_before)));
 }
 
@@ -170,6 +173,24 @@ void ct_prof_mon_snap(void)
     else memset(colltune_before, 0, (size_t)ct_prof.size * sizeof *colltune_before);
     MPI_T_pvar_read(session, handle[0], before[0]);
     MPI_T_pvar_read(session, handle[1], before[1]);
+}
+
+/* colltune's own traffic inside a collective's window (a communicator's set-up): what the
+ * pml sends meanwhile is moved out of the window by advancing its start counters */
+void ct_prof_mon_skip_begin(void)
+{
+    if (!mon_on || !ct_prof_depth) return;
+    MPI_T_pvar_read(session, handle[0], skip_at[0]);
+    MPI_T_pvar_read(session, handle[1], skip_at[1]);
+}
+
+void ct_prof_mon_skip_end(void)
+{
+    if (!mon_on || !ct_prof_depth) return;
+    MPI_T_pvar_read(session, handle[0], after[0]);
+    MPI_T_pvar_read(session, handle[1], after[1]);
+    for (int i = 0; i < 2; i++)
+        for (int p = 0; p < ct_prof.size; p++) before[i][p] += after[i][p] - skip_at[i][p];
 }
 
 /* What the pml sent during the call. When colltune's algorithm ran, its own

@@ -18,6 +18,13 @@
  * of the communicator, not of the call. Online sampling reads it around a timed
  * call and leaves such calls out of an arm's statistics. */
 extern unsigned long ct_setup_events;
+/* Every such set-up runs between ct_setup_begin() and ct_setup_end(); a tool may hook
+ * them (the interposer's profile mode books that traffic as colltune's own, not as the
+ * collective's). */
+typedef struct { void (*begin)(void); void (*end)(void); } ct_setup_hooks;
+extern ct_setup_hooks ct_setup_hook;
+void ct_setup_begin(void);
+void ct_setup_end(void);
 
 typedef enum { CT_BCAST, CT_REDUCE, CT_ALLREDUCE, CT_ALLGATHER, CT_NCOLLS } ct_coll;
 
