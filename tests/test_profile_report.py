@@ -249,3 +249,16 @@ def test_a_link_of_zero_byte_messages_is_not_drawn_as_idle():
     assert f'stroke="{ZERO_BYTES}"' in cv.busy[0] and 'data-messages="12"' in cv.busy[0]
     assert f'stroke="{NO_TRAFFIC}"' in cv.idle[0]
     assert "0-byte messages only" in ColourScale([1000.0]).legend()
+
+
+def test_colour_by_messages():
+    """--colour-by messages: a barrier's links (0 bytes, 12 messages) take the scale's top."""
+    from types import SimpleNamespace
+
+    from colltune.profile.draw_svg import Canvas, ColourScale
+    scale = ColourScale([12.0, 3.0], "messages")
+    cv = Canvas(100, 100, scale, {"a->b": (0.0, 12.0), "b->c": (4096.0, 3.0)})
+    cv._half(SimpleNamespace(id="a->b"), "M0 0 L1 1", None)
+    cv._half(SimpleNamespace(id="b->c"), "M1 1 L2 2", None)
+    assert f'stroke="{scale.colour(12.0)}"' in cv.busy[0] and f'stroke="{scale.colour(3.0)}"' in cv.busy[1]
+    assert scale.colour(12.0) != scale.colour(3.0) and "messages per link" in scale.legend()

@@ -86,7 +86,7 @@ def draw_dragonfly(topo, loads: dict, scale: ColourScale, used: set, title: str)
     sums = node_bytes(topo, loads)
     for n in routers:
         x, y = pos[n.id]
-        inj, rec = sums[n.id]
+        inj, rec = sums[n.id][:2]
         cv.square(x, y, _SQ, "#9aa7b8", f"{n.id}: sent {fmt_bytes(inj)}, received {fmt_bytes(rec)} "
                                         f"on its cables", n.id, "router")
         hs = hosts_of.get(n.id, [])
@@ -102,15 +102,14 @@ def _busy(loads: dict, *links) -> bool:
 def _hosts_mark(cv: Canvas, scale: ColourScale, x: float, y: float, hosts: list[str], sums: dict,
                 used: set) -> None:
     """The hosts of one router as one mark: left half bytes injected, right half received."""
-    inj = sum(sums[h][0] for h in hosts)
-    rec = sum(sums[h][1] for h in hosts)
+    inj, rec, inj_m, rec_m = (sum(sums[h][i] for h in hosts) for i in range(4))
     in_job = [h for h in hosts if h in used]
     lines = [f"{len(hosts)} hosts, {len(in_job)} in the job"] + [
         f"{h}: injected {fmt_bytes(sums[h][0])}, received {fmt_bytes(sums[h][1])}" for h in hosts]
     tip = html.escape("\n".join(lines))
     stroke = "#000" if in_job else "#bbb"
     cv.raw(f'<g class="hosts" data-hosts="{html.escape(",".join(hosts))}"><title>{tip}</title>'
-           f'<rect x="{x - 6:.1f}" y="{y - 2.5:.1f}" width="6" height="5" fill="{scale.colour(inj)}" '
+           f'<rect x="{x - 6:.1f}" y="{y - 2.5:.1f}" width="6" height="5" fill="{scale.colour(scale.value(inj, inj_m))}" '
            f'stroke="{stroke}" stroke-width="0.4"/>'
-           f'<rect x="{x:.1f}" y="{y - 2.5:.1f}" width="6" height="5" fill="{scale.colour(rec)}" '
+           f'<rect x="{x:.1f}" y="{y - 2.5:.1f}" width="6" height="5" fill="{scale.colour(scale.value(rec, rec_m))}" '
            f'stroke="{stroke}" stroke-width="0.4"/></g>')

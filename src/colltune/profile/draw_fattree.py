@@ -17,13 +17,16 @@ _MARGIN = 40
 
 
 def node_bytes(topo, loads: dict) -> dict[str, list[float]]:
-    """Node id -> [bytes it injected, bytes it received] on its cables."""
-    out = {nid: [0.0, 0.0] for nid in topo.nodes}
-    for lid, (b, _m) in loads.items():
+    """Node id -> [bytes it injected, bytes it received, messages injected, received] on
+    its cables."""
+    out = {nid: [0.0, 0.0, 0.0, 0.0] for nid in topo.nodes}
+    for lid, (b, m) in loads.items():
         link = topo.links[lid]
         if link.is_cable and link.directed:   # an undirected cable's bytes have no one sender
             out[link.src][0] += b
             out[link.dst][1] += b
+            out[link.src][2] += m
+            out[link.dst][3] += m
     return out
 
 
@@ -32,7 +35,7 @@ def _node_tip(topo, nid: str, sums: dict, used: set) -> str:
     node = topo.nodes[nid]
     if node.kind != "host":
         return f"{nid} (level {node.level})"
-    out, inn = sums[nid]
+    out, inn = sums[nid][:2]
     state = "in the job" if nid in used else "not in the job"
     return f"{nid} ({state}): injected {fmt_bytes(out)}, received {fmt_bytes(inn)}"
 

@@ -65,6 +65,10 @@ class ColourScale:
         self.lo = min(float(pos.min()), self.hi / self.MIN_SPAN) if pos.size else 1.0
         self.what = what
 
+    def value(self, nbytes: float, messages: float) -> float:
+        """What this scale colours: the bytes, or (what="messages") the messages."""
+        return messages if self.what == "messages" else nbytes
+
     def fraction(self, v: float) -> float:
         if self.hi <= self.lo:
             return 1.0
@@ -136,7 +140,8 @@ class Canvas:
         busy = b > 0 or m > 0
         w = width if width is not None else (self.busy_width if busy else self.idle_width)
         tip = f"{lid}: {fmt_bytes(b)}, {fmt_count(m)} messages" if link is not None else "(no link)"
-        colour = self.scale.colour(b) if b > 0 else (ZERO_BYTES if m > 0 else NO_TRAFFIC)
+        v = self.scale.value(b, m)
+        colour = self.scale.colour(v) if v > 0 else (ZERO_BYTES if m > 0 else NO_TRAFFIC)
         el = (f'<path class="half" d="{d}" stroke="{colour}" stroke-width="{w:.2f}" '
               f'fill="none" data-link="{html.escape(lid)}" data-bytes="{b:.0f}" data-messages="{m:.0f}">'
               f'<title>{html.escape(tip)}</title></path>')

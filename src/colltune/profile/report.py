@@ -240,11 +240,14 @@ def _matrix(m: np.ndarray, labels: list[str], scale: ColourScale, what: str) -> 
                                     "(no values on hover; see the CSV files)</p>")
 
 
-def render(topo, traffics: list[Traffic], path: str | None = None, title: str | None = None) -> str:
-    """Write (when ``path``) and return the HTML page for one or two profiles."""
+def render(topo, traffics: list[Traffic], path: str | None = None, title: str | None = None,
+           colour_by: str = "bytes") -> str:
+    """Write (when ``path``) and return the HTML page for one or two profiles; the links
+    coloured by their bytes or (colour_by="messages") messages."""
     analyses = [analyse(t, topo) for t in traffics]
     drawn = [{k: v for k, v in a.nonzero.items() if topo.links[k].is_cable} for a in analyses]
-    scale = ColourScale([b for d in drawn for b, _ in d.values()])
+    scale = ColourScale([b if colour_by == "bytes" else m for d in drawn for b, m in d.values()],
+                        colour_by)
     title = title or f"traffic on {topo.name}"
     sel = analyses[0].traffic
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
@@ -266,7 +269,7 @@ def render(topo, traffics: list[Traffic], path: str | None = None, title: str | 
             parts.append(f"<p class='ok'>{label}: every rank's file present, every host in the topology, "
                          "no invisible traffic reported.</p>")
     parts.append("<h2>Drawing</h2><p class='note'>Each cable is cut in the middle: the half at a node "
-                 "is coloured by the bytes that node injected into the cable (the direction leaving it). "
+                 f"is coloured by the {colour_by} that node injected into the cable (the direction leaving it). "
                  "Hover for exact bytes and messages. Grey: no traffic; green: messages of 0 bytes only "
                  "(a barrier's). Loopback, limiter and backbone links "
                  "are not drawn (see the tables).</p>")

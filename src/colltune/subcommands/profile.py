@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     q.add_argument("--compare", metavar="OUT_DIR2", help="a second profile drawn beside the first, one colour scale")
     q.add_argument("--label", action="append", default=[], help="name of each profile (repeat for --compare)")
     q.add_argument("--title")
+    q.add_argument("--colour-by", dest="colour_by", choices=["bytes", "messages"], default="bytes",
+                   help="what the links' colour shows (default bytes; messages: the hot spots "
+                        "of small collectives)")
     q.add_argument("--export", metavar="DIR", help="also write the JSON + CSV files of the (first) profile")
     q.set_defaults(handler=run_report)
 
@@ -117,7 +120,7 @@ def run_report(args, cli) -> int:
         if args.topology and ran_on and ran_on != args.topology:
             t.notes.insert(0, f"recorded on {ran_on}, drawn on {args.topology} (--topology): "
                               f"its hosts are matched by name")
-    render(topo, traffics, args.output, args.title)
+    render(topo, traffics, args.output, args.title, args.colour_by)
     print(os.path.abspath(args.output))
     if args.export:
         from ..profile import files
