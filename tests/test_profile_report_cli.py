@@ -83,6 +83,25 @@ def test_a_rank_file_of_another_job_size_is_named(tmp_path):
         load_profile(d)
 
 
+def test_library_collectives_by_communicator_size(tmp_path):
+    """Which communicators the library's collectives ran on (miniAMR uses 2, 4, 8 and 16)."""
+    d = tmp_path / "p"
+    write_profile(d, {0: "node-0", 1: "node-1", 2: "node-2", 3: "node-3"}, {(0, 1): 10}, 4)
+    for r in range(4):
+        doc = json.loads((d / f"rank-{r}.json").read_text())
+        doc["comms"] = [[0, 1, 2, 3], [r - r % 2, r - r % 2 + 1]]
+        doc["library_calls"] = [
+            {"region": 0, "kind": "allreduce", "comm": 0, "root": -1, "bytes": 8, "calls": 3},
+            {"region": 0, "kind": "allreduce", "comm": 1, "root": -1, "bytes": 8, "calls": 5}]
+        (d / f"rank-{r}.json").write_text(json.dumps(doc))
+    show = run_cli("profile", "show", str(d)).stdout
+    assert re.search(r"run\s+allreduce\s+4 ranks\s+12 rank-calls", show), show
+    assert re.search(r"run\s+allreduce\s+2 ranks\s+20 rank-calls", show), show
+    page = tmp_path / "r.html"
+    run_cli("profile", "report", str(d), "--topology", "fattree64x12", "-o", str(page))
+    assert "by communicator size" in page.read_text()
+
+
 def write_profile(d, placement_of: dict, sends: dict, size: int):
     """A profile directory as libcolltune writes it: job.json + rank-R.json (spec section 1).
     ``sends``: {(src rank, dst rank): bytes}, one message each, kind alltoall, source colltune.

@@ -81,6 +81,8 @@ class TrafficProfile:
     # world rank -> (its run interval or None, its colltune_own intervals): which traced
     # messages were libcolltune's own (colltune_own)
     windows: dict = field(default_factory=dict)
+    # (region, kind, communicator size) -> rank-calls of the collectives the library ran
+    comm_calls: dict = field(default_factory=dict)
 
     def colltune_own(self, sender: int, t: float) -> bool:
         """Was a message the sender sent at simulated time t libcolltune's own (outside
@@ -177,7 +179,9 @@ class TrafficProfile:
                if region in (None, key[0]) and kind in (None, key[1])}
         order = [r for r in self.region_order if region in (None, r)]
         return TrafficProfile(self.size, list(self.hosts), list(self.missing), dict(self.meta),
-                              list(self.notes), cells, lib, self.shadowed, order, dict(self.windows))
+                              list(self.notes), cells, lib, self.shadowed, order, dict(self.windows),
+                              {k: v for k, v in self.comm_calls.items()
+                               if region in (None, k[0]) and kind in (None, k[1])})
 
 
 # ---- reading ---------------------------------------------------------------------------
@@ -350,14 +354,15 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             # The trace files colltune's own sends (PMPI_Isend...) and the application's
             # under p2p; the rank files split them exactly (interposer + colltune sources).
             shadowed = frozenset({("p2p", "simulator")})
-    library = _library_coverage(files, job, backend, has_trace, acc, notes, model)
+    by_comm: dict = {}
+    library = _library_coverage(files, job, backend, has_trace, acc, notes, model, by_comm)
     cells = {key: Cell.from_dict(d) for key, d in acc.cells.items()}
     meta = {"out_dir": os.path.abspath(out_dir), "size": size, "backend": backend,
             **{k: v for k, v in job.items() if k not in ("schema", "notes")}}
     if has_trace:
         meta["trace"] = meta_trace
     prof = TrafficProfile(size, hosts, missing, meta, notes, cells, library, shadowed, names,
-                          {r: (rf.run, tuple(rf.own)) for r, rf in files.items()})
+                          {r: (rf.run, tuple(rf.own)) for r, rf in files.items()}, by_comm)
     if has_trace and files:
         _check_trace_p2p(prof)
     return prof
@@ -443,12 +448,14 @@ def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator,
     return paused
 
 
-def _library_coverage(files, job, backend, has_trace, acc, notes, model) -> dict:
+def _library_coverage(files, job, backend, has_trace, acc, notes, model, by_comm=None) -> dict:
     """(region, kind) -> {'calls', 'label'} for the collectives the library ran itself; adds
-    modelled counts (MPICH with a known algorithm) to ``acc``."""
+    modelled counts (MPICH with a known algorithm) to ``acc``; by_comm (filled): (region,
+    kind, communicator size) -> rank-calls."""
     out: dict[tuple[str, str], dict] = {}
     monitoring = str(job.get("monitoring", "")).startswith("on")
     unmodelled: dict[str, int] = {}
+    by_comm = by_comm if by_comm is not None else {}
     for rf in files.values():
         comms = rf.doc.get("comms", [])
         for k, call in enumerate(rf.doc.get("library_calls", [])):
@@ -478,6 +485,8 @@ def _library_coverage(files, job, backend, has_trace, acc, notes, model) -> dict
                 cur = out.setdefault((rf.names[r], kind), {"calls": 0, "label": "exact"})
                 cur["calls"] += n
                 cur["label"] = max(cur["label"], label, key=VISIBILITY.index)
+                key = (rf.names[r], kind, len(members))
+                by_comm[key] = by_comm.get(key, 0) + n
     if unmodelled:
         why = model.why_not(job)
         notes.append("not visible (no per-peer counters in this MPI and no model of the algorithm"

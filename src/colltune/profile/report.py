@@ -52,6 +52,8 @@ class Traffic:
     region: str = "run"
     kind: str | None = None
     source: str = ""
+    # (region, kind, communicator size) -> rank-calls of the library's own collectives
+    comm_calls: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -88,6 +90,7 @@ def traffic_from_profile(prof, region: str = "run", kind: str | None = None, lab
                    host_messages=np.asarray(hm, float), rank_bytes=np.asarray(rb, float),
                    rank_messages=np.asarray(rm, float), rank_hosts=list(prof.hosts),
                    missing_ranks=list(prof.missing), parts=parts, notes=notes,
+                   comm_calls=dict(getattr(prof, "comm_calls", {})),
                    region=region, kind=kind, source=source)
 
 
@@ -216,8 +219,15 @@ def _parts(t: Traffic, topo) -> str:
             hop = f"{ld.hop_bytes:.0f}"
         rows.append([p["region"], p["kind"], p["visibility"], fmt_bytes(p["bytes"]), fmt_count(p["messages"]),
                      hop, peak])
-    return _table(["region", "collective kind", "visibility", "bytes", "messages", "hop-bytes",
-                   "most loaded link"], rows, left=3)
+    table = _table(["region", "collective kind", "visibility", "bytes", "messages", "hop-bytes",
+                    "most loaded link"], rows, left=3)
+    if t.comm_calls:         # which communicators the library's collectives ran on
+        table += ("<p class='note'>The library's own collectives by communicator size "
+                  "(calls summed over the ranks):</p>"
+                  + _table(["region", "collective kind", "communicator size", "rank-calls"],
+                           [[r, k, str(n), fmt_count(c)] for (r, k, n), c in sorted(t.comm_calls.items())],
+                           left=2))
+    return table
 
 
 def _matrix_png(m: np.ndarray, scale: ColourScale) -> str:

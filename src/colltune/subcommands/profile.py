@@ -166,6 +166,13 @@ def run_show(args, cli) -> int:
             vis = prof.visibility(r, k)
             if b.sum() or m.sum() or vis == "not visible":
                 print(f"  {r:<16} {k:<22} {vis:<12} {fmt_bytes(b.sum()):>28} {m.sum():>10.0f} messages")
+    calls = {k: v for k, v in prof.comm_calls.items() if k[0] in regions and args.kind in (None, k[1])}
+    if calls:
+        print("library collectives by communicator size (calls summed over the ranks):")
+        for (r, k, n), c in sorted(calls.items(), key=lambda kv: (prof.region_order.index(kv[0][0])
+                                                                 if kv[0][0] in prof.region_order else 0,
+                                                                 kv[0][1], kv[0][2])):
+            print(f"  {r:<16} {k:<22} {n:>5} ranks {c:>10} rank-calls")
     for note in prof.notes:
         print(f"note: {note}")
     return 0
