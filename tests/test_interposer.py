@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import CACHE, REPO, run_cli
+from conftest import CACHE, REPO, have_mpi, run_cli
 
 from colltune import mpi, platforms
 from colltune.providers.colltune import libcolltune, link_args, preload_args
@@ -266,3 +266,43 @@ def test_colltune_provider_tune_campaign_sim(workdir):
     assert "0 failures" in proc.stdout
     for coll, alg in chosen:
         assert f"-> {alg}" in proc.stderr
+
+
+SPLIT_ONLY = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+    int wr, r, n, v, bad = 0, all = 0;
+    MPI_Comm c;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    MPI_Comm_split(MPI_COMM_WORLD, wr % 2, wr, &c);
+    MPI_Comm_rank(c, &r);
+    MPI_Comm_size(c, &n);
+    for (int it = 0; it < 3; it++) {
+        v = r == 0 ? it : -1;
+        MPI_Bcast(&v, 1, MPI_INT, 0, c);
+        bad += v != it;
+    }
+    MPI_Comm_free(&c);
+    MPI_Reduce(&bad, &all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (wr == 0) printf("split-only bad=%d\n", all);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("backend", [("--layout", "3x3"), ("--backend", "local", "--mpi", "openmpi", "-n", "4")],
+                         ids=["smpi", "openmpi"])
+def test_han_on_sub_communicators_only_finalizes(tmp_path, backend):
+    """HAN on a split only: MPI_Finalize's release of MPI_COMM_WORLD's hierarchy, which it
+    never had, had aborted every such job (MPI_Comm_delete_attr: MPI_ERR_ARG; a review)."""
+    if "openmpi" in backend and not have_mpi("openmpi"):
+        pytest.skip("Open MPI not installed")
+    src = tmp_path / "split.c"
+    src.write_text(SPLIT_ONLY)
+    proc = run_cli("run", *backend, "--force", "bcast:han", "-q", "--", str(src), check=False,
+                   timeout=300)
+    assert proc.returncode == 0 and "split-only bad=0" in proc.stdout, proc.stdout + proc.stderr

@@ -38,7 +38,13 @@ static int free_hier(MPI_Comm comm, int key, void *val, void *extra)
  * the communicator's hierarchy here, together, before MPI_Finalize. */
 void ct_hier_release(MPI_Comm comm)
 {
-    if (keyval != MPI_KEYVAL_INVALID) MPI_Comm_delete_attr(comm, keyval);
+    void *h;
+    int found = 0;
+    /* deleting an attribute the communicator does not have is an error (MPI_ERR_ARG,
+     * fatal by default): HAN may have run on sub-communicators only */
+    if (keyval != MPI_KEYVAL_INVALID && MPI_Comm_get_attr(comm, keyval, &h, &found) == MPI_SUCCESS
+        && found)
+        MPI_Comm_delete_attr(comm, keyval);
 }
 
 ct_hier *ct_hier_get(MPI_Comm comm)
