@@ -98,14 +98,13 @@ def fixed_state(template: State, choose) -> State:
 
 def run_fixed(st: State, run_dir: str, platform: str, layout: str, program: list[str],
               env: dict | None = None) -> tuple[dict, float, str]:
-    """Self-launched online run on a fixed state (COLLTUNE_ONLINE set by hand, so the state
-    dir is left as C wrote it): ({block key: (arm, mean cost)}, collective time, stdout)."""
+    """An online run on a fixed state (a fresh state dir: `run --online` leaves the state as
+    written before the run, the run's samples file is read): ({block key: (arm, mean
+    cost)}, collective time, stdout)."""
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
     state.save(st, os.path.join(run_dir, "state.txt"))
-    out = colltune_run(platform, layout, program,
-                       env={**(env or {}), "COLLTUNE_ONLINE": os.path.abspath(run_dir),
-                            "COLLTUNE_PLATFORM": platform_name(platform)})
+    out = colltune_run(platform, layout, program, online=os.path.abspath(run_dir), env=env)
     runs = samples_files(run_dir)
     if len(runs) != 1:
         raise RuntimeError(f"{run_dir}: expected one samples file, found {len(runs)}")

@@ -5,6 +5,7 @@ mode (C state == Python's re-derived state)."""
 from __future__ import annotations
 
 import json
+import re
 import math
 import os
 import random
@@ -399,6 +400,15 @@ def test_bad_samples_file_skipped_with_file_and_line(tmp_path, workdir):
         (d / "samples" / "zz.json").write_text(json.dumps(_samples(5, [
             {"collective": "bcast", "nodes": 1, "ppn": 2, "bytes_lo": 3, "bytes_hi": 9, "arms": []}])))
         update.read_samples(str(d / "samples" / "zz.json"))
+    # the right schema, another shape: named, not a traceback (a review)
+    for blocks, where in (("x", "blocks: expected a list"),
+                          ([{"collective": "bcast", "nodes": 1, "ppn": 2, "bytes_lo": 0,
+                             "bytes_hi": 16, "arms": [{"arm": "ring", "mean": "fast"}]}],
+                           "blocks/0/arms/0/mean: expected a number")):
+        (d / "samples" / "zz.json").write_text(json.dumps({**_samples(5, []), "blocks": blocks}))
+        with pytest.raises(InputError, match=re.escape(where)):
+            update.read_samples(str(d / "samples" / "zz.json"))
+        assert "zz.json: " + where in run_cli("online", "update", str(d)).stderr
 
 
 # ---- end to end with libcolltune's online mode (SMPI) -------------------------------------
@@ -486,3 +496,17 @@ def test_run_online_twice_on_smpi_c_state_equals_python(tmp_path, workdir):
             # equal up to the samples file's %.9g (C merges the run's unrounded statistics);
             # a different rule or merge order would differ in the first digits
             assert (m.p, m.mean, m.m2) == pytest.approx((a.p, a.mean, a.m2), rel=1e-7, abs=1e-18)
+
+
+def test_run_online_passes_the_online_settings_of_the_shell(tmp_path, workdir):
+    """COLLTUNE_ONLINE_BUDGET (and SEED, RISK, SAMPLERS, LOG), which `run --online` has no
+    option for, had been dropped as an inherited choice: the run used budget 200 (a review)."""
+    src = tmp_path / "app.c"
+    src.write_text(APP)
+    d = tmp_path / "state"
+    proc = run_cli("run", "--layout", "2x2", "--online", str(d), "--", str(src),
+                   env={**os.environ, "COLLTUNE_ONLINE_BUDGET": "7", "COLLTUNE_ONLINE_SEED": "5"},
+                   timeout=300)
+    assert "COLLTUNE_ONLINE_BUDGET" not in proc.stderr, proc.stderr
+    (run,) = update.samples_files(str(d))
+    assert run.data["job"]["budget"] == 7 and run.data["job"]["seed"] == 5

@@ -48,7 +48,9 @@ def _show_output(name: str, cc: str, env_items: tuple[tuple[str, str], ...]) -> 
 INTERPOSER_VARIABLES = ("COLLTUNE_RULES", "COLLTUNE_FORCE", "COLLTUNE_GUARD", "COLLTUNE_REPORT",
                         "COLLTUNE_VERBOSE", "COLLTUNE_PROFILE", "COLLTUNE_PROFILE_MAX_MB",
                         "COLLTUNE_ABORT_STATUS", "COLLTUNE_MPIT_CVARS")
-_INTERPOSER_PATTERNS = (r"COLLTUNE_ONLINE(_\w+)?",)
+# online mode itself; its settings COLLTUNE_ONLINE_BUDGET, _SEED, _RISK, _SAMPLERS, _LOG
+# pass (they change nothing without it, and `run --online` has no options for them)
+_INTERPOSER_PATTERNS = (r"COLLTUNE_ONLINE",)
 _LIBRARY_PATTERNS = (r"OMPI_MCA_coll_tuned_use_dynamic_rules",
                      r"OMPI_MCA_coll_tuned_dynamic_rules_filename", r"OMPI_MCA_coll_tuned_\w+_algorithm",
                      r"OMPI_MCA_coll_han_use_dynamic_file_rules", r"OMPI_MCA_coll_han_dynamic_rules_filename",
@@ -58,7 +60,7 @@ _LIBRARY_PATTERNS = (r"OMPI_MCA_coll_tuned_use_dynamic_rules",
 
 def inherited_choices(environ, library: bool = True) -> list[str]:
     """The variables of environ that choose collective algorithms: the interposer's
-    (INTERPOSER_VARIABLES, COLLTUNE_ONLINE*, an LD_PRELOAD of libcolltune) and, with
+    (INTERPOSER_VARIABLES, COLLTUNE_ONLINE, an LD_PRELOAD of libcolltune) and, with
     library, the libraries' (_LIBRARY_PATTERNS)."""
     import re
     pats = _INTERPOSER_PATTERNS + (_LIBRARY_PATTERNS if library else ())

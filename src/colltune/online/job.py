@@ -24,7 +24,12 @@ def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
         env["COLLTUNE_PLATFORM"] = platform_id(settings.platform)
     if os.listdir(os.path.join(state_dir, "samples")):
         presets, fingerprint = _presets(settings, env.get("COLLTUNE_PLATFORM", ""))
-        update_dir(state_dir, [layout], fingerprint or None, presets)
+        try:
+            update_dir(state_dir, [layout], fingerprint or None, presets)
+        except OSError as exc:        # a read-only state dir: the job runs on what is there
+            print(f"colltune run: warning: --online {args.online}: state not updated before "
+                  f"the run ({exc.strerror}: {exc.filename}); the job runs on the state as it "
+                  f"is", file=sys.stderr)
     return env
 
 

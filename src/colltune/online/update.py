@@ -88,11 +88,40 @@ class Samples:
         return str(self.data.get("run_id", ""))
 
 
+def _check_shape(path: str, data: dict) -> None:
+    """The fields merge_run and the records read, with their types: a file of the right
+    schema but another shape had been a traceback naming nothing (a review)."""
+    num = (int, float)
+
+    def need(ok: bool, where: str, what: str) -> None:
+        if not ok:
+            raise InputError(f"{path}: {where}: expected {what}")
+    need(isinstance(data.get("blocks", []), list), "blocks", "a list")
+    for i, b in enumerate(data.get("blocks", [])):
+        w = f"blocks/{i}"
+        need(isinstance(b, dict), w, "an object")
+        need(isinstance(b.get("collective"), str), f"{w}/collective", "a name")
+        for k in ("nodes", "ppn", "bytes_lo"):
+            need(isinstance(b.get(k), int) and not isinstance(b.get(k), bool), f"{w}/{k}", "an integer")
+        need(b.get("bytes_hi") is None or isinstance(b.get("bytes_hi"), int), f"{w}/bytes_hi",
+             "an integer or null")
+        for k in ("calls", "setup_calls", "setup_s"):
+            need(isinstance(b.get(k, 0), num), f"{w}/{k}", "a number")
+        need(isinstance(b.get("arms"), list), f"{w}/arms", "a list")
+        for j, a in enumerate(b["arms"]):
+            need(isinstance(a, dict) and isinstance(a.get("arm"), str), f"{w}/arms/{j}",
+                 "an object with an 'arm' name")
+            for k in ("p", "n", "mean", "m2"):
+                need(isinstance(a.get(k, 0), num), f"{w}/arms/{j}/{k}", "a number")
+    need(isinstance(data.get("records", []), list), "records", "a list")
+
+
 def read_samples(path: str) -> Samples:
     data = read_json(path)
     if not isinstance(data, dict) or data.get("schema") != SAMPLES_SCHEMA:
         raise InputError(f"{path}:1: schema {data.get('schema') if isinstance(data, dict) else None!r},"
                          f" expected {SAMPLES_SCHEMA!r}")
+    _check_shape(path, data)
     for i, b in enumerate(data.get("blocks", [])):
         if class_from_range(b.get("bytes_lo", -1), b.get("bytes_hi")) is None:
             raise InputError(f"{path}: blocks/{i}: bytes {b.get('bytes_lo')}..{b.get('bytes_hi')} "
