@@ -24,6 +24,8 @@ def test_compare_on_smpi_prints_both_runs_side_by_side(workdir):
     rules.write_text("colltune-rules 1\nbcast bytes=100000.. -> han\nallreduce bytes=1000.. -> multileader\n")
     proc = run_cli("run", "--layout", "2x4", "--rules", str(rules), "--compare", "-q", "--", APP, "3")
     assert proc.stdout.count("0 failures") == 2, proc.stdout      # the program ran twice, correct
+    # which default: no --default-selector on SMPI is its naive built-in selector, said so
+    assert "the library default (SMPI's built-in default selector, naive" in proc.stdout
     rows = _table(proc.stdout)
     # collmix, 3 iterations: 2 bcasts each and a 1 MiB one in the first, 4 allreduces each,
     # and its own report's allreduce and 2 reduces (its own collectives count too)

@@ -195,7 +195,24 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
     return rc
 
 
-def compare_times(default_path: str, run_path: str, env: dict) -> str:
+def default_label(args, settings) -> str:
+    """What --compare's first run ran as the library default: on SMPI its selector (a
+    speed-up over SMPI's naive `default` selector says little about a real library)."""
+    if settings.backend != "sim":
+        return "the library untouched"
+    import shlex as _shlex
+    dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS", "")
+    sel = next((a.split(":", 1)[1] for a in _shlex.split(dep)
+                if a.startswith("--cfg=smpi/coll-selector:")), "")
+    if settings.values.get("default_selector") and settings.source_of("default_selector") != "default":
+        sel = settings.values["default_selector"]
+    if sel:
+        return f"SMPI's {sel} selector"
+    return ("SMPI's built-in default selector, naive: --default-selector ompi or mpich compares "
+            "with Open MPI's or MPICH's decisions")
+
+
+def compare_times(default_path: str, run_path: str, env: dict, label: str = "") -> str:
     """The table --compare prints: per intercepted collective the calls and the time in
     them (the slowest rank's sum), the library default's and this run's, and the job's."""
     import json
@@ -220,7 +237,8 @@ def compare_times(default_path: str, run_path: str, env: dict) -> str:
     rows.append(("job", "", f"{base['job_s'] * 1e3:.3f} ms", f"{mine['job_s'] * 1e3:.3f} ms",
                  ratio(base["job_s"], mine["job_s"])))
     width = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = [f"\ncolltune run --compare: the library default vs this run ({mode}), {base['ranks']} "
+    lines = [f"\ncolltune run --compare: the library default{f' ({label})' if label else ''} vs this "
+             f"run ({mode}), {base['ranks']} "
              f"ranks, {base['clock']} time; the slowest rank's time in the calls (of each collective, "
              f"of all of them), and from MPI_Init to MPI_Finalize (job)"]
     lines += ["  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, width)))
@@ -367,7 +385,8 @@ def run(args, cli) -> int:
             from ..online.job import finish
             finish(args, settings)
         if ended and args.compare and rc == 0:
-            print(compare_times(default_times, env["COLLTUNE_TIMES"], env), flush=True)
+            print(compare_times(default_times, env["COLLTUNE_TIMES"], env,
+                                default_label(args, settings)), flush=True)
             if default_profile:
                 print(f"profiles: {default_profile} (the library default) and "
                       f"{env['COLLTUNE_PROFILE']} (as asked); both drawn on one colour scale:\n"
