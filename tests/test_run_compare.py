@@ -14,7 +14,7 @@ APP = os.path.join(REPO, "src", "colltune", "apps", "collmix.c")
 
 
 def _table(stdout: str) -> dict[str, list[str]]:
-    head = stdout.index("colltune run --compare: the library default vs this run")
+    head = stdout.index("colltune run --compare: the library default")
     return {ln.split()[0] if not ln.strip().startswith("all of them") else "all":
             ln.split() for ln in stdout[head:].splitlines()[2:] if ln.strip()}
 
