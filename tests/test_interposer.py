@@ -306,3 +306,31 @@ def test_han_on_sub_communicators_only_finalizes(tmp_path, backend):
     proc = run_cli("run", *backend, "--force", "bcast:han", "-q", "--", str(src), check=False,
                    timeout=300)
     assert proc.returncode == 0 and "split-only bad=0" in proc.stdout, proc.stdout + proc.stderr
+
+
+REDUCE_ONE_PER_NODE = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+    int rank, size, in[3], out[3] = {0, 0, 0};
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 0; i < 3; i++) in[i] = rank + i;
+    MPI_Reduce(in, out, 3, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) printf("reduce %s\n", out[2] == size * (size - 1) / 2 + 2 * size ? "ok" : "WRONG");
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_han_with_one_rank_per_node_skips_the_node_step(tmp_path):
+    """HAN's library intra-node module on nodes of one rank: SMPI's ompi reduce crashed on
+    the one-rank node communicator (a review); there is nothing to reduce inside a node."""
+    src = tmp_path / "red.c"
+    src.write_text(REDUCE_ONE_PER_NODE)
+    proc = run_cli("run", "--layout", "5x1", "--default-selector", "ompi", "--force",
+                   "reduce:han:smod=0", "-q", "--", str(src), check=False, timeout=300)
+    assert proc.returncode == 0 and "reduce ok" in proc.stdout, proc.stdout + proc.stderr

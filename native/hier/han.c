@@ -93,6 +93,11 @@ static int library_step(ct_han *h, ct_han_step s)
     int n = seg_count(h, s.seg), root = h->h->lrank == h->lroot;
     char *r = ct_at(h->acc, h->ext, off);
     const void *in = h->a.sendbuf == MPI_IN_PLACE ? r : ct_at(h->a.sendbuf, h->ext, off);
+    if (h->h->nlocal == 1) {      /* alone on the node: nothing to move (SMPI's ompi reduce */
+        if (s.sub != CT_HAN_SB && in != r)            /* crashed on a one-rank communicator) */
+            ct_copy(r, in, (MPI_Aint)n * h->ext);
+        return MPI_SUCCESS;
+    }
     int rc = s.sub == CT_HAN_SB ? PMPI_Bcast(r, n, h->a.dtype, h->lroot, h->h->node)
            : root ? PMPI_Reduce(h->a.sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : in, r, n,
                                 h->a.dtype, h->a.op, h->lroot, h->h->node)
