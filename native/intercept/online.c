@@ -463,6 +463,8 @@ int ct_online_init(int world_rank, int thread_multiple, int other_sources)
         mkdir(logdir, 0777);
         if (!(ct_online.log = fopen(path, "a")))
             fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE_LOG: %s: %s\n", path, strerror(errno));
+        else                      /* line by line: a job that crashes keeps what it chose */
+            setvbuf(ct_online.log, NULL, _IOLBF, 0);
     }
     return ct_online_on = 1;
 }
