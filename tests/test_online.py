@@ -510,3 +510,20 @@ def test_run_online_passes_the_online_settings_of_the_shell(tmp_path, workdir):
     assert "COLLTUNE_ONLINE_BUDGET" not in proc.stderr, proc.stderr
     (run,) = update.samples_files(str(d))
     assert run.data["job"]["budget"] == 7 and run.data["job"]["seed"] == 5
+
+
+def test_online_show_says_why_each_block_chose_its_arm(tmp_path):
+    """'-> han' with bruck's mean lower had looked like a contradiction (a review)."""
+    b = Block("allgather", 7, 3, 1, arms=[Arm("bruck", 0.9, 2, 4.85e-6), Arm("han", 0.1, 5, 7.63e-6)])
+    assert b.best().arm == "han"
+    assert b.why() == ("the lowest mean of the arms timed at least 3 times; not yet bruck "
+                       "(lower mean, n=2 < 3)")
+    lib = Block("bcast", 2, 2, 1, arms=[Arm("library", 0.5), Arm("ring", 0.5, 4, 1e-6)])
+    assert lib.best().arm == "library" and "its own arm not timed yet" in lib.why()
+    st = State("f")
+    st.add(b)
+    d = tmp_path / "s"
+    d.mkdir()
+    state.save(st, str(d / "state.txt"))
+    out = run_cli("online", "show", str(d)).stdout
+    assert "-> han (the lowest mean of the arms timed at least 3 times; not yet bruck" in out

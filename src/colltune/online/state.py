@@ -93,6 +93,23 @@ class Block:
             return min(measured, key=lambda a: (a.mean, a.arm))
         return max(self.arms, key=lambda a: (a.p, -self.arms.index(a)))
 
+    def why(self) -> str:
+        """Why best() chose its arm, in words (online show)."""
+        from .update import MIN_N
+        best, lib = self.best(), self.arm("library")
+        measured = [a for a in self.arms if a.n >= MIN_N]
+        if lib is not None and best is lib and not measured:
+            return f"the library: no arm timed {MIN_N} times yet"
+        if lib is not None and best is lib and lib.n < 1:
+            return "the library: its own arm not timed yet (it is left only on a measured comparison)"
+        if not measured:
+            return f"the most probable arm: none timed {MIN_N} times, no library arm"
+        why = f"the lowest mean of the arms timed at least {MIN_N} times"
+        fewer = [a for a in self.arms if 0 < a.n < MIN_N and a.mean < best.mean]
+        if fewer:
+            why += "; not yet " + ", ".join(f"{a.arm} (lower mean, n={a.n} < {MIN_N})" for a in fewer)
+        return why
+
     def label(self) -> str:
         return f"{self.collective} nodes={self.nodes} ppn={self.ppn} bytes={class_text(self.cls)}"
 
