@@ -41,7 +41,7 @@ def add_globals(p: argparse.ArgumentParser, measuring: bool = True) -> None:
                    type=lambda v: {"yes": True, "no": False}.get(v, v), metavar="{yes,no}",
                    help="algorithms also with their tuning presets: colltune's catalogue's "
                         "(e.g. ring[segsize=8192]) and Open MPI's segmented ones at the "
-                        "segment sizes of its fixed decision (pipeline[segsize=131072]); "
+                        "segment sizes of its classic fixed decision (pipeline[segsize=131072]); "
                         "default yes")
     g.add_argument("--jobs", type=int, help="launches run concurrently")
     g.add_argument("--timeout", type=float, help="seconds before a launch counts as hung")

@@ -54,7 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "default_selector": "",
     # algorithms are also measured with their tuning presets: colltune's catalogue's
     # (`tune` in each descriptor, e.g. ring[segsize=8192]) and Open MPI's segmented ones
-    # at the segment sizes its fixed decision uses (providers/openmpi.py PRESETS);
+    # at the segment sizes of its classic fixed decision (providers/openmpi.py PRESETS);
     # False: defaults only
     "tune_presets": True,
     # active learning (tuners/active.py, docs/active.md: the defaults are justified there)

@@ -117,9 +117,10 @@ PARAMETERS = {
     "allreduce": {"segmented_ring": _SEG},
 }
 # Segmented algorithms a tuning campaign also measures (with tune_presets): the
-# algorithm and segment size pairs coll/tuned's fixed decision itself picks
-# (coll_tuned_decision_fixed.c: bcast split binary tree 1 / 8 KiB, pipeline 16 / 128 KiB;
-# reduce binary and pipeline 1 KiB, pipeline 32 / 64 KiB; allreduce segmented ring 1 MiB).
+# algorithm and segment size pairs of coll/tuned's classic fixed decision (its
+# coll_tuned_decision_fixed.c of the 1.x series, measured on a cluster of its time: bcast
+# split binary tree 1 / 8 KiB, pipeline 16 / 128 KiB; reduce binary and pipeline 1 KiB,
+# pipeline 32 / 64 KiB; allreduce segmented ring 1 MiB): a starting set, not a search.
 PRESETS = {
     "bcast": {"split_binary_tree": ("segsize=1024", "segsize=8192"),
               "pipeline": ("segsize=16384", "segsize=131072")},
