@@ -234,21 +234,28 @@ class OpenMPIProvider(Provider):
         return {f"OMPI_MCA_coll_{c}_priority": "0" for c in TAKEOVER
                 if c in self._components and self._prios.get(c, 0) > 0}
 
+    def forcing_env(self, collective: str, ident: int, segsize: int = 0, fanout: int = 0) -> dict:
+        """The environment that forces coll/tuned's algorithm number ident (an unknown number
+        as is: Open MPI then rejects it like a file), with a segment size and fan-out where
+        given (the forced path passes the chain fan-out; the tree fan-out is set alike),
+        and the components that would outrank tuned off."""
+        var = f"OMPI_MCA_coll_tuned_{OMPI_NAME[collective]}_algorithm"
+        env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", var: str(ident), **self.takeover_env()}
+        if segsize:
+            env[f"{var}_segmentsize"] = str(segsize)
+        if fanout:
+            env[f"{var}_tree_fanout"] = env[f"{var}_chain_fanout"] = str(fanout)
+        return env
+
     def force(self, algorithm: Algorithm) -> LaunchMods:
         if algorithm.kind == SELECTOR:
             return LabelledMods(labels={"forced": "none (library default)"})
-        coll = OMPI_NAME[algorithm.collective]
         ident = self.algorithm_ids(algorithm.collective).get(algorithm.name)
         if ident is None:
             self.lookup(algorithm.collective, algorithm.name)   # raises, listing the names
-        var = f"OMPI_MCA_coll_tuned_{coll}_algorithm"
-        env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1", var: str(ident),
-               **self.takeover_env()}
         params = dict(algorithm.params)
-        if "segsize" in params:
-            env[f"{var}_segmentsize"] = str(params["segsize"])
-        if "fanout" in params:                  # the forced path passes the chain fan-out
-            env[f"{var}_chain_fanout"] = str(params["fanout"])
+        env = self.forcing_env(algorithm.collective, ident, params.get("segsize", 0),
+                               params.get("fanout", 0))
         known = set(self.algorithm_ids(algorithm.collective))
 
         def per_point(rec: dict) -> dict:

@@ -247,17 +247,9 @@ class OpenMPIVerifier:
         return False, why
 
     def _force_env(self, coll: str, alg: int, fan: int, seg: int) -> dict[str, str]:
-        """The provider's forcing of algorithm number alg, plus the rule's
-        segment size and fan-out (an unknown number is forced as is: Open MPI
-        then rejects it like the file)."""
-        var = f"OMPI_MCA_coll_tuned_{OMPI_NAME[coll]}_algorithm"
-        env = {**self.provider.takeover_env(), "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-               var: str(alg)}
-        if seg:
-            env[f"{var}_segmentsize"] = str(seg)
-        if fan:
-            env[f"{var}_tree_fanout"] = env[f"{var}_chain_fanout"] = str(fan)
-        return env
+        """The provider's forcing of algorithm number alg with the rule's fan-out and
+        segment size."""
+        return self.provider.forcing_env(coll, alg, seg, fan)
 
     def _verify_han(self, path: str, text: str, ranks: int, timeout: float) -> Report:
         expected = parse_han(text, path)
