@@ -107,16 +107,30 @@ def _linked(program: str) -> bool | None:
     return "ct_rules_match" in proc.stdout if proc.returncode == 0 else None
 
 
+def _selectors(args, settings) -> tuple[list[str], str]:
+    """(the deployment's --cfg=smpi/coll-selector arguments, --default-selector when given
+    or "") of a run on SMPI."""
+    dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS")
+    # its selector; the platform's settings beside it are the run's own (smpirun_cfg_args)
+    dep = [a for a in shlex.split(dep or "") if a.startswith("--cfg=smpi/coll-selector:")]
+    given = settings.source_of("default_selector") != "default"
+    return dep, (settings.values.get("default_selector") or "") if given else ""
+
+
+def run_selector(args, settings) -> str:
+    """The SMPI selector a run uses: --default-selector, else the deployment's, else ""
+    (SMPI's built-in default)."""
+    dep, sel = _selectors(args, settings)
+    return sel or (dep[-1].split(":", 1)[1] if dep else "")
+
+
 def _selector_args(args, settings, smpirun: str, app: str) -> list[str]:
     """smpirun arguments of the SMPI selector: the deployment's, or --default-selector
     (checked against the selectors this SMPI lists: an unknown one aborts smpirun)."""
     from ..errors import ConfigError
     from ..providers.smpi import SMPIProvider
-    dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS")
-    # its selector; the platform's settings beside it are the run's own (smpirun_cfg_args)
-    dep = [a for a in shlex.split(dep or "") if a.startswith("--cfg=smpi/coll-selector:")]
-    sel = settings.values.get("default_selector") or ""
-    if sel and settings.source_of("default_selector") != "default":
+    dep, sel = _selectors(args, settings)
+    if sel:
         known = [s.name for s in SMPIProvider(smpirun, app).selectors("bcast")]
         if sel not in known:
             raise ConfigError(f"--default-selector {sel!r} is not an SMPI selector "

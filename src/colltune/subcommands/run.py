@@ -200,12 +200,8 @@ def default_label(args, settings) -> str:
     speed-up over SMPI's naive `default` selector says little about a real library)."""
     if settings.backend != "sim":
         return "the library untouched"
-    import shlex as _shlex
-    dep = (getattr(args, "deployment_launch", None) or {}).get("COLLTUNE_SMPIRUN_ARGS", "")
-    sel = next((a.split(":", 1)[1] for a in _shlex.split(dep)
-                if a.startswith("--cfg=smpi/coll-selector:")), "")
-    if settings.values.get("default_selector") and settings.source_of("default_selector") != "default":
-        sel = settings.values["default_selector"]
+    from ..runners.sim import run_selector
+    sel = run_selector(args, settings)
     if sel:
         return f"SMPI's {sel} selector"
     return ("SMPI's built-in default selector, naive: --default-selector ompi or mpich compares "
