@@ -90,7 +90,7 @@ def traffic_from_profile(prof, region: str = "run", kind: str | None = None, lab
                    host_messages=np.asarray(hm, float), rank_bytes=np.asarray(rb, float),
                    rank_messages=np.asarray(rm, float), rank_hosts=list(prof.hosts),
                    missing_ranks=list(prof.missing), parts=parts, notes=notes,
-                   comm_calls=dict(getattr(prof, "comm_calls", {})),
+                   comm_calls=dict(prof.comm_calls),
                    region=region, kind=kind, source=source)
 
 

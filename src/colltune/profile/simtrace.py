@@ -173,25 +173,28 @@ def read_trace(path: str | os.PathLike, info: TraceInfo | None = None) -> Iterat
             if d is None:
                 raise TraceError(f"{path}:{lineno}: event '{words[0]}' not defined in the header")
             try:
-                yield from _event(d, words, line, info, stacks, values, types, path, lineno)
-            except (IndexError, KeyError, ValueError) as exc:
-                if isinstance(exc, TraceError):
-                    raise
+                msg = _event(d, words, line, info, stacks, values, types, path, lineno)
+            except TraceError:
+                raise
+            except (IndexError, KeyError, ValueError):
                 raise TraceError(f"{path}:{lineno}: a {d[0]} event this reader cannot read "
                                  f"({line.strip()[:80]!r}): the trace is cut or not SMPI's") from None
+            if msg is not None:
+                yield msg
 
 
-def _event(d, words, line, info, stacks, values, types, path, lineno) -> Iterator[Message]:
-    """One event line of the trace; types: {'state': alias, 'link': alias}."""
+def _event(d, words, line, info, stacks, values, types, path, lineno) -> Message | None:
+    """One event line of the trace: its message, if it is one (the other events update
+    info, stacks, values and types: {'state': alias, 'link': alias})."""
     name = d[0]
     if name == "PajeStartLink":
         if words[2] != types.get("link"):
-            return
+            return None
         msg = _start_link(words, d[1], info, stacks, path, lineno)
         if msg is not None:
             info.messages += 1
             info.end_time = msg.time
-            yield msg
+        return msg
     elif name == "PajePushState":
         if words[2] == types.get("state"):
             call = values.get(words[4], words[4])
@@ -216,6 +219,7 @@ def _event(d, words, line, info, stacks, values, types, path, lineno) -> Iterato
             types["state"] = rec["Alias"]
         elif rec.get("Name") == "MPI_LINK":
             types["link"] = rec["Alias"]
+    return None
 
 
 def _start_link(words, fields, info, stacks, path, lineno) -> Message | None:

@@ -62,6 +62,8 @@ def topology(spec: str):
 
 
 def _recorded_machine(out_dir: str) -> str | None:
+    """The platform (sim) or emulated cluster (netns) a profile ran on (run.PROFILE_MACHINE),
+    None when it does not say."""
     import json
     from .run import PROFILE_MACHINE
     try:
@@ -72,17 +74,13 @@ def _recorded_machine(out_dir: str) -> str | None:
 
 
 def _run_machine(out_dir: str) -> str:
-    """The platform (sim) or emulated cluster (netns) a profile ran on (run.PROFILE_MACHINE),
-    for a missing --topology."""
-    import json
+    """The machine the profile ran on, for a missing --topology; an error when it does not say."""
     from ..errors import InputError
-    from .run import PROFILE_MACHINE
-    try:
-        with open(os.path.join(out_dir, PROFILE_MACHINE)) as fh:
-            return json.load(fh)["platform"]
-    except (OSError, ValueError, KeyError, TypeError):
+    machine = _recorded_machine(out_dir)
+    if machine is None:
         raise InputError(f"{out_dir}: --topology is needed: the profile does not say which machine "
-                         f"it ran on (`colltune run --profile` records it on the sim and netns backends)") from None
+                         f"it ran on (`colltune run --profile` records it on the sim and netns backends)")
+    return machine
 
 
 def _load(out_dir: str):
