@@ -122,28 +122,33 @@ static void fill_values(const coll_args_t *a, size_t n)
     for (size_t i = 0; i < n; i++) put(a->kind, a->sbuf, i, rval(a->rank, i));
 }
 
-/* the sum over ranks of element i */
-static long want_sum(const coll_args_t *a, size_t i)
+/* the sum over ranks of element 0 (rval's rank part, summed once per check) */
+static long sum_at_0(const coll_args_t *a)
 {
     long s = 0;
     for (int r = 0; r < a->size; r++) s += rval(r, 0);
-    return s + (long)a->size * (long)((3 * i) % 61);
+    return s;
+}
+
+/* the sum over ranks of element i, from sum_at_0: every rank adds rval's element part */
+static long sum_at(const coll_args_t *a, long s0, size_t i)
+{
+    return s0 + (long)a->size * (rval(0, i) - rval(0, 0));
 }
 
 /* a value no correct result has at element i (its sum + 1), so an unwritten one is seen */
 static void poison_sums(const coll_args_t *a, size_t first, size_t n)
 {
-    long base = want_sum(a, 0);
-    for (size_t i = 0; i < n; i++)
-        put(a->kind, a->rbuf, i, norm(a->kind, base + (long)a->size * (long)((3 * (first + i)) % 61) + 1));
+    long s0 = sum_at_0(a);
+    for (size_t i = 0; i < n; i++) put(a->kind, a->rbuf, i, norm(a->kind, sum_at(a, s0, first + i) + 1));
 }
 
 /* checks rbuf[k] == sum over ranks of element (first + k) */
 static int check_sums(const coll_args_t *a, size_t first, size_t n, char *err, size_t len)
 {
-    long base = want_sum(a, 0);
+    long s0 = sum_at_0(a);
     for (size_t k = 0; k < n; k++) {
-        double want = (double)norm(a->kind, base + (long)a->size * (long)((3 * (first + k)) % 61));
+        double want = (double)norm(a->kind, sum_at(a, s0, first + k));
         double got = get(a->kind, a->rbuf, k);
         if (got != want) {
             snprintf(err, len, "rank %d: wrong sum at element %zu (got %g, expected %g)", a->rank, k, got, want);

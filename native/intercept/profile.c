@@ -136,10 +136,8 @@ const ct_interval *ct_prof_intervals(int *n, int *dropped)
     return intervals;
 }
 
-void ct_prof_own(double t0) { push_interval(&own, &nown, -1, t0, PMPI_Wtime()); }
-
 static double setup_t0;
-static int in_setup;
+static int in_setup;                      /* ct_prof_own_begin nesting */
 
 void ct_prof_own_begin(void)
 {
@@ -152,7 +150,7 @@ void ct_prof_own_end(void)
 {
     if (!in_setup || --in_setup) return;
     if (!ct_prof_on) return;
-    ct_prof_own(setup_t0);
+    push_interval(&own, &nown, -1, setup_t0, PMPI_Wtime());
     ct_prof_mon_skip_end();
 }
 

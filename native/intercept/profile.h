@@ -43,7 +43,6 @@ extern CT_TLS int ct_prof_ran;      /* set when colltune's algorithm (not the li
  * of it out), and Open MPI's monitoring window of the collective in progress skips it */
 void ct_prof_own_begin(void);
 void ct_prof_own_end(void);
-void ct_prof_own(double t0);                 /* [t0, now) was colltune's own */
 
 void ct_prof_init(int *argc, char ***argv);  /* after PMPI_Init and colltune's set-up */
 void ct_prof_finalize(void);                 /* before PMPI_Finalize: writes the files */

@@ -190,7 +190,6 @@ int ct_prof_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rb
              MPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
-
 int MPI_Barrier(MPI_Comm comm) { PROFILED(K_BARRIER, comm, -1, 0, PMPI_Barrier(comm)); }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,

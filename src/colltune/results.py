@@ -30,6 +30,14 @@ def declined_labels(labels_json: str) -> bool:
     return labels.get("ran") == "library" and "switched_from" in labels
 
 
+def _declined_mask(points: pd.DataFrame) -> pd.Series:
+    """Boolean, per point: declined_labels (all False without labels; a mask, not an
+    object Series a pandas index would take for column names when there are no points)."""
+    if "labels_json" not in points:
+        return pd.Series(False, index=points.index, dtype=bool)
+    return points["labels_json"].fillna("").map(declined_labels).astype(bool)
+
+
 @dataclass(frozen=True)
 class Results:
     points: pd.DataFrame
@@ -81,16 +89,11 @@ class Results:
         that time is the library's, not the algorithm's, and would carry the algorithm's
         name to layouts where it does run (recursive doubling on an odd rank count)."""
         pts = self.points[(self.points["status"] == OK) & self.points["ttc_median_s"].notna()]
-        if "labels_json" in pts:
-            declined = pts["labels_json"].fillna("").map(declined_labels).astype(bool)
-            pts = pts[~declined]
-        return Results(pts.copy(), self.runs.copy())
+        return Results(pts[~_declined_mask(pts)].copy(), self.runs.copy())
 
     def declined(self) -> pd.DataFrame:
         """The points where the forced algorithm handed the call to the library."""
-        if "labels_json" not in self.points:
-            return self.points.iloc[0:0].copy()
-        return self.points[self.points["labels_json"].fillna("").map(declined_labels).astype(bool)].copy()
+        return self.points[_declined_mask(self.points)].copy()
 
     def failures(self) -> pd.DataFrame:
         return self.points[self.points["status"] != OK].copy()
