@@ -425,3 +425,62 @@ def test_openmpi_provider_parameters_force_and_refuse():
                      ("chain[fanout=0]", "fanout=0 outside [1, 1024]")):
         with pytest.raises(ColltuneError, match=re.escape(why)):
             prov.lookup("bcast", bad)
+
+
+def test_mpich_parameters_are_exported_and_proven(tmp_path):
+    """MPICH's radix and tree shape (tree[k=4], k_brucks[k=4]) go into the leaves'
+    parameters; a plain allreduce tree is written with the tree shape its forced
+    measurement had (the control variable's default, knomial_1, not kary); verify proves
+    on 4 ranks, from the messages, that MPICH used them, and a file whose radix differs
+    from the table's fails."""
+    table = save_table(tmp_path / "t.json", [
+        ("bcast", 1, 4, [(0, "tree[k=4]", "mpich")]),
+        ("allreduce", 1, 4, [(0, "tree", "mpich")]),
+        ("allgather", 1, 4, [(0, "k_brucks[k=4]", "mpich")])], "MPICH")
+    rules = export(tmp_path, table, "mpich-json", "5.0.2")
+    tree = json.loads(open(rules).read())
+
+    def leaf(coll):
+        node = tree[f"collective={coll}"]["comm_type=intra"]
+        while not any(k.startswith("algorithm=") for k in node):
+            node = next(iter(node.values()))
+        return next(v for k, v in node.items() if k.startswith("algorithm="))
+    assert {"k=4", "tree_type=kary"} <= set(leaf("bcast"))
+    assert {"k=2", "tree_type=knomial_1"} <= set(leaf("allreduce"))
+    assert "k=4" in leaf("allgather")
+    proc = verify(rules, "mpich", "--table", table, "--ranks", "4")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = point_lines(proc.stdout)
+    assert any("bcast" in ln and "k 4" in ln and ln.strip().startswith("ok ") for ln in lines), \
+        proc.stdout
+    assert any("allreduce" in ln and "tree_type knomial_1" in ln for ln in lines), proc.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(open(rules).read().replace('"k=4"', '"k=2"'))
+    proc = verify(str(bad), "mpich", "--table", table, "--ranks", "4")
+    assert proc.returncode == 1, proc.stdout
+    assert any(ln.strip().startswith("FAIL") and "k 4 in the table, 2 in the file" in ln
+               for ln in point_lines(proc.stdout)), proc.stdout
+
+
+def test_mpich_parameter_defaults_are_the_librarys():
+    """The defaults an exported leaf is filled with are the control variables' defaults
+    of the installed MPICH (what a forced measurement ran with), read through MPI_T;
+    labels with parameters are forced through those variables and checked."""
+    from colltune import mpi
+    from colltune.errors import ColltuneError
+    from colltune.providers.mpich import MPICHProvider
+    from colltune.providers.mpich_params import _BY_FUNC, leaf_defaults, param_cvars
+    try:
+        prov = MPICHProvider(mpi.find("mpich"))
+    except ColltuneError as exc:
+        pytest.skip(str(exc))
+    for func in _BY_FUNC:
+        for param, cvar in param_cvars(func).items():
+            assert prov.read_cvar(cvar) == leaf_defaults(func)[param], (func, param, cvar)
+    env = prov.force(prov.lookup("bcast", "tree[k=8,tree_type=1]")).env
+    assert env["MPIR_CVAR_BCAST_TREE_KVAL"] == "8" and env["MPIR_CVAR_BCAST_TREE_TYPE"] == "knomial_1"
+    assert "k_brucks[k=4]" in [a.label for a in prov.algorithms("allgather")]
+    for bad, why in (("binomial[k=4]", "has no parameter 'k'"), ("tree[k=1]", "k=1 outside [2, 64]"),
+                     ("tree[tree_type=3]", "tree_type=3 outside [0, 2]")):
+        with pytest.raises(ColltuneError, match=re.escape(why)):
+            prov.lookup("bcast", bad)

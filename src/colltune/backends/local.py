@@ -70,7 +70,7 @@ def make_provider(impl, settings):
         return OpenMPIProvider(impl, cache_dir, settings.values.get("tune_presets", True))
     if impl.name == "mpich":
         from ..providers.mpich import MPICHProvider
-        return MPICHProvider(impl, cache_dir)
+        return MPICHProvider(impl, cache_dir, settings.values.get("tune_presets", True))
     raise BackendError(f"the local backend runs Open MPI or MPICH, not {impl.name}")
 
 

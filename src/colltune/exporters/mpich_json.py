@@ -14,8 +14,10 @@ inclusive, so ladders ascend and end with an "any" branch, spelled
 ``comm_size=any`` / ``avg_msg_size=any`` / ``total_msg_size=any`` up to 4.1 and
 ``any`` from 4.2; leaves are ``algorithm=MPIR_<Coll>_intra_<name>`` (``nb`` is
 ``MPIR_<Coll>_allcomm_nb``) whose parameter object must name every parameter
-(unset ones are uninitialised memory); ``tree_type`` is an integer up to 4.2
-and a name from 4.3. ``avg_msg_size`` (type size x count) keys bcast, reduce,
+(unset ones are uninitialised memory): the rule's parameters, the others at the
+control variables' defaults that a forced measurement ran with
+(providers/mpich_params.py); ``tree_type`` is an integer up to 4.2 and a name
+from 4.3. ``avg_msg_size`` (type size x count) keys bcast, reduce,
 allreduce and alltoall; ``total_msg_size`` the others: allgather and
 reduce_scatter_block in bytes x comm size, gather and scatter in *elements* x
 comm size (MPICH's get_total_msgsize omits the type size there; colltune's
@@ -44,6 +46,7 @@ from pathlib import Path
 from ..decision import DecisionTable, Entry
 from ..errors import InputError
 from . import EXPORTERS
+from ..providers.mpich_params import TREE_TYPES, leaf_defaults, tree_type_name
 from ._mapping import Problems, describe
 from .base import Exported, Exporter, header_lines
 from .openmpi_tuned import comm_blocks, parse_version
@@ -52,30 +55,6 @@ FUNC = {"bcast": "Bcast", "reduce": "Reduce", "allreduce": "Allreduce", "allgath
         "gather": "Gather", "scatter": "Scatter", "alltoall": "Alltoall",
         "reduce_scatter_block": "Reduce_scatter_block", "barrier": "Barrier"}
 AVG_KEY = {"bcast", "reduce", "allreduce", "alltoall"}
-TREE_TYPES = ("kary", "knomial_1", "knomial_2")   # MPIR_Tree_type_t order
-# Parameters of the blocking algorithms that have some (csel_container.c, 4.x-5.0),
-# with MPICH's CVAR defaults; a rule's params override them.
-LEAF_PARAMS = {
-    "MPIR_Bcast_intra_tree": {"tree_type": "kary", "k": 2, "is_non_blocking": 1,
-                              "topo_overhead": 200, "topo_diff_groups": 280000,
-                              "topo_diff_switches": 4000, "topo_same_switches": 16},
-    "MPIR_Bcast_intra_pipelined_tree": {"tree_type": "kary", "k": 2, "is_non_blocking": 1,
-                                        "chunk_size": 8192, "recv_pre_posted": 0},
-    "MPIR_Allreduce_intra_tree": {"buffer_per_child": 0, "k": 2, "tree_type": "kary",
-                                  "chunk_size": 0, "topo_overhead": 200,
-                                  "topo_diff_groups": 280000, "topo_diff_switches": 4000,
-                                  "topo_same_switches": 16},
-    "MPIR_Allreduce_intra_recexch": {"k": 2, "single_phase_recv": 0},
-    "MPIR_Allreduce_intra_ccl": {"ccl": "auto"},
-    "MPIR_Allreduce_intra_k_reduce_scatter_allgather": {"k": 2, "single_phase_recv": 0},
-    "MPIR_Allreduce_intra_recursive_multiplying": {"k": 2},
-    "MPIR_Allgather_intra_k_brucks": {"k": 2},
-    "MPIR_Allgather_intra_recexch_doubling": {"k": 2, "single_phase_recv": 0},
-    "MPIR_Allgather_intra_recexch_halving": {"k": 2, "single_phase_recv": 0},
-    "MPIR_Alltoall_intra_k_brucks": {"k": 2},
-    "MPIR_Barrier_intra_k_dissemination": {"k": 2},
-    "MPIR_Barrier_intra_recexch": {"k": 2},
-}
 DEFAULT_NOTE = ("where the table names the library's default decision: a copy of the "
                 "default selection's comm_type=intra branch of the collective")
 _LEAF = re.compile(rb"algorithm=(MPIR_[A-Z][a-z_]*?_(?:intra|allcomm)_[A-Za-z0-9_]+)")
@@ -121,15 +100,16 @@ def installed_base(v: tuple[int, ...]) -> tuple[dict, set[str], str]:
 
 def leaf(coll: str, name: str, params: dict, v: tuple[int, ...], where: str) -> dict:
     func = func_name(coll, name)
-    merged = dict(LEAF_PARAMS.get(func, {}))
+    merged = leaf_defaults(func)
     unknown = set(params) - set(merged)
     if unknown:
         raise InputError(f"{where}: {func} takes no parameter(s) {', '.join(sorted(unknown))}"
                          f" (it takes: {', '.join(merged) or 'none'})")
     merged.update(params)
-    if "tree_type" in merged and v < (4, 3):
-        tt = merged["tree_type"]
-        merged["tree_type"] = TREE_TYPES.index(tt) if tt in TREE_TYPES else int(tt)
+    if "tree_type" in merged:      # a number up to 4.2, a name from 4.3
+        name = tree_type_name(merged["tree_type"])
+        merged["tree_type"] = (TREE_TYPES.index(name) if name in TREE_TYPES else int(name)) \
+            if v < (4, 3) else name
     return {f"algorithm={func}": {f"{k}={val}": {} for k, val in merged.items()}}
 
 

@@ -26,6 +26,15 @@ class Algorithm:
         return self.name + "[" + ",".join(f"{k}={v}" for k, v in self.params) + "]"
 
 
+def with_presets(plain: list[Algorithm], presets: dict[str, tuple[str, ...]]) -> list[Algorithm]:
+    """plain, then each algorithm again with each of its presets' parameters ("k=v,k=v")."""
+    from ..exporters.colltune_rules import split_label
+    return plain + [Algorithm(a.provider, a.collective, a.name, a.kind,
+                              tuple(sorted(split_label(f"{a.name}[{p}]")[1].items())),
+                              a.description)
+                    for a in plain for p in presets.get(a.name, ())]
+
+
 @dataclass
 class LaunchMods:
     """How a launch is changed to force an algorithm."""

@@ -21,6 +21,11 @@ the library by reading back what the environment sets). The shim restores the
 previous values around communicator creation and MPI_Finalize.
 ``MPIR_CVAR_DEVICE_COLLECTIVES=none`` (environment) keeps ch4's own collectives
 from taking the call before the MPIR selection. Selector ``default``: nothing.
+
+Parameters (radix, tree shape, pipeline chunk: providers/mpich_params.py): a label
+such as ``tree[k=4]`` is forced with its control variables (MPIR_CVAR_BCAST_TREE_KVAL=4)
+in the environment, which only the forced algorithm reads; with ``tune_presets`` a
+campaign also measures PRESETS' variants.
 """
 from __future__ import annotations
 
@@ -33,7 +38,9 @@ from pathlib import Path
 
 from ..errors import BackendError, BuildError
 from . import PROVIDERS
-from .base import ALGORITHM, COLLECTIVES, SELECTOR, Algorithm, LaunchMods, Provider
+from .base import (ALGORITHM, COLLECTIVES, SELECTOR, Algorithm, LaunchMods, Provider,
+                   with_presets)
+from .mpich_params import PRESETS, forcing_env, tunable
 from .openmpi import LabelledMods
 
 # colltune collective -> MPICH's <COLL> in MPIR_CVAR_<COLL>_INTRA_ALGORITHM.
@@ -46,7 +53,8 @@ MPICH_NAME = {
 assert set(MPICH_NAME) == set(COLLECTIVES)
 
 MPIT_SOURCE = r"""/* colltune: print every MPI_T control variable's name and description, or
-   (with an argument) the current integer value of the control variable named */
+   (with an argument) the current value of the control variable named (an integer
+   one, or a string one) */
 #include <mpi.h>
 #include <stdio.h>
 int main(int argc, char **argv) {
@@ -54,10 +62,20 @@ int main(int argc, char **argv) {
     MPI_T_cvar_handle h;
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return 1;
     if (argc > 1) {
+        static char name[4096], text[4096];
+        int name_len = sizeof name, desc_len = 0, verb, bind, scope;
+        MPI_Datatype dt; MPI_T_enum et;
         if (MPI_T_cvar_get_index(argv[1], &idx) != MPI_SUCCESS ||
-            MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS || count != 1 ||
-            MPI_T_cvar_read(h, &value) != MPI_SUCCESS) return 2;
-        printf("%d\n", value);
+            MPI_T_cvar_get_info(idx, name, &name_len, &verb, &dt, &et, NULL, &desc_len,
+                                &bind, &scope) != MPI_SUCCESS ||
+            MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return 2;
+        if (dt == MPI_CHAR && count < (int)sizeof text) {
+            if (MPI_T_cvar_read(h, text) != MPI_SUCCESS) return 2;
+            printf("%s\n", text);
+        } else {
+            if (count != 1 || MPI_T_cvar_read(h, &value) != MPI_SUCCESS) return 2;
+            printf("%d\n", value);
+        }
         MPI_T_finalize();
         return 0;
     }
@@ -235,8 +253,9 @@ class MPICHProvider(Provider):
     backends = ("local",)
     default_baselines = ("default",)
 
-    def __init__(self, impl, cache_dir: str = ".colltune-cache"):
+    def __init__(self, impl, cache_dir: str = ".colltune-cache", presets: bool = True):
         self.impl = impl
+        self.presets = presets
         self.lister, self.shim = mpit_tools(impl, cache_dir)
         self.cvars = parse_cvars(mpit_listing(impl, cache_dir))
         self._algos: dict[str, list[tuple[str, str]]] = {}
@@ -267,20 +286,30 @@ class MPICHProvider(Provider):
             raise BackendError(f"{cvar} has no value {name!r}; it has "
                                f"{', '.join(self.choices(cvar))}") from None
 
-    def read_cvar(self, cvar: str, env: dict[str, str] | None = None) -> int:
-        """The value MPI_T reports for cvar with this environment (no MPI_Init)."""
+    def read_cvar(self, cvar: str, env: dict[str, str] | None = None) -> int | str:
+        """The value MPI_T reports for cvar with this environment (no MPI_Init): an
+        integer, or the text of a string control variable."""
         run = subprocess.run([str(self.lister), cvar], capture_output=True, text=True,
                              timeout=60, env={**self.impl.run_env(), **(env or {})})
         if run.returncode != 0:
             raise BackendError(f"{self.lister} {cvar} failed (exit {run.returncode})")
-        return int(run.stdout.strip())
+        value = run.stdout.rstrip("\n")
+        return int(value) if re.fullmatch(r"-?\d+", value) else value
 
     def collectives(self) -> list[str]:
         return [c for c in COLLECTIVES if self._algos.get(c)]
 
     def algorithms(self, collective: str) -> list[Algorithm]:
-        return [Algorithm(self.name, collective, n, ALGORITHM, description=d)
-                for n, d in self._algos.get(collective, [])]
+        """Every algorithm, then (presets) the parametrised ones with PRESETS' values."""
+        plain = [Algorithm(self.name, collective, n, ALGORITHM, description=d)
+                 for n, d in self._algos.get(collective, [])]
+        if not self.presets:
+            return plain
+        return with_presets(plain, PRESETS.get(collective, {}))
+
+    def parameters(self, collective: str, name: str) -> dict:
+        from ..exporters.mpich_json import func_name
+        return tunable(func_name(collective, name))
 
     def selectors(self, collective: str) -> list[Algorithm]:
         if collective not in self.collectives():
@@ -299,6 +328,14 @@ class MPICHProvider(Provider):
         env = {"COLLTUNE_MPIT_CVARS": ",".join(
             f"{k}={self.code(k, v)}" for k, v in through_mpit.items())}
         forced = " ".join(f"{k}={v}" for k, v in through_mpit.items()) + " (MPI_T after MPI_Init)"
+        if algorithm.params:
+            # the algorithm's own parameters: read only when it runs (forced), so from
+            # the environment; MPI_Init's internal collectives take the built-in tree's
+            from ..exporters.mpich_json import func_name
+            params = forcing_env(func_name(algorithm.collective, algorithm.name),
+                                 dict(algorithm.params))
+            env.update(params)
+            forced += "".join(f" {k}={v}" for k, v in params.items())
         if self._device_none:
             env["MPIR_CVAR_DEVICE_COLLECTIVES"] = "none"
             forced += " MPIR_CVAR_DEVICE_COLLECTIVES=none"

@@ -26,7 +26,8 @@ from typing import Callable
 
 from ..errors import BackendError
 from . import PROVIDERS
-from .base import ALGORITHM, COLLECTIVES, SELECTOR, Algorithm, LaunchMods, Provider
+from .base import (ALGORITHM, COLLECTIVES, SELECTOR, Algorithm, LaunchMods, Provider,
+                   with_presets)
 
 # colltune collective -> Open MPI's name in coll_tuned_<name>_algorithm (and rules files).
 OMPI_NAME = {
@@ -212,12 +213,7 @@ class OpenMPIProvider(Provider):
                  for n, i in sorted(self.algorithm_ids(collective).items(), key=lambda kv: kv[1])]
         if not self.presets:
             return plain
-        from ..exporters.colltune_rules import split_label
-        presets = PRESETS.get(collective, {})
-        return plain + [Algorithm(self.name, collective, a.name, ALGORITHM,
-                                  tuple(sorted(split_label(f"{a.name}[{p}]")[1].items())),
-                                  a.description)
-                        for a in plain for p in presets.get(a.name, ())]
+        return with_presets(plain, PRESETS.get(collective, {}))
 
     def parameters(self, collective: str, name: str) -> dict:
         return {k: dict(v) for k, v in PARAMETERS.get(collective, {}).get(name, {}).items()}

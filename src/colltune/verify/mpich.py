@@ -17,9 +17,10 @@ import re
 from pathlib import Path
 
 from ..errors import InputError
-from ..exporters.mpich_json import MPICHJsonExporter, library_json
+from ..exporters.mpich_json import MPICHJsonExporter, func_name, library_json
 from ..providers.base import Algorithm
 from ..providers.mpich import MPICH_NAME, MPICHProvider
+from ..providers.mpich_params import forcing_env, leaf_defaults, param_cvars, tunable
 from . import VERIFIERS, Point, Report, compare, default_note
 from . import probe as _probe
 from .hosts import Placement
@@ -28,47 +29,18 @@ from .static_check import check_csel, library_has
 from .table_check import check_against_table
 
 REDUCTIONS = ("reduce", "allreduce", "reduce_scatter_block")
-_C = "MPIR_CVAR_"
-# The CVARs a forced run sets so that a parametrised leaf runs with the file's
-# parameters (is_non_blocking has none: the CVAR default is used).
-_TOPO = {f"topo_{k}": k.upper() for k in ("overhead", "diff_groups", "diff_switches", "same_switches")}
-PARAM_CVARS = {
-    "MPIR_Bcast_intra_tree": {"k": f"{_C}BCAST_TREE_KVAL", "tree_type": f"{_C}BCAST_TREE_TYPE",
-                              **{k: f"{_C}BCAST_TOPO_{v}" for k, v in _TOPO.items()}},
-    "MPIR_Bcast_intra_pipelined_tree": {
-        "k": f"{_C}BCAST_TREE_KVAL", "tree_type": f"{_C}BCAST_TREE_TYPE",
-        "chunk_size": f"{_C}BCAST_TREE_PIPELINE_CHUNK_SIZE", "recv_pre_posted": f"{_C}BCAST_RECV_PRE_POST"},
-    "MPIR_Allreduce_intra_tree": {
-        "k": f"{_C}ALLREDUCE_TREE_KVAL", "tree_type": f"{_C}ALLREDUCE_TREE_TYPE",
-        "chunk_size": f"{_C}ALLREDUCE_TREE_PIPELINE_CHUNK_SIZE",
-        "buffer_per_child": f"{_C}ALLREDUCE_TREE_BUFFER_PER_CHILD",
-        **{k: f"{_C}ALLREDUCE_TOPO_{v}" for k, v in _TOPO.items()}},
-    "MPIR_Allreduce_intra_recexch": {"k": f"{_C}ALLREDUCE_RECEXCH_KVAL",
-                                     "single_phase_recv": f"{_C}ALLREDUCE_RECEXCH_SINGLE_PHASE_RECV"},
-    "MPIR_Allreduce_intra_recursive_multiplying": {"k": f"{_C}ALLREDUCE_RECURSIVE_MULTIPLYING_KVAL"},
-    "MPIR_Allgather_intra_k_brucks": {"k": f"{_C}ALLGATHER_BRUCKS_KVAL"},
-    "MPIR_Allgather_intra_recexch_doubling": {
-        "k": f"{_C}ALLGATHER_RECEXCH_KVAL", "single_phase_recv": f"{_C}ALLGATHER_RECEXCH_SINGLE_PHASE_RECV"},
-    "MPIR_Allgather_intra_recexch_halving": {
-        "k": f"{_C}ALLGATHER_RECEXCH_KVAL", "single_phase_recv": f"{_C}ALLGATHER_RECEXCH_SINGLE_PHASE_RECV"},
-    "MPIR_Alltoall_intra_k_brucks": {"k": f"{_C}ALLTOALL_BRUCKS_KVAL"},
-    "MPIR_Barrier_intra_k_dissemination": {"k": f"{_C}BARRIER_DISSEM_KVAL"},
-    "MPIR_Barrier_intra_recexch": {"k": f"{_C}BARRIER_RECEXCH_KVAL",
-                                   "single_phase_recv": f"{_C}BARRIER_RECEXCH_SINGLE_PHASE_RECV"},
-}
-_TREE_NAMES = ("kary", "knomial_1", "knomial_2")
 
 
-def param_env(func: str, params: dict) -> dict[str, str]:
-    """Environment that gives a forced run the leaf's parameters."""
-    env = {}
-    for key, cvar in PARAM_CVARS.get(func, {}).items():
-        if key in params:
-            value = str(params[key])
-            if key == "tree_type" and value.isdigit() and int(value) < len(_TREE_NAMES):
-                value = _TREE_NAMES[int(value)]      # files up to 4.2 carry the integer
-            env[cvar] = value
-    return env
+def _params_differ(point: Point, resolved) -> str | None:
+    """The file's parameters of the algorithm at point against the table rule's (each
+    parameter the rule leaves out at the control variable's default the measurement had)."""
+    func = func_name(point.collective, resolved.algorithm)
+    want = forcing_env(func, {**leaf_defaults(func), **resolved.params})
+    got = dict(point.force[2])
+    names = {cvar: p for p, cvar in param_cvars(func).items()}
+    diff = [f"{names[c]} {want.get(c, 'unset')} in the table, {got.get(c, 'unset')} in the file"
+            for c in sorted(set(want) | set(got)) if want.get(c) != got.get(c)]
+    return f"{point.expected}: " + "; ".join(diff) if diff else None
 _THRESH = re.compile(r"(avg|total)_msg_size<=?(\d+)")
 
 
@@ -172,8 +144,9 @@ class MPICHVerifier:
                     unchecked.append(f"{coll} {nbytes} B/rank: {leaf}")
                     continue
                 name = cvar_name(coll, leaf[0])
-                params = tuple(sorted(param_env(leaf[0], leaf[1]).items()))
-                points.append(Point(coll, nbytes, name or leaf[0], (coll, name, params)))
+                params = tuple(sorted(forcing_env(leaf[0], leaf[1]).items()))
+                detail = " ".join(f"{k} {v}" for k, v in leaf[1].items() if k in tunable(leaf[0]))
+                points.append(Point(coll, nbytes, name or leaf[0], (coll, name, params), detail))
         probe_points = points or [Point("barrier", 0, "")]
         with_file = self._observe(ranks, probe_points, env_file, 0, timeout)
         accepted, evidence = self._acceptance(with_file, env_file)
@@ -206,7 +179,7 @@ class MPICHVerifier:
         if table is not None:
             notes += check_against_table(table, "mpich", results, ranks,
                                          lambda c: {a.name for a in self.provider.algorithms(c)},
-                                         lambda p: self._default_name(p, ranks))
+                                         lambda p: self._default_name(p, ranks), _params_differ)
             notes += default_note(results, "MPIR_CVAR_DEVICE_COLLECTIVES=none: the untouched "
                                   "library may serve the call with ch4's own device-level "
                                   "selection first")
