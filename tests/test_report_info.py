@@ -47,6 +47,13 @@ def test_info_lists_backends_mpis_and_algorithms(sim_backend, tmp_path):
     assert f"\n  {cat['han']['id']:>2} han: {cat['han']['description']}\n" in text
     assert "       ibalg = 1 [1..6]: inter-node tree: 1 binomial" in text
     assert "tuning presets: ibalg=3;" in text
+    # the real libraries' algorithms that take parameters, in the same form (labels set them)
+    if "mpich" in info["providers"]:
+        assert info["providers"]["mpich"]["bcast"]["parameters"]["tree"]["k"]["default"] == 2
+        assert "mpich: algorithms with parameters" in text
+        assert "       k = 2 [2..64]: radix" in text.split("mpich: algorithms with parameters")[1]
+    if "openmpi" in info["providers"]:
+        assert "fanout" in info["providers"]["openmpi"]["bcast"]["parameters"]["chain"]
 
 
 def test_tuning_presets_are_candidates_unless_turned_off(sim_backend):

@@ -50,8 +50,34 @@ def _layouts(args) -> list[tuple[int, int]]:
 def _listing(provider) -> dict:
     return {c: {"algorithms": [a.name for a in provider.algorithms(c) if not a.params],
                 "presets": [a.label for a in provider.algorithms(c) if a.params],
+                "parameters": {a.name: provider.parameters(c, a.name)
+                               for a in provider.algorithms(c)
+                               if not a.params and provider.parameters(c, a.name)},
                 "selectors": [s.name for s in provider.selectors(c)]}
             for c in provider.collectives()}
+
+
+def _parameters_text(provider) -> str:
+    """A library's algorithms that take parameters, in catalogue_text's form (info -A)."""
+    lines = [f"{provider.name}: algorithms with parameters (a label sets them: "
+             f"NAME[param=value,...]; the others at their defaults)"]
+    for c in provider.collectives():
+        algs = provider.algorithms(c)
+        rows = []
+        for a in algs:
+            params = provider.parameters(c, a.name) if not a.params else {}
+            if not params:
+                continue
+            rows.append(f"   {a.name}: {a.description}")
+            rows += [f"       {k} = {v['default']}{' ' + v['unit'] if v['unit'] else ''} "
+                     f"[{v['min']}..{v['max']}]: {v['help']}" for k, v in params.items()]
+            presets = [",".join(f"{k}={v}" for k, v in b.params) for b in algs
+                       if b.params and b.name == a.name]
+            if presets:
+                rows.append(f"       tuning presets: {'; '.join(presets)}")
+        if rows:
+            lines += [f"{c}:"] + rows
+    return "\n".join(lines)
 
 
 def cmd_info(args, cli) -> int:
@@ -87,6 +113,8 @@ def cmd_info(args, cli) -> int:
     if args.all_algorithms:
         from .providers.colltune import catalogue_text
         print(catalogue_text(session.backend()))
+        for provider in found.values():
+            print(_parameters_text(provider))
         return 0
     print("Backends:")
     for b in info["backends"]:
