@@ -242,3 +242,22 @@ def test_a_campaign_decides_on_its_own_plan_only(workdir):
     recs = [json.loads(x) for x in run_cli("results", "export", "--format", "jsonl",
                                             "--campaign", "c").stdout.splitlines()]
     assert len(recs) == 2 * 3
+
+
+def test_tune_measures_a_parameter_setting_that_is_no_preset(workdir):
+    """--algorithms 'ring[segsize=512]' (no preset of ring) was accepted and then never
+    measured: the table had no entries. Now it is an arm of its own, under --provider both
+    a preset is named without its provider too, and a parameter out of range is refused."""
+    def measured(provider, algorithms, name):
+        run_cli("tune", "--provider", provider, "--collectives", "allreduce", "--layouts", "2x2",
+                "--sizes", "1000", "--algorithms", algorithms, "--campaign", name, "-q",
+                "--table", str(workdir / f"{name}.json"))
+        table = json.loads((workdir / f"{name}.json").read_text())
+        return {(m[1], m[2]) for e in table["entries"] for m in e["measured"]}
+    assert ("colltune", "ring[segsize=512]") in measured("colltune", "ring[segsize=512]", "p")
+    assert {("colltune", "ring[segsize=8192]"), ("colltune", "ring[segsize=1024]")} <= \
+        measured("both", "ring[segsize=8192],colltune:ring[segsize=1024]", "q")
+    err = run_cli("tune", "--provider", "colltune", "--collectives", "allreduce,bcast",
+                  "--layouts", "2x2", "--sizes", "1000", "--algorithms", "ring[segsize=2000000000]",
+                  "--campaign", "r", check=False)
+    assert err.returncode != 0 and "segsize=2000000000 outside [0, 1073741824]" in err.stderr

@@ -235,17 +235,18 @@ def reuse_notes(summary) -> list[str]:
 ROOTED = ("bcast", "reduce", "gather", "scatter")
 
 
-def _knows(provider, collective: str, name: str) -> bool:
-    """Is name one of the provider's algorithms or selectors for the collective (a
-    PROVIDER:NAME of --provider both, a label with parameters: its name)?"""
+def _why_unknown(provider, collective: str, name: str) -> str | None:
+    """None when name is one of the provider's algorithms or selectors for the collective
+    (a PROVIDER:NAME of --provider both; a label with parameters, checked against their
+    ranges), else the lookup's reason."""
     from .errors import ConfigError
-    for n in dict.fromkeys((name, name.split("[", 1)[0])):
-        try:
-            provider.lookup(collective, n)
-            return True
-        except ConfigError:
-            pass
-    return any(a.label == name.split(":", 1)[-1] for a in provider.algorithms(collective))
+    try:
+        provider.lookup(collective, name)
+        return None
+    except ConfigError as exc:
+        if any(name in (a.label, provider.arm_label(a)) for a in provider.algorithms(collective)):
+            return None
+        return str(exc)
 
 
 def check_layouts(backend, layouts) -> None:
@@ -270,9 +271,11 @@ def run_tuning(session: Session, args, collectives, layouts, sizes, name, strate
         check_sizes(c, sizes, getattr(args, "dtype", None))
     note_dropped("tune")
     for alg in algorithms or ():
-        if not any(_knows(provider, c, alg) for c in collectives):
+        whys = [_why_unknown(provider, c, alg) for c in collectives]
+        if all(whys):
             raise ColltuneError(f"--algorithms: {alg!r} is not an algorithm of {provider.name} for "
-                                f"{', '.join(collectives)} (`colltune info` lists them)")
+                                f"{', '.join(collectives)}: {'; '.join(dict.fromkeys(whys))} "
+                                f"(`colltune info -A` lists them with their parameters)")
     for sel in baselines or ():
         if not any(s.name == sel for c in collectives for s in provider.selectors(c)):
             raise ColltuneError(f"--baselines: {sel!r} is not a selector of {provider.name} "

@@ -35,14 +35,13 @@ import numpy as np
 from ..campaign import Campaign, CampaignSummary
 from ..decision import DecisionTable, Entry
 from ..plan import BenchSpec
-from ..providers.base import ALGORITHM
 from ..placement import GroupAllocator, Hold, greedy_schedule, groups_of, makespan
 from ..results import Results
 from ..store import OK, WRONG
 from . import TUNERS
 from .active_model import CollectiveModel, is_pow2
 from .active_rules import bisect_choices, midpoint, rules_from_choices, rules_from_samples
-from .base import Tuner, TuningSpace
+from .base import Tuner, TuningSpace, within
 
 Point = tuple[int, int, int]        # nodes, ppn, size
 
@@ -108,8 +107,7 @@ class ActiveLearner:
         for coll in collectives:
             # the arms a table may choose (Provider.arms); --algorithms never drops the
             # library's default decision
-            algs = [a for a in provider.arms(coll) if a.kind != ALGORITHM or not algorithms
-                    or a.name in algorithms or self.label(a) in algorithms]
+            algs = within(provider, coll, algorithms, provider.arms(coll))
             grid = (candidates or {}).get(coll) or [(n, p, m) for n, p in self.layouts
                                                     for m in self.sizes]
             grid = [g for g in grid if g[0] * g[1] > 1]     # one rank: nothing to choose

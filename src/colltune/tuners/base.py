@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from ..decision import DecisionTable
 from ..plan import BenchSpec
-from ..providers.base import Provider
+from ..providers.base import ALGORITHM, Algorithm, Provider
 from ..results import Results
 
 
@@ -16,6 +16,29 @@ class TuningSpace:
     sizes: tuple[int, ...]                        # bytes per rank
     algorithms: tuple[str, ...] | None = None     # restrict candidates (None = all)
     root: int = 0
+
+
+def within(provider: Provider, collective: str, names, pool: list[Algorithm]) -> list[Algorithm]:
+    """pool (the provider's arms or algorithms) within --algorithms names: the selectors
+    always; an algorithm by its name (with its presets) or by its label
+    (``ring[segsize=8192]``, or a composite's ``colltune:ring[segsize=8192]``). A label
+    with parameters that is no preset is looked up (its parameters checked) and added
+    where its algorithm is in the pool."""
+    if not names:
+        return list(pool)
+    out = [a for a in pool if a.kind != ALGORITHM or a.name in names or a.label in names
+           or provider.arm_label(a) in names]
+    from ..errors import ConfigError
+    for name in names:
+        if "[" not in name or any(name in (a.label, provider.arm_label(a)) for a in pool):
+            continue
+        try:
+            alg = provider.lookup(collective, name)
+        except ConfigError:
+            continue          # another collective's (run_tuning checks every name)
+        if any((a.provider, a.name) == (alg.provider, alg.name) and not a.params for a in pool):
+            out.append(alg)
+    return list(dict.fromkeys(out))
 
 
 class Tuner:

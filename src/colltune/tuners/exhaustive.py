@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from ..decision import DecisionTable, Entry, rules_from_points
 from ..plan import BenchSpec
-from ..providers.base import ALGORITHM
 from ..results import Results
 from . import TUNERS
-from .base import Tuner
+from .base import Tuner, within
 
 
 @TUNERS.register("exhaustive")
@@ -15,19 +14,15 @@ class ExhaustiveTuner(Tuner):
     name = "exhaustive"
     summary = "measure every candidate at every point (the ground truth)"
 
-    def _wanted(self, alg) -> bool:
-        """--algorithms restricts the algorithms (by name, or by arm label), never
-        the library's default decision."""
-        return (alg.kind != ALGORITHM or not self.space.algorithms
-                or alg.name in self.space.algorithms
-                or self.provider.arm_label(alg) in self.space.algorithms)
-
     def arms(self, collective: str):
-        """What the table may choose (Provider.arms), within --algorithms."""
-        return [a for a in self.provider.arms(collective) if self._wanted(a)]
+        """What the table may choose (Provider.arms), within --algorithms (which never
+        drops the library's default decision)."""
+        return within(self.provider, collective, self.space.algorithms,
+                      self.provider.arms(collective))
 
     def candidates(self, collective: str):
-        algs = [a for a in self.provider.algorithms(collective) if self._wanted(a)]
+        algs = within(self.provider, collective, self.space.algorithms,
+                      self.provider.algorithms(collective))
         sels = [s for s in self.provider.selectors(collective) if s.name in self.baselines]
         # Baselines first: an interrupted campaign can already compare with them;
         # then the arms, then what is measured but never chosen (not deployable).
