@@ -480,7 +480,9 @@ def test_mpich_parameter_defaults_are_the_librarys():
     env = prov.force(prov.lookup("bcast", "tree[k=8,tree_type=1]")).env
     assert env["MPIR_CVAR_BCAST_TREE_KVAL"] == "8" and env["MPIR_CVAR_BCAST_TREE_TYPE"] == "knomial_1"
     assert "k_brucks[k=4]" in [a.label for a in prov.algorithms("allgather")]
-    for bad, why in (("binomial[k=4]", "has no parameter 'k'"), ("tree[k=1]", "k=1 outside [2, 64]"),
+    assert prov.lookup("bcast", "pipelined_tree[k=1]").params == (("k", 1),)   # a chain
+    for bad, why in (("binomial[k=4]", "has no parameter 'k'"), ("tree[k=0]", "k=0 outside [1, 64]"),
+                     ("tree[k=1,tree_type=1]", "only a kary tree takes a radix below 2"),
                      ("tree[tree_type=3]", "tree_type=3 outside [0, 2]")):
         with pytest.raises(ColltuneError, match=re.escape(why)):
             prov.lookup("bcast", bad)

@@ -40,7 +40,7 @@ from ..errors import BackendError, BuildError
 from . import PROVIDERS
 from .base import (ALGORITHM, COLLECTIVES, SELECTOR, Algorithm, LaunchMods, Provider,
                    with_presets)
-from .mpich_params import PRESETS, forcing_env, tunable
+from .mpich_params import PRESETS, forcing_env, invalid, tunable
 from .openmpi import LabelledMods
 
 # colltune collective -> MPICH's <COLL> in MPIR_CVAR_<COLL>_INTRA_ALGORITHM.
@@ -310,6 +310,16 @@ class MPICHProvider(Provider):
     def parameters(self, collective: str, name: str) -> dict:
         from ..exporters.mpich_json import func_name
         return tunable(func_name(collective, name))
+
+    def lookup(self, collective: str, name: str) -> Algorithm:
+        """Provider.lookup, and the parameters checked together (mpich_params.invalid)."""
+        from ..errors import ConfigError
+        from ..exporters.mpich_json import func_name
+        alg = super().lookup(collective, name)
+        why = invalid(func_name(collective, alg.name), dict(alg.params)) if alg.params else None
+        if why:
+            raise ConfigError(f"mpich {collective} {alg.label}: {why}")
+        return alg
 
     def selectors(self, collective: str) -> list[Algorithm]:
         if collective not in self.collectives():

@@ -50,7 +50,8 @@ _OTHER_LEAVES = {"MPIR_Allreduce_intra_ccl": {"ccl": "auto"}}
 
 # What a label may set, with its range (Provider.parameters' form).
 _SPECS = {
-    "k": {"min": 2, "max": 64, "unit": "", "help": "radix: children per tree node / peers per step"},
+    "k": {"min": 1, "max": 64, "unit": "",
+          "help": "radix: children per tree node / peers per step (1: a kary tree is a chain)"},
     "tree_type": {"min": 0, "max": len(TREE_TYPES) - 1, "unit": "",
                   "help": "tree shape: " + ", ".join(f"{i} {n}" for i, n in enumerate(TREE_TYPES))},
     "chunk_size": {"min": 0, "max": 1 << 30, "unit": "bytes",
@@ -107,6 +108,16 @@ def tunable(func: str) -> dict:
     """{parameter: spec} a label of func may set (Provider.parameters' form)."""
     return {p: {"default": (TREE_TYPES.index(d) if p == "tree_type" else d), **_SPECS[p]}
             for p, (_, d) in _BY_FUNC.get(func, {}).items() if p in _SPECS}
+
+
+def invalid(func: str, params: dict) -> str | None:
+    """Why MPICH cannot run func with params (a radix of 1 is a chain for a kary tree,
+    and aborts MPICH in a k-nomial one or an exchange), or None."""
+    merged = {**leaf_defaults(func), **params}
+    if "k" in merged and int(merged["k"]) < 2 and \
+            tree_type_name(merged.get("tree_type", "")) != "kary":
+        return f"k={merged['k']}: only a kary tree takes a radix below 2 (a chain); MPICH aborts"
+    return None
 
 
 def forcing_env(func: str, params: dict) -> dict[str, str]:
