@@ -31,7 +31,7 @@ def _op_of(run) -> str:
 def _times(store_path: str, op: str = DEFAULT_OP) -> dict:
     """(coll, nodes, ppn, size, provider, algorithm) -> (status, seconds, labels); the
     reductions' points measured with operator `op` only (setting reduction_op)."""
-    with Store(store_path) as store:
+    with Store(store_path, readonly=True) as store:
         res = Results.from_store(store).filter(scenario="plain")
     op_of = {r["run_id"]: _op_of(r) for _, r in res.runs.iterrows()}
     out = {}
@@ -136,7 +136,7 @@ def print_report(plat_name, store, table, rules, label, colls, train, held, tsiz
                                     COLLECTIVES.index(x[1]) if x[1] in COLLECTIVES else len(COLLECTIVES)))
     print_summary(summary, held, default)
     print_checks(rs, skipped)
-    with Store(store) as st:       # the launches of this operator's points (and the operator-free)
+    with Store(store, readonly=True) as st:       # the launches of this operator's points (and the operator-free)
         runs = [r for r in st.query_runs() if r["collective"] not in REDUCING or _op_of(r) == op]
     print()
     for camp in sorted({r["campaign"] for r in runs}):

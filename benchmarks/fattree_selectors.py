@@ -22,6 +22,7 @@ from colltune.commands import run_tuning
 from colltune.results import Results
 from colltune.compare import compare_to_baselines, format_summary, summarize
 from colltune.session import Session
+from colltune.store import Store
 from colltune.sizes import human_bytes, parse_list
 
 
@@ -45,7 +46,7 @@ def main() -> int:
     args = build_parser().parse_args(["tune"])
     start = time.monotonic()
     if a.no_run:
-        with session.store as store:
+        with Store(a.store, readonly=True) as store:      # a reprint changes nothing
             results = Results.from_store(store, a.campaign)
         baselines, summary = ["ompi", "mpich"], None
     else:

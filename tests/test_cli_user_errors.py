@@ -210,6 +210,26 @@ def test_a_store_that_is_not_one_is_refused_untouched(tmp_path):
     assert other.read_bytes() == before
 
 
+def test_reading_a_store_of_an_older_schema_leaves_it_as_it_is(tmp_path):
+    """Reading a store (results, report, the benchmarks' --no-run reprints) opens it
+    read-only: a store made before campaign_points existed got that table added by a
+    reprint of committed results (an audit found 11 committed stores changed)."""
+    import sqlite3
+    from colltune.store import Store
+    path = tmp_path / "old.sqlite"
+    with Store(str(path)) as st:
+        st.db.execute("DROP TABLE campaign_points")
+        st.db.execute("INSERT INTO runs (campaign, started) VALUES ('c1', 1.0)")
+        st.db.commit()
+    before = path.read_bytes()
+    with Store(str(path), readonly=True) as st:
+        assert st.campaigns() == ["c1"] and st.campaign_keys("c1") == set()
+    assert run_cli("results", "list", "--store", str(path)).stdout.split() == ["c1"]
+    assert path.read_bytes() == before
+    tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master")}
+    assert "campaign_points" not in tables
+
+
 def test_bench_and_tune_refuse_what_they_would_ignore(tmp_path):
     """A user review: names a tune could not use were dropped silently (a table with no
     entries), options of another scenario ignored, a root no rank has launched and

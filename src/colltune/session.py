@@ -20,7 +20,7 @@ class Session:
 
     def existing_store(self) -> Store:
         """The store of a command that only reads it: it must exist."""
-        return Store(self.settings.store, create=False)
+        return Store(self.settings.store, readonly=True)
 
     def backend(self, platform: str | None = None):
         if self._backend is None:

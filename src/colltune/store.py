@@ -62,20 +62,24 @@ def point_key(**fields: Any) -> str:
 
 
 class Store:
-    def __init__(self, path: str, create: bool = True):
+    def __init__(self, path: str, create: bool = True, readonly: bool = False):
         """create False: the store must exist (commands that only read it: a mistyped
-        path is an error, not an empty store). A file that is not a colltune store is
-        refused before anything is written to it."""
+        path is an error, not an empty store). readonly (implies create False): opened
+        read-only, so reading an older store never adds the tables of this schema to it
+        (the benchmarks' --no-run reprints of committed stores). A file that is not a
+        colltune store is refused before anything is written to it."""
         from .errors import InputError
         self.path = path
+        create = create and not readonly
         if os.path.exists(path) and not os.path.isfile(path):
             raise InputError(f"{path}: not a file (the results store is an SQLite file)")
         if not os.path.exists(path) and not create:
             raise InputError(f"{path}: no such results store")
-        if os.path.dirname(path):
+        if os.path.dirname(path) and not readonly:
             os.makedirs(os.path.dirname(path), exist_ok=True)
         # Campaign workers write their own launches (under the campaign's lock).
-        self.db = sqlite3.connect(path, check_same_thread=False)
+        self.db = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro" if readonly else path,
+                                  check_same_thread=False, uri=readonly)
         self.db.row_factory = sqlite3.Row
         try:
             tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -87,6 +91,11 @@ class Store:
             raise InputError(f"{path}: an SQLite file of something else (tables: "
                              f"{', '.join(sorted(tables - _TABLES)) or ', '.join(sorted(tables))}), "
                              f"not a colltune results store")
+        if readonly:
+            if "campaign_points" not in tables:       # a store from before it: none reused
+                self.db.execute(_DDL[_DDL.index("CREATE TABLE IF NOT EXISTS campaign_points"):]
+                                .replace("CREATE TABLE", "CREATE TEMP TABLE"))
+            return
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_DDL)
         row = self.db.execute("SELECT v FROM meta WHERE k='schema_version'").fetchone()
