@@ -486,3 +486,18 @@ def test_mpich_parameter_defaults_are_the_librarys():
                      ("tree[tree_type=3]", "tree_type=3 outside [0, 2]")):
         with pytest.raises(ColltuneError, match=re.escape(why)):
             prov.lookup("bcast", bad)
+
+
+def test_openmpi_reduce_chain_under_the_tracer(tmp_path):
+    """coll/tuned's reduce chain takes 11 arguments; the verify tracer forwarded 10, so
+    the 11th (max_outstanding_reqs) was stack garbage and MPI_Reduce failed at random
+    (in about half the runs on 4 ranks), reported as the library rejecting the file.
+    Open MPI's own choice at 8 KiB on 4 ranks is the chain, so the default runs hit it."""
+    table = save_table(tmp_path / "t.json", [
+        ("reduce", 1, 4, [(0, "binomial", "openmpi"), (4096, "chain", "openmpi"),
+                          (65536, "binary", "openmpi")])], "openmpi")
+    rules = export(tmp_path, table, "openmpi-tuned")
+    for _ in range(2):
+        proc = verify(rules, "openmpi", "--table", table, "--ranks", "4", "--reps", "2")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert any("reduce_intra_chain(segsize=0,fanout=4)" in ln for ln in point_lines(proc.stdout))

@@ -10,8 +10,10 @@
  *   M <rank> <point> <endpoint> <bytes>
  * a6..a9: the call's arguments 6 to 9 as 32-bit integers, where Open MPI's algorithm
  * functions take their segment size and fan-out (probe.py TUNING_ARGS says which). 
- * The wrappers forward ten integer/pointer arguments unchanged: the algorithm
- * functions take only integers and pointers, and extra arguments are ignored by
+ * The wrappers forward sixteen integer/pointer arguments unchanged: the algorithm
+ * functions take only integers and pointers (at most 11 in 5.0: reduce chain's
+ * max_outstanding_reqs is the 11th; forwarding ten passed stack garbage there and
+ * made MPI_Reduce fail at random under verify), and extra arguments are ignored by
  * the callee (x86-64 / aarch64 calling conventions). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -35,15 +37,17 @@ static void note(int fn, const void *ep, size_t bytes, const long *args) {
     nev++;
 }
 
-typedef long (*fwd_t)(long, long, long, long, long, long, long, long, long, long);
+typedef long (*fwd_t)(long, long, long, long, long, long, long, long, long, long, long, long,
+                      long, long, long, long);
 #define WRAP(idx, fname)                                                                   \
     long fname(long a0, long a1, long a2, long a3, long a4, long a5, long a6, long a7,     \
-               long a8, long a9) {                                                         \
+               long a8, long a9, long a10, long a11, long a12, long a13, long a14,         \
+               long a15) {                                                                 \
         static fwd_t real;                                                                 \
         if (!real) real = (fwd_t)dlsym(RTLD_NEXT, #fname);                                 \
         const long tail[4] = {a6, a7, a8, a9};                                             \
         note(idx, NULL, 0, tail);                                                          \
-        return real(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9);                               \
+        return real(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);  \
     }
 #include "tracer_wrappers.h"   /* static const char *fn_names[]; WRAP(i, name) lines */
 
