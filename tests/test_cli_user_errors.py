@@ -309,3 +309,19 @@ def test_sizes_the_bench_would_refuse_or_measure_as_count_zero_are_refused(workd
         proc = run_cli(*args, "--layouts", "2x2", check=False)
         assert proc.returncode != 0 and why in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_another_librarys_provider_is_refused_by_name(tmp_path):
+    """--provider mpich on a run of Open MPI (the local backend's default) was a
+    TypeError traceback, --provider openmpi with --mpi mpich an AttributeError."""
+    from conftest import have_mpi
+    if not (have_mpi("openmpi") and have_mpi("mpich")):
+        pytest.skip("needs Open MPI and MPICH")
+    refused(run_cli("tune", "--backend", "local", "--mpi", "openmpi", "--provider", "mpich",
+                    "--collectives", "bcast", "--layouts", "1x2", "--sizes", "8",
+                    "--store", str(tmp_path / "s.sqlite"), check=False),
+            "provider 'mpich': this local run uses openmpi")
+    refused(run_cli("bench", "--backend", "local", "--mpi", "mpich", "--provider", "openmpi",
+                    "--coll", "bcast", "--sizes", "8", "--store", str(tmp_path / "s.sqlite"),
+                    check=False),
+            "for openmpi's, name its MPI (--mpi openmpi)")

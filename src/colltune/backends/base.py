@@ -128,6 +128,10 @@ def choose_provider(backend, library: Provider) -> Provider:
     if backend.name not in getattr(cls, "backends", ()):
         raise ConfigError(f"provider {wanted!r} does not run on backend {backend.name!r} "
                           f"(it runs on {', '.join(cls.backends) or 'none'})")
+    if not cls.on_library:
+        raise ConfigError(f"provider {wanted!r}: this {backend.name} run uses {library.name}, whose "
+                          f"own algorithms are provider {library.name!r} (or 'library'); for "
+                          f"{wanted}'s, name its MPI (--mpi {wanted})")
     return cls(backend, library)
 
 

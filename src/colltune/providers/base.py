@@ -57,6 +57,9 @@ class Provider:
     # colltune's own algorithms, when the provider offers them beside others (--provider
     # both: the task model tuner then measures its HAN choice against the other arms)
     colltune_part: "Provider | None" = None
+    # Built on top of the backend's library provider (colltune, both): made with
+    # (backend, library). A library's own provider is made from its MPI implementation.
+    on_library = False
 
     def arms(self, collective: str) -> list[Algorithm]:
         """What a tuner may put in a decision table for collective (default: the

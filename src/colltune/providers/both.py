@@ -31,6 +31,7 @@ class BothProvider(Provider):
     description = ("the library's algorithms and default decision plus colltune's own "
                    "algorithms, one candidate set (docs/deploy.md)")
     backends = ColltuneProvider.backends
+    on_library = True
 
     def __init__(self, backend, library: Provider):
         self.library = library

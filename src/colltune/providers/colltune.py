@@ -145,6 +145,7 @@ class ColltuneProvider(Provider):
     name = "colltune"
     description = "colltune's own algorithms, run through the interposer (COLLTUNE_FORCE)"
     backends = ("sim", "local")
+    on_library = True
 
     def __init__(self, backend, library: Provider):
         impl = backend.impl
