@@ -314,6 +314,7 @@ def test_sizes_the_bench_would_refuse_or_measure_as_count_zero_are_refused(workd
 def test_another_librarys_provider_is_refused_by_name(tmp_path):
     """--provider mpich on a run of Open MPI (the local backend's default) was a
     TypeError traceback, --provider openmpi with --mpi mpich an AttributeError."""
+    import pytest
     from conftest import have_mpi
     if not (have_mpi("openmpi") and have_mpi("mpich")):
         pytest.skip("needs Open MPI and MPICH")
