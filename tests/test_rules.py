@@ -235,17 +235,17 @@ def _measured(times: dict) -> tuple:
     return tuple((size, prov, alg, t) for (size, prov, alg), t in sorted(times.items()))
 
 
-def _tuned_table(coll: str, layouts: dict):
+def _tuned_table(coll: str, layouts: dict, default=("smpi", "ompi")):
     """An exhaustive table (every arm's times, round-tripped through JSON) of tuned
     layouts {(nodes, ppn): {size: {(provider, alg): seconds}}}, the library default
-    SMPI's ompi; and its entries."""
+    (library, selector) SMPI's ompi unless said; and its entries."""
     entries = []
     for (n, p), t in layouts.items():
         best = {s: min(arms, key=arms.get) for s, arms in t.items()}
         pts = [(s, alg, prv, {}, t[s][(prv, alg)]) for s, (prv, alg) in best.items()]
         entries.append(Entry(coll, n, p, rules_from_points(pts),
                              _measured({(s, *arm): v for s, arms in t.items() for arm, v in arms.items()})))
-    prov = {"arms": {"library": "smpi", "library_default": "ompi"}}
+    prov = {"arms": {"library": default[0], "library_default": default[1]}}
     table = DecisionTable("exhaustive", prov, tuple(entries))
     return DecisionTable.from_dict(json.loads(json.dumps(table.to_dict()))), entries
 
@@ -279,6 +279,29 @@ def test_layouts_between_tuned_ones_get_the_robust_arm(cat):
                                                    for e in entries))
     rules = parse_rules(exporter.export(bare).text, "x", cat)
     assert pick(48, 4, 8) == "bruck"
+
+
+def test_a_library_algorithm_the_table_chose_holds_where_nothing_was_measured(cat):
+    """A user review: the table chose MPICH's nb allreduce at every measured size of
+    1x4 (its rules file applies nb at every communicator size), yet colltune.rules sent
+    every other layout to colltune's recursive doubling, which beat the library default
+    by more than the margin there but lost to nb. Where nothing was measured, a call
+    handed to the library runs the library's file: colltune's arm must beat that."""
+    lib, nb, rd = ("mpich", "default"), ("mpich", "nb"), ("colltune", "recursive_doubling")
+    t = {8: {lib: 100, nb: 30, rd: 50}, 65536: {lib: 1000, nb: 368, rd: 569}}
+    table, _ = _tuned_table("allreduce", {(1, 4): t}, default=lib)
+    exporter = EXPORTERS.get("colltune")()
+    exporter.catalogue = cat
+    exporter.allow_substitute = True    # as deploy writes it: the library's file runs nb
+    rules = parse_rules(exporter.export(table).text, "x", cat)
+    pick = lambda n, p, s: match(rules, "allreduce", n * p, n, p, s).algorithm  # noqa: E731
+    assert {pick(n, p, s) for n, p in ((1, 4), (1, 2), (1, 8), (4, 4)) for s in (8, 1000, 65536)} \
+        == {"library"}
+    # where colltune's arm beats what the library's file runs by the margin, it holds
+    t = {8: {lib: 100, nb: 60, rd: 50}, 65536: {lib: 1000, nb: 600, rd: 500}}
+    table, _ = _tuned_table("allreduce", {(1, 4): t}, default=lib)
+    rules = parse_rules(exporter.export(table).text, "x", cat)
+    assert pick(4, 4, 8) == pick(4, 4, 65536) == "recursive_doubling"
 
 
 def test_robust_rules_keep_a_colltune_arm_that_is_safe_everywhere():

@@ -344,12 +344,42 @@ def _regions(table: DecisionTable, entries: list[Entry], margin: float | None = 
     # by communicator size only
     allowed = lambda prov, alg: kind_of(table, Rule(0, alg, prov)) != LIBRARY  # noqa: E731
     tuned = {(e.nodes, e.ppn): e for e in entries}
+    deployed = {(e.nodes, e.ppn): _as_deployed(table, e, default) for e in entries}
     for nlo, nhi, ns in _gaps([e.nodes for e in entries]):
         for plo, phi, ps in _gaps([e.ppn for e in entries]):
             around = [tuned[(n, p)] for n in ns for p in ps if (n, p) in tuned] or list(entries)
             exact = len(around) == 1 and nlo == nhi == around[0].nodes and plo == phi == around[0].ppn
+            if not exact:      # sent to the library there, a call runs the library's file
+                around = [deployed[(e.nodes, e.ppn)] for e in around]
             rules = robust_rules(around, None if exact else allowed, default, exact=exact, margin=margin)
             yield (nlo, nhi), (plo, phi), around[0], rules or _entry_at(table, entries, nlo, plo).rules
+
+
+def _as_deployed(table: DecisionTable, entry: Entry, default) -> Entry:
+    """entry with the library default's times replaced by those of what the deployed
+    library's rules file runs at each measured size (deploy.library_part: the table's
+    library algorithm there, or the neighbouring one where colltune serves the size).
+    Where colltune.rules hands a call on (`library`) at a layout nobody measured, the
+    library's file decides (it is keyed by communicator size only, so its choices hold
+    there too): a colltune arm that beat the default but lost to the library algorithm
+    the table chose was deployed over it (a user review: MPICH's nb allreduce, chosen at
+    every measured size, replaced by a slower recursive doubling on every other layout)."""
+    from dataclasses import replace
+
+    from ..deploy import LIBRARY, kind_of, library_part
+    part = library_part(replace(table, entries=(entry,)))
+    if part is None or default is None:
+        return entry
+    lib_entry = part.entries[0]
+    times = {(int(s), p, a): t for s, p, a, t in entry.measured}
+    out = []
+    for s, p, a, t in entry.measured:
+        if (p, a) == default:
+            rule = lib_entry.rule_for(int(s))
+            if kind_of(table, rule) == LIBRARY:
+                t = times.get((int(s), rule.provider, rule.algorithm), t)
+        out.append((s, p, a, t))
+    return replace(entry, measured=tuple(out))
 
 
 def _entry_at(table: DecisionTable, entries: list[Entry], nodes: int, ppn: int) -> Entry:
