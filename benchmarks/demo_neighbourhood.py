@@ -8,11 +8,13 @@
 `make demo` runs src/colltune/apps/collmix.c on 8x4 under the library default and under the
 deployment; the program times every call on every rank as it comes (no barrier), so a call's
 time includes the wait for ranks the previous call left behind. This runs the same program,
-for 20 and 100 iterations, three ways: the library default, the deployment, and the
+for 1, 20 and 100 iterations, three ways: the library default, the deployment, and the
 deployment with the rules of one collective and size (--to-library, default the 64 B bcast)
 sent to the library, and prints that call's row and the program's total for each. If the
 call's row is as slow with the library in the deployment's neighbourhood, the row's loss
-is the neighbourhood's skew, not the deployed algorithm. SimGrid time: deterministic.
+is the neighbourhood's skew, not the deployed algorithm. With 1 iteration the 64 B bcast
+is the program's first call, where HAN builds its node and leader communicators.
+SimGrid time: deterministic.
 """
 from __future__ import annotations
 
@@ -74,7 +76,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="demo-nb-") as tmp:
         variant = Path(tmp) / "variant.rules"
         variant.write_text(text)
-        for iters in (20, 100):
+        for iters in (1, 20, 100):       # 1: the call row is the program's first call
             for name, extra in ((f"library default ({a.selector})", ["--default-selector", a.selector]),
                                 ("deployment", ["--deployment", a.deployment]),
                                 (f"deployment, {coll} {nbytes} B to the library",
