@@ -501,3 +501,35 @@ def test_openmpi_reduce_chain_under_the_tracer(tmp_path):
         proc = verify(rules, "openmpi", "--table", table, "--ranks", "4", "--reps", "2")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert any("reduce_intra_chain(segsize=0,fanout=4)" in ln for ln in point_lines(proc.stdout))
+
+
+def test_mpich_leaf_parameters_are_checked_and_invalid_json_is_named(tmp_path):
+    """A user review: a leaf without one of its algorithm's parameters (MPICH reads it from
+    uninitialised memory) passed verify; a misspelt or out-of-range one failed only as
+    "MPICH rejected the file"; a file that is not JSON was reported as nine missing
+    collectives. The static check (4) now names each, and the JSON error is the verdict."""
+    from colltune.verify.static_check import leaf_problems
+    f = "MPIR_Bcast_intra_pipelined_tree"
+    full = ["tree_type=kary", "k=2", "is_non_blocking=1", "chunk_size=8192", "recv_pre_posted=0"]
+    assert leaf_problems(f, full + ["colltune: header"], "p") == []
+    assert leaf_problems(f, [k for k in full if not k.startswith("chunk")], "p") == \
+        [f"p: {f} needs chunk_size (MPICH reads a parameter the leaf does not give from "
+         f"uninitialised memory)"]
+    assert "takes no parameter 'kk'" in leaf_problems(f, full + ["kk=4"], "p")[0]
+    assert leaf_problems(f, [k.replace("k=2", "k=0") for k in full], "p") == [f"p: {f} k=0 outside [1, 64]"]
+    assert "only a kary tree" in leaf_problems(
+        f, [k.replace("k=2", "k=1").replace("kary", "knomial_1") for k in full], "p")[0]
+    assert leaf_problems("MPIR_Bcast_intra_binomial", [], "p") == []
+    table = save_table(tmp_path / "t.json", [("bcast", 1, 2, [(0, "pipelined_tree", "mpich")])], "MPICH")
+    rules = export(tmp_path, table, "mpich-json")
+    text = open(rules).read()
+    missing = tmp_path / "missing.json"
+    missing.write_text(text.replace('"chunk_size=8192": {},', ""))
+    proc = verify(str(missing), "mpich", "--reps", "1")
+    assert proc.returncode == 1 and f"{f} needs chunk_size" in proc.stdout, proc.stdout
+    broken = tmp_path / "broken.json"
+    broken.write_text(text.replace('"any":', '"any"', 1))
+    proc = verify(str(broken), "mpich")
+    assert proc.returncode == 1 and "(1) file accepted: NO - " in proc.stdout
+    assert "broken.json:" in proc.stdout and "not valid JSON" in proc.stdout
+    assert "not checked" not in proc.stdout

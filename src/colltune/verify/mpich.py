@@ -123,9 +123,8 @@ class MPICHVerifier:
                     "MPIR_CVAR_DEVICE_COLLECTIVES": "none", "MPIR_CVAR_DEBUG_SUMMARY": "1"}
         try:
             tree = load_csel(path)
-        except InputError as exc:
-            notes.append(str(exc))
-            tree = {}
+        except InputError as exc:       # what MPICH would abort on, said where it is
+            return Report("mpich", fmt, path, ranks, False, str(exc))
         static = None
         if tree:
             exporter = None

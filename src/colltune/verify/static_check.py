@@ -289,10 +289,65 @@ def library_has(lib: str | None):
     return lambda key: key.encode() in data
 
 
+def leaf_problems(func: str, keys, where: str) -> list[str]:
+    """What is wrong with a CSEL leaf's parameter keys ("k=4", ...) for MPICH: a parameter
+    the algorithm reads that is missing (uninitialised memory in MPICH), one it does not
+    take (MPICH fails: "Out of memory"), a value out of range or not a number (k=0 is a
+    SIGFPE), or a radix MPICH aborts on (mpich_params)."""
+    from ..providers.mpich_params import TREE_TYPES, invalid, leaf_defaults, tunable
+    wanted = leaf_defaults(func)
+    if not wanted:
+        return []
+    given: dict = {}
+    for key in keys:
+        if key.startswith("colltune:"):
+            continue
+        name, eq, value = key.partition("=")
+        given[name] = value if eq else None
+    out = [f"{where}: {func} takes no parameter {k!r} (it takes {', '.join(wanted)}; "
+           f"MPICH fails on it)" for k in given if k not in wanted]
+    missing = [k for k in wanted if k not in given]
+    if missing:
+        out.append(f"{where}: {func} needs {', '.join(missing)} (MPICH reads a parameter the "
+                   f"leaf does not give from uninitialised memory)")
+    specs, numbers = tunable(func), {}
+    for k, v in given.items():
+        if k not in wanted or k not in specs:
+            continue
+        if k == "tree_type" and v in TREE_TYPES:
+            continue
+        if v is None or not re.fullmatch(r"-?\d+", v):
+            out.append(f"{where}: {func} {k}={v}: not a number"
+                       + (f" or one of {', '.join(TREE_TYPES)}" if k == "tree_type" else ""))
+        elif not specs[k]["min"] <= int(v) <= specs[k]["max"]:
+            out.append(f"{where}: {func} {k}={v} outside [{specs[k]['min']}, {specs[k]['max']}]")
+        else:
+            numbers[k] = int(v)
+    if not out and (why := invalid(func, {**numbers, **{k: v for k, v in given.items()
+                                                        if k == "tree_type"}})):
+        out.append(f"{where}: {func} {why}")
+    return out
+
+
 def check_csel(tree: dict, ranks: int, collectives: list[str], has, version: str,
                table=None, exporter=None) -> StaticResult:
     """collectives: those whose blocks are listed (the tuned ones); has: library_has(...)."""
     res = StaticResult([b for c in collectives for b in csel_file_blocks(tree, c, ranks)])
+
+    def leaves(node, path):
+        if not isinstance(node, dict):
+            return
+        for key, sub in node.items():
+            if key.startswith("algorithm="):
+                coll = path.split("/", 1)[0].split("=", 1)[-1]
+                for msg in leaf_problems(key[len("algorithm="):], sub or {}, path):
+                    res.problems.append(msg)
+                    for b in res.blocks:
+                        if b.collective == coll:
+                            b.problems.append(msg)
+            else:
+                leaves(sub, f"{path}/{key}" if path else key)
+    leaves(tree, "")
     if has is not None:
         unknown: dict[str, list[str]] = {}
 
