@@ -326,3 +326,20 @@ def test_another_librarys_provider_is_refused_by_name(tmp_path):
                     "--coll", "bcast", "--sizes", "8", "--store", str(tmp_path / "s.sqlite"),
                     check=False),
             "for openmpi's, name its MPI (--mpi openmpi)")
+
+
+def test_verify_refuses_what_it_cannot_check(tmp_path):
+    """A user review: verify took a table measured on the other library (and printed
+    false 'substitute' lines), --ranks 1 (where the library runs no algorithm of its own:
+    valid files failed), and a label's repeated parameter was taken, the last one winning."""
+    from test_verify import save_table
+    rules = tmp_path / "r.rules"
+    rules.write_text("1\n2\n1\n4\n1\n0 6 0 0 0\n")      # coll/tuned: bcast on 4 ranks, binomial
+    table = save_table(tmp_path / "t.json", [("bcast", 1, 4, [(0, "binomial", "mpich")])], "MPICH")
+    refused(run_cli("verify", "--rules", str(rules), "--library", "openmpi", "--table", table,
+                    check=False), "measured on mpich, not openmpi")
+    refused(run_cli("verify", "--rules", str(rules), "--library", "openmpi", "--ranks", "1",
+                    check=False), "--ranks 1: use 2-8 ranks")
+    refused(run_cli("bench", "--coll", "bcast", "--algorithms", "pipeline[segsize=16384,segsize=8192]",
+                    "--provider", "colltune", "--sizes", "8", check=False),
+            "parameter 'segsize' given twice")

@@ -217,6 +217,8 @@ def split_label(label: str) -> tuple[str, dict[str, int]]:
         k, eq, v = item.partition("=")
         if not eq or parse_number(v.strip()) is None:
             raise InputError(f"bad parameter {item!r} in algorithm label {label!r}")
+        if k.strip() in params:
+            raise InputError(f"parameter {k.strip()!r} given twice in algorithm label {label!r}")
         params[k.strip()] = parse_number(v.strip())
     return m.group(1).strip(), params
 

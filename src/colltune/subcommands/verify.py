@@ -54,8 +54,16 @@ def run(args, cli) -> int:
     if fmt not in verifier.formats:
         raise ConfigError(f"--format {fmt}: {args.library} reads {', '.join(verifier.formats)}")
     table = DecisionTable.load(args.table) if args.table else None
-    if args.ranks is not None and not 1 <= args.ranks <= 8:
-        raise ConfigError(f"--ranks {args.ranks}: use 1-8 ranks on this host")
+    others = {r.provider for e in (table.entries if table else ()) for r in e.rules} & \
+        (set(VERIFIERS.names()) - {args.library})
+    if others:
+        raise ConfigError(f"--table {args.table}: measured on {', '.join(sorted(others))}, not "
+                          f"{args.library}: {args.library}'s rules files name only its own "
+                          f"algorithms, so no file of it can say what this table says (export "
+                          f"and deploy refuse it too)")
+    if args.ranks is not None and not 2 <= args.ranks <= 8:
+        raise ConfigError(f"--ranks {args.ranks}: use 2-8 ranks on this host (on one rank the "
+                          f"library runs no algorithm of its own)")
     report = verifier.verify(args.rules, fmt, table, args.ranks, args.reps,
                              session.settings.timeout)
     print(report.render())
