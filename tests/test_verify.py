@@ -376,6 +376,13 @@ def test_default_ranks_is_a_tuned_comm_size(tmp_path):
     assert default_ranks(rules, text, table) == 2 and default_ranks(rules, text) == 2
     assert mpich_ranks(table) == 2
     assert default_ranks(rules, "") == 4      # nothing names the tuned sizes: a block start
+    # an MPICH file names its tuned layouts in its header key (it was 2 ranks whatever
+    # it was tuned on: every point then looked like the default)
+    four = DecisionTable.load(save_table(tmp_path / "f.json", [
+        ("bcast", 1, 4, [(0, "binomial", "mpich")]), ("bcast", 1, 8, [(0, "binomial", "mpich")])], "MPICH"))
+    from colltune.exporters.mpich_json import MPICHJsonExporter
+    assert mpich_ranks(None, MPICHJsonExporter().export(four, "5.0.2").text) == 4
+    assert mpich_ranks(None, "{}") == 2
 
 
 def test_openmpi_segment_size_and_chain_fanout_are_exported_and_proven(tmp_path):
@@ -533,3 +540,16 @@ def test_mpich_leaf_parameters_are_checked_and_invalid_json_is_named(tmp_path):
     assert proc.returncode == 1 and "(1) file accepted: NO - " in proc.stdout
     assert "broken.json:" in proc.stdout and "not valid JSON" in proc.stdout
     assert "not checked" not in proc.stdout
+
+
+def test_a_pass_where_nothing_was_told_apart_says_so():
+    """A PASS whose points all looked like the library default (ok*) is consistent, not
+    a proof; the result line says so (a user review: verify on 2 ranks of a 1x4 table)."""
+    from colltune.verify import Point, PointResult, Report
+    alike = [PointResult(Point("bcast", 8, "binomial"), True, False, "binomial (same as forced)")]
+    text = Report("mpich", "mpich-json", "f.json", 2, True, "yes", alike).render()
+    assert "RESULT: PASS (consistent, not proven: at no point did the file's algorithm look " \
+           "different from the library default on 2 ranks; try more --ranks)" in text
+    told = [PointResult(Point("bcast", 8, "binomial"), True, True, "binomial (same as forced)")]
+    assert Report("mpich", "mpich-json", "f.json", 4, True, "yes", told).render().endswith(
+        "RESULT: PASS")

@@ -199,7 +199,10 @@ class MPICHJsonExporter(Exporter):
         problems.check(self.name)
         notes += problems.all_substituted(self.library)
         resolved = target or ".".join(map(str, v))
-        lines = header_lines(table, resolved, self.name) + [f"default selection from {source}"]
+        layouts = sorted({(e.nodes, e.ppn) for e in table.entries})
+        lines = header_lines(table, resolved, self.name) + [
+            f"default selection from {source}",
+            "tuned on " + ", ".join(f"{n}x{p}" for n, p in layouts)]   # verify's default ranks
         lines += [f"NOTE {n}" for n in notes]
         tuned = {f"collective={c}" for c in table.collectives()}
         first = next((k for k in tree if k in tuned), None)    # first tuned one in file order

@@ -3,6 +3,8 @@ read and honoured (docs/exporters.md). Exit 0 only when it is; 1 otherwise,
 naming the sample points that failed and why."""
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def add_parser(sub) -> None:
     from ..cli import add_globals
@@ -86,6 +88,21 @@ def _check_library_reads_it(path: str, text: str, library: str) -> None:
                           f"--library {kind}")
 
 
+def _tuned_ranks(deployment: str, hosts: int, hi: int = 4) -> int:
+    """verify --deployment's default ranks: the largest comm size the table was tuned on
+    that fits 2..hi (at least 2 per host) and spreads evenly over the hosts, else 2 per
+    host (a size no tuned layout has proves less: most points then look like the default)."""
+    from ..decision import DecisionTable
+    from ..errors import ColltuneError
+    try:
+        table = DecisionTable.load(str(Path(deployment) / "table.json"))
+    except (ColltuneError, OSError):
+        return 2 * hosts            # verify_deployment names what is wrong with the folder
+    sizes = [e.nodes * e.ppn for e in table.entries]
+    return max([c for c in sizes if max(2, 2 * hosts) <= c <= max(hi, 2 * hosts) and c % hosts == 0],
+               default=2 * hosts)
+
+
 def _deployment(args, session) -> int:
     from ..errors import ConfigError
     from ..verify.deployment import verify_deployment
@@ -99,7 +116,7 @@ def _deployment(args, session) -> int:
     hosts = (args.hosts or 2) if backend == "netns" else 1
     if args.hosts is not None and backend != "netns":
         raise ConfigError("--hosts needs --backend netns (emulated hosts, docs/cluster.md)")
-    ranks = args.ranks or 2 * hosts
+    ranks = args.ranks or _tuned_ranks(args.deployment, hosts)
     if not 2 <= ranks <= 8 or hosts < 1:
         raise ConfigError(f"--ranks {ranks}: use 2-8 ranks in all on this machine")
     if ranks % hosts:

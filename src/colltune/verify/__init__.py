@@ -94,6 +94,10 @@ class Report:
             if unchecked:
                 partial = (f"partial: {unchecked} block(s) neither run nor checked against a "
                            f"table; pass --table")
+        if self.results and not any(r.distinguishes or r.default for r in self.results):
+            partial = "; ".join(filter(None, [partial, (
+                f"consistent, not proven: at no point did the file's algorithm look different "
+                f"from the library default on {self.ranks} ranks; try more --ranks")]))
         out += report_tail("default/file", [r.ratio for r in self.results], self.notes, self.ok,
                            partial, static)
         return "\n".join(out)

@@ -75,11 +75,17 @@ def sample_sizes(branch: dict, coll: str, ranks: int, limit: int = 8) -> list[in
     return [0] if coll == "barrier" else sizes[:limit]
 
 
-def default_ranks(table, lo: int = 2, hi: int = 4) -> int:
-    """The comm size a verify runs by default: the largest tuned one in lo..hi
-    (the file itself does not name its tuned layouts), else lo."""
-    tuned = [e.nodes * e.ppn for e in (table.entries if table is not None else ())
-             if e.collective in MPICH_NAME]
+_TUNED_ON = re.compile(r"colltune: tuned on ([0-9x, ]+)")
+
+
+def default_ranks(table, text: str = "", lo: int = 2, hi: int = 4) -> int:
+    """The comm size a verify runs by default: the largest tuned one in lo..hi (from the
+    table, else from the export's "colltune: tuned on NxP, ..." header key), else lo."""
+    if table is not None:
+        tuned = [e.nodes * e.ppn for e in table.entries if e.collective in MPICH_NAME]
+    else:
+        tuned = [int(n) * int(p) for m in _TUNED_ON.findall(text)
+                 for n, p in re.findall(r"(\d+)x(\d+)", m)]
     return max([c for c in tuned if lo <= c <= hi], default=lo)
 
 
@@ -117,7 +123,7 @@ class MPICHVerifier:
 
     def verify(self, path: str, fmt: str, table, ranks: int | None, reps: int,
                timeout: float) -> Report:
-        ranks = ranks or default_ranks(table)
+        ranks = ranks or default_ranks(table, Path(path).read_text(errors="replace"))
         notes: list[str] = []
         env_file = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(Path(path).resolve()),
                     "MPIR_CVAR_DEVICE_COLLECTIVES": "none", "MPIR_CVAR_DEBUG_SUMMARY": "1"}
