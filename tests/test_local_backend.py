@@ -424,3 +424,18 @@ def test_bench_check_sees_a_lost_contribution_at_count_one(tmp_path):
     points = [r for r in recs if r.get("type") == "measurement"]
     assert {int(r["msg_size"]) for r in points} == {4, 40, 1000}
     assert all(r["valid"] is False and "wrong sum" in r.get("check_error", "") for r in points), recs
+
+
+@needs_mpich
+def test_tune_says_when_its_ranks_oversubscribe_the_host(workdir):
+    """A 4-rank tune on 2 cores printed 'geomean speedup 19.8x' with no word that its
+    ranks time-shared the cores (a review); the outcome now says so, and only then."""
+    ranks = host_cores() + 1
+    out = run_cli("tune", "--backend", "local", "--mpi", "mpich", "--collectives", "bcast",
+                  "--layouts", f"1x{ranks}", "--sizes", "8", "--algorithms", "binomial",
+                  "--campaign", "over", *QUICK).stdout
+    assert f"ran more ranks ({ranks}) than this host's {host_cores()} cores" in out, out
+    out = run_cli("tune", "--backend", "local", "--mpi", "mpich", "--collectives", "bcast",
+                  "--layouts", "1x2", "--sizes", "8", "--algorithms", "binomial",
+                  "--campaign", "fits", *QUICK).stdout
+    assert "than this host's" not in out or host_cores() < 2, out

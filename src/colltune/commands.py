@@ -193,7 +193,7 @@ def cmd_bench(args, cli) -> int:
     print(classic(res.points))
     print(f"campaign {name}: {summary.launches} launches, measured {summary.measured}, "
           f"{summary.skipped_points} points already in {session.settings.store}")
-    for line in [*reuse_notes(summary), late_note(res)]:
+    for line in [*reuse_notes(summary), late_note(res), oversubscribed_note(res)]:
         if line:
             print(line)
     return 0 if not res.failures().shape[0] else 1
@@ -212,6 +212,27 @@ def late_note(results) -> str | None:
     return (f"note: {len(late)} of {len(p)} point(s) discarded more repetitions for late starts "
             f"than they timed (a busy or oversubscribed host): their times are unreliable "
             f"(docs/bench.md); fewer ranks per core, or an idle machine, for numbers to keep")
+
+
+def oversubscribed_note(results) -> str | None:
+    """Launches whose ranks outnumbered this host's cores on a backend that runs every
+    rank here (local, netns): their speed-ups are noise (a review: a 4-rank tune on 2
+    cores printed 'geomean speedup 19.8x' with no word of it)."""
+    from .backends import BACKENDS
+    from .backends.local import host_cores
+    runs = results.runs
+    if runs.empty or "backend" not in runs or "nprocs" not in runs:
+        return None
+    here = runs[[getattr(BACKENDS.get(b), "shares_host_cores", False) if b in BACKENDS.names()
+                 else False for b in runs["backend"]]]
+    over = here[here["nprocs"].fillna(0) > host_cores()]
+    if over.empty:
+        return None
+    return (f"note: {len(over)} of {len(runs)} launch(es) ran more ranks "
+            f"({', '.join(str(int(n)) for n in sorted(set(over['nprocs'])))}) than this host's "
+            f"{host_cores()} cores: those ranks time-share the cores and the speed-ups below are "
+            f"noise, not a tuning result (docs/bench.md); tune on the cluster itself "
+            f"(--backend slurm) or with at most {host_cores()} ranks here")
 
 
 def reuse_notes(summary) -> list[str]:
@@ -389,7 +410,7 @@ def _print_outcome(name, summary, results, baselines, table_path, report_path) -
     fails = results.failures()
     print(f"\ncampaign {name}: {summary.launches} launches in {summary.wall_s:.0f} s, "
           f"points {summary.measured}, {summary.skipped_points} reused from the store")
-    for line in [*reuse_notes(summary), late_note(results)]:
+    for line in [*reuse_notes(summary), late_note(results), oversubscribed_note(results)]:
         if line:
             print(line)
     if len(fails):

@@ -127,6 +127,9 @@ def kill_leftovers(marker: str, wait_s: float = 10.0) -> list[int]:
 @BACKENDS.register("local")
 class LocalBackend(Backend):
     name = "local"
+    # every rank runs on this machine's cores (netns too): more ranks than cores make
+    # timings noise (commands.oversubscribed_note)
+    shares_host_cores = True
     description = "real Open MPI or MPICH on this machine (--mpi openmpi|mpich; one host)"
 
     def __init__(self, settings, platform: str | None = None):
