@@ -77,6 +77,16 @@ def test_openmpi_tuned_malformed_file_is_shown_dropped(tmp_path):
     assert "(1) file accepted: NO" in proc.stdout and "the file was dropped" in proc.stdout
     assert "ran: the library default" in proc.stdout
     assert "the first rule must be for message size 0" in proc.stdout
+    # what the reader refuses is a problem of the static check (4), which said "ok" (a
+    # user review), as is a collective id past coll/tuned's (Open MPI drops the file)
+    assert re.search(r"\(4\) .*: 1 problem\(s\)\n  FAIL .*broken.rules:\d+: .* the first rule "
+                     r"must be for message size 0", proc.stdout), proc.stdout
+    odd = tmp_path / "odd.rules"
+    odd.write_text("1\n77\n1\n2 1\n0 1 0 0\n")
+    proc = verify(str(odd), "openmpi", "--reps", "1")
+    assert proc.returncode == 1
+    assert "FAIL collective id 77: coll/tuned knows collective ids 0-21; Open MPI drops the whole " \
+           "file" in proc.stdout, proc.stdout
 
 
 def test_openmpi_han_file_is_read_and_broken_one_dropped(tmp_path):

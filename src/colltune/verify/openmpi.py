@@ -109,15 +109,14 @@ class OpenMPIVerifier:
         if fmt == "openmpi-han":
             return self._verify_han(path, text, ranks or 2, timeout)
         notes = []
-        malformed = False
+        malformed = ""         # what Open MPI's reader refuses or misreads in the file
         try:
             try:
                 rules = parse_tuned(text, path)
             except RulesSyntaxError:
                 raise
             except InputError as exc:      # e.g. a first rule not at 0: run what it means
-                notes.append(f"malformed: {exc}")
-                rules, malformed = parse_tuned(text, path, strict=False), True
+                rules, malformed = parse_tuned(text, path, strict=False), str(exc)
         except RulesSyntaxError as exc:
             # the numbers do not line up with the format (a column or line missing):
             # what the file means, and so which points to run, cannot be told
@@ -131,6 +130,8 @@ class OpenMPIVerifier:
             exporter = OpenMPITunedExporter()
             exporter.allow_substitute = True
         static = check_tuned(rules, ranks, ids, self.impl.version, table, exporter)
+        if malformed:         # a problem of the file, run or not
+            static.problems.append(malformed)
         points, unchecked = [], []
         names = {coll: {**{i: n for n, i in self.provider.algorithm_ids(coll).items()},
                         DEFAULT_ID: DEFAULT_NAME} for coll in OMPI_NAME}
