@@ -230,8 +230,9 @@ def oversubscribed_note(results) -> str | None:
         return None
     return (f"note: {len(over)} of {len(runs)} launch(es) ran more ranks "
             f"({', '.join(str(int(n)) for n in sorted(set(over['nprocs'])))}) than this host's "
-            f"{host_cores()} cores: those ranks time-share the cores and the speed-ups below are "
-            f"noise, not a tuning result (docs/bench.md); tune on the cluster itself "
+            f"{host_cores()} cores: those ranks time-share the cores, so their times and any "
+            f"speed-up from them are noise, not a tuning result (docs/bench.md); tune on the "
+            f"cluster itself "
             f"(--backend slurm) or with at most {host_cores()} ranks here")
 
 
