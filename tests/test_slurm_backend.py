@@ -196,20 +196,22 @@ def test_unknown_mpi_plugin_and_too_many_nodes_are_refused(slurm_cluster, env, t
 
 
 def test_failed_steps_are_recorded_per_point(slurm_cluster, env, tmp_path):
-    # a step srun refuses, and a step whose plugin does not bootstrap the library
+    # a step srun refuses: Slurm's failure, not the algorithm's; the campaign stops
+    # and stores nothing (it had stored a crash a resumed campaign then skipped)
     proc = colltune_in_allocation(
         slurm_cluster, env, tmp_path, "bench", "--backend", "slurm", "--mpi", "mpich",
         "--coll", "bcast", "--layouts", "2x1", "--sizes", "8", "--campaign", "bad",
         "--slurm-srun-args=--constraint=nosuchfeature", *QUICK)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Slurm could not run step" in proc.stderr and "Unable to create step" in proc.stderr
+    assert "this launch is not stored" in proc.stderr
+    # a step whose plugin does not bootstrap the library: the run itself is wrong
     proc = colltune_in_allocation(
         slurm_cluster, env, tmp_path, "bench", "--backend", "slurm", "--mpi", "mpich",
         "--coll", "bcast", "--layouts", "2x1", "--sizes", "8", "--campaign", "single",
         "--slurm-mpi", "none", *QUICK)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    bad = points(env["COLLTUNE_STORE"], "bad")
-    assert [p["status"] for p in bad] == ["crashed"] and bad[0]["msg_size"] == 8
-    assert "srun: error: Unable to create step" in bad[0]["check_error"]   # Slurm's own words
+    assert points(env["COLLTUNE_STORE"], "bad") == []
     single = points(env["COLLTUNE_STORE"], "single")
     assert [p["status"] for p in single] == ["crashed"]
     assert "MPI saw a world of 1" in single[0]["error"]
@@ -258,3 +260,30 @@ def test_sbatch_refusal_is_a_clear_error(slurm_cluster, env, tmp_path):
     assert proc.returncode == 2
     assert "--parsable" in proc.stderr and "exited 1" in proc.stderr, proc.stderr
     assert "invalid partition" in proc.stderr.lower(), proc.stderr    # sbatch's words
+
+
+def test_an_ended_allocation_stops_the_campaign_and_stores_nothing(slurm_cluster, env, tmp_path):
+    """A review: after the allocation's time limit (or with the controller or a node
+    gone) every remaining launch was stored as a crashed algorithm, and a resumed
+    campaign skipped them. Here the job colltune is told it runs in has ended."""
+    ended = slurm_cluster.run(["salloc", "--nodes=1", "--quiet", "sh", "-c", "echo $SLURM_JOB_ID"],
+                              env=env, cwd=tmp_path).stdout.split()[-1]
+    proc = slurm_cluster.run(
+        ["salloc", "--nodes=2", "--exclusive", "--quiet", "sh", "-c",
+         f'SLURM_JOB_ID={ended} SLURM_JOBID={ended} exec "$@"', "colltune",
+         sys.executable, "-m", "colltune.cli", "bench", "--backend", "slurm", "--mpi", "mpich",
+         "--coll", "bcast", "--layouts", "2x1", "--sizes", "8", "--campaign", "ended", *QUICK],
+        check=False, env=env, cwd=tmp_path, timeout=240)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"Slurm could not run step" in proc.stderr and f"job {ended}" in proc.stderr, proc.stderr
+    assert points(env["COLLTUNE_STORE"], "ended") == []
+
+
+def test_colltunes_own_algorithms_are_refused_on_slurm(slurm_cluster, env, tmp_path):
+    """--provider colltune was ignored on slurm (the library's algorithms were tuned,
+    and run --tune-first then failed after its whole budget): refused by name."""
+    proc = colltune_in_allocation(slurm_cluster, env, tmp_path, "tune", "--backend", "slurm",
+                                  "--mpi", "mpich", "--provider", "colltune", "--collectives",
+                                  "bcast", "--layouts", "2x1", "--sizes", "8", *QUICK)
+    assert proc.returncode == 2
+    assert "provider 'colltune' does not run on backend 'slurm'" in proc.stderr

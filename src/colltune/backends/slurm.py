@@ -35,7 +35,7 @@ from typing import Any
 from .. import native, slurm
 from ..errors import BackendError, ConfigError
 from . import BACKENDS
-from .base import Backend, Launch, LaunchResult, read_records
+from .base import Backend, Launch, LaunchResult, choose_provider, read_records
 from .local import LIBRARY, make_provider
 
 # Runs in every task: adds the node list and step id that Slurm gave the step.
@@ -150,7 +150,8 @@ class SlurmBackend(Backend):
 
     def provider(self):
         if self._provider is None:
-            self._provider = make_provider(self.impl, self.settings)
+            # the setting provider (colltune, both) is refused here by name, not ignored
+            self._provider = choose_provider(self, make_provider(self.impl, self.settings))
         return self._provider
 
     def max_nodes(self) -> int:
@@ -232,6 +233,14 @@ class SlurmBackend(Backend):
                 self._cancel(step_name, log)     # srun died: never leave its step behind
         with open(log_path, errors="replace") as fh:
             tail = fh.read()[-4000:]
+        infra = slurm.slurm_failure(tail)
+        if infra and not timed_out:
+            # Slurm itself failed (the allocation ended, the controller or a node is gone):
+            # not the algorithm's doing, so nothing of this launch is stored and the
+            # campaign stops; a re-run in a live allocation resumes it
+            raise BackendError(f"Slurm could not run step {step_name} of job "
+                               f"{self.alloc.job_id}: {infra}; the campaign stops here, this "
+                               f"launch is not stored (re-run in a live allocation to resume)")
         header, records, done = read_records(json_path)
         nprocs = launch.nodes * launch.ppn
         if header and header.get("world_size") != nprocs:

@@ -96,6 +96,22 @@ def allocation(environ=None) -> Allocation:
                       env.get("SLURM_JOB_PARTITION", ""))
 
 
+# What srun/slurmstepd say when Slurm itself fails rather than the program: the job
+# ended (time limit, cancelled), the controller does not answer, a node is gone.
+_INFRA = re.compile(r"Unable to create step|Job/step already completing or completed|"
+                    r"Invalid job id specified|Slurm job \d+ has expired|Expired or invalid job|Socket timed out|Communication connection "
+                    r"failure|Unable to confirm allocation|Zero Bytes were transmitted or "
+                    r"received|DUE TO TIME LIMIT|DUE TO NODE FAILURE|Kill task failed")
+
+
+def slurm_failure(log: str) -> str | None:
+    """The line of an srun log that says Slurm itself failed, or None."""
+    for line in log.splitlines():
+        if _INFRA.search(line):
+            return line.strip()
+    return None
+
+
 def mpi_plugins() -> list[str]:
     """The --mpi plugin types srun offers (``srun --mpi=list``)."""
     out = run_tool(["srun", "--mpi=list"], "listing srun's MPI plugins", stderr_too=True)
