@@ -261,3 +261,27 @@ def test_tune_measures_a_parameter_setting_that_is_no_preset(workdir):
                   "--layouts", "2x2", "--sizes", "1000", "--algorithms", "ring[segsize=2000000000]",
                   "--campaign", "r", check=False)
     assert err.returncode != 0 and "segsize=2000000000 outside [0, 1073741824]" in err.stderr
+
+
+def test_sigterm_stops_a_campaign_and_says_so(workdir):
+    """SIGTERM (a batch system's cancel) ended tune silently with 143 (a review); it now
+    stops like Ctrl-C: launches in flight not stored, a line saying how to resume."""
+    args = ["tune", "--collectives", "bcast", "--layouts", "2x2,3x2", "--sizes", "8,1000",
+            "--algorithms", "binomial_tree,flattree,NTSL,scatter_rdb_allgather,SMP_linear",
+            "--campaign", "term", "--jobs", "1", "-q"]
+    env = dict(os.environ, COLLTUNE_CACHE_DIR=CACHE)
+    proc = subprocess.Popen([sys.executable, "-m", "colltune.cli", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    store = os.environ["COLLTUNE_STORE"]
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        try:
+            if sqlite3.connect(store).execute("SELECT COUNT(*) FROM runs").fetchone()[0] >= 1:
+                proc.send_signal(signal.SIGTERM)
+                break
+        except sqlite3.OperationalError:
+            continue
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 143, err
+    assert "colltune: terminated (SIGTERM); finished launches are in the store, re-run to resume" in err

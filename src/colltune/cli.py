@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 
 from . import __version__
 from .config import DEFAULTS
@@ -156,9 +157,21 @@ def _cli_values(args) -> dict:
     return {k: getattr(args, k, None) for k in GLOBAL_KEYS}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a batch system's cancel, `kill`): stopped like Ctrl-C, launches in flight
+    killed and not stored, and said so (it had ended silently with 143)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from . import commands
+    import signal
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)    # `run` forwards its own (proc.py)
     try:
         handler = getattr(args, "handler", None) or getattr(commands, "cmd_" + args.command)
         return int(handler(args, _cli_values(args)) or 0)
@@ -168,13 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:                   # output piped into head: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except KeyboardInterrupt:
-        print("colltune: interrupted; finished launches are in the store, re-run to resume",
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"colltune: {how}; finished launches are in the store, re-run to resume",
               file=sys.stderr)
-        return 130
-    except BrokenPipeError:             # `colltune ... | head`: the reader left, nothing to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return 143 if isinstance(exc, Terminated) else 130
     except OSError as exc:
         # a file the command reads or writes (permissions, a missing folder, a folder
         # where a file was wanted): the file and the reason, not a traceback
