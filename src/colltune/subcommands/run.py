@@ -356,7 +356,11 @@ def run(args, cli) -> int:
                           "--rules, --deployment, --force, --tune-first or --online)"
                           if not args.link_flags else "--compare builds and runs nothing with --link-flags")
     _note_library_settings(args)
-    scratch = tempfile.mkdtemp(prefix="colltune-run-")     # hostfiles
+    # hostfiles and --compare's COLLTUNE_TIMES files, which rank 0 writes where it runs:
+    # under the build cache, which every node sees (docs/slurm.md), not this node's /tmp
+    runs_dir = os.path.join(os.path.abspath(settings.cache_dir), "runs")
+    os.makedirs(runs_dir, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="run-", dir=runs_dir)
     try:
         if args.compare:
             default_times = os.path.join(scratch, "times-default.json")
