@@ -72,3 +72,18 @@ def test_outside_an_allocation_or_too_large_layout_is_a_clear_error(slurm_cluste
                              "--", APP, nodes=1)
     assert proc.returncode == 2 and "--layout 2x1: the allocation (job" in proc.stderr, proc.stderr
     assert "has 1 nodes" in proc.stderr
+
+
+def test_a_plugin_that_starts_singletons_fails_the_run(slurm_cluster, env, tmp_path):
+    """srun --mpi=pmi2 does not bootstrap Open MPI 5: two one-rank jobs ran, each alone,
+    and run exited 0 (a review; bench caught it, run did not). The interposer now aborts
+    when MPI_COMM_WORLD is not the size srun was asked for."""
+    from colltune import mpi
+    if "openmpi" not in {impl.name for impl in mpi.discover()}:
+        pytest.skip("needs Open MPI")
+    proc = slurm_cluster.run(["salloc", "--nodes=2", "--exclusive", "--quiet", "env",
+                              "COLLTUNE_SLURM_MPI=pmi2", sys.executable, "-m", "colltune.cli",
+                              "run", "--backend", "slurm", "--mpi", "openmpi", "--layout", "2x1",
+                              "--", APP, "2"], check=False, env=env, cwd=tmp_path, timeout=180)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "the job was started as 2 ranks, but MPI_COMM_WORLD has 1" in proc.stderr, proc.stderr

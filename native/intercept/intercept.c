@@ -550,8 +550,19 @@ static void setup(void)
 {
     const char *rules = getenv("COLLTUNE_RULES"), *force = getenv("COLLTUNE_FORCE");
     const char *rep = getenv("COLLTUNE_REPORT"), *verb = getenv("COLLTUNE_VERBOSE");
-    int level = MPI_THREAD_SINGLE;
+    const char *expect = getenv("COLLTUNE_WORLD");
+    int level = MPI_THREAD_SINGLE, world_size = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    if (expect && *expect && atoi(expect) != world_size) {
+        /* the launcher started N processes that did not find each other (srun with a
+         * --mpi plugin that does not bootstrap this library: N singletons); the job
+         * would run N times over, each alone, and end "successfully" */
+        fprintf(stderr, "colltune: the job was started as %s ranks, but MPI_COMM_WORLD has "
+                "%d: the launcher did not bootstrap the MPI library (under srun: its --mpi "
+                "plugin, setting slurm_mpi)\n", expect, world_size);
+        PMPI_Abort(MPI_COMM_WORLD, 70);
+    }
     PMPI_Query_thread(&level);
     cache_on = level != MPI_THREAD_MULTIPLE;
     last_comm = MPI_COMM_NULL, last_type = MPI_DATATYPE_NULL;

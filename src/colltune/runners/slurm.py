@@ -88,7 +88,9 @@ class SlurmRunner(Runner):
             app = str(compile_app(impl, app, settings.cache_dir, []))
         else:
             check_linked_mpi(impl, app)
-        ranks_env = {**preload, **env}
+        # the interposer aborts if MPI_COMM_WORLD is not this size (a plugin that starts
+        # singletons: the job ran N times over and exited 0)
+        ranks_env = {**preload, **env, "COLLTUNE_WORLD": str(nodes * ppn)}
         if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:
             ranks_env["OMPI_MCA_pml_monitoring_enable"] = "1"      # = mpiexec's OMPI_MONITORING
         cmd = srun_command(self.step_name, nodes, ppn, plugin, ranks_env,
