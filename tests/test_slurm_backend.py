@@ -165,6 +165,31 @@ def test_batch_script_runs_a_campaign_to_completion(slurm_cluster, env, tmp_path
 
 
 # -- failures ------------------------------------------------------------------
+def test_submit_wait_names_the_job_and_why_it_cannot_start(slurm_cluster, env, tmp_path):
+    """A review: with --jobs 2 a 2x1 campaign asks for 4 nodes, more than the partition
+    has; `submit --wait` then waited silently, without even the job id. The id comes at
+    once, and Slurm's pending reason with what to change."""
+    import subprocess
+    import time
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "colltune.cli", "slurm", "submit", "--wait", "--", "tune",
+         "--mpi", "mpich", "--collectives", "bcast", "--layouts", "2x1", "--sizes", "8",
+         "--jobs", "2"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()
+    assert "as job " in first and "(4 node(s), 1 task(s) per node)" in first, first
+    job = first.split("as job ")[1].split()[0]
+    deadline, err = time.time() + 60, ""
+    try:
+        while time.time() < deadline and "is pending:" not in err:
+            err += proc.stderr.readline()
+    finally:
+        slurm_cluster.run(["scancel", job], env=env, check=False)
+    out, rest = proc.communicate(timeout=60)
+    assert f"job {job} is pending: PartitionNodeLimit (it asks for 4 node(s)" in err, err + rest
+    assert f"job {job} ended" in out
+
+
 
 def test_outside_an_allocation_is_a_clear_error(slurm_cluster, env, tmp_path):
     proc = slurm_cluster.run([sys.executable, "-m", "colltune.cli", "bench", "--backend",

@@ -112,6 +112,17 @@ def slurm_failure(log: str) -> str | None:
     return None
 
 
+def pending_reason(job: str) -> str | None:
+    """Why a pending job waits (squeue's reason, e.g. PartitionNodeLimit), None when it
+    is not pending or squeue cannot tell."""
+    try:
+        out = run_tool(["squeue", "-h", "-j", job, "-o", "%T %r"], f"state of job {job}")
+    except BackendError:
+        return None
+    state, _, reason = out.strip().partition(" ")
+    return reason.strip() or None if state == "PENDING" else None
+
+
 def mpi_plugins() -> list[str]:
     """The --mpi plugin types srun offers (``srun --mpi=list``)."""
     out = run_tool(["srun", "--mpi=list"], "listing srun's MPI plugins", stderr_too=True)

@@ -94,16 +94,34 @@ def cmd_submit(args, cli) -> int:
     with open(path, "w") as fh:
         fh.write(script.text)
     argv = [slurm.tool("sbatch"), "--parsable", *(["--wait"] if args.wait else []), path]
-    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    job = proc.stdout.strip().split(";")[0]
+    # sbatch --wait prints the job id at once and then waits: read it as it comes, so the
+    # user learns which job to watch or cancel (it had waited silently, even for a job
+    # that could never start)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    job = (proc.stdout.readline() if proc.stdout else "").strip().split(";")[0]
     if not job:
-        raise BackendError(f"`{' '.join(argv)}` exited {proc.returncode}: "
-                           f"{proc.stderr.strip()[-600:]}")
-    print(f"submitted {path} as job {job}")
-    if args.wait:
-        print(f"job {job} ended with exit code {proc.returncode}")
-        return proc.returncode
-    return 0
+        err = proc.communicate()[1]
+        raise BackendError(f"`{' '.join(argv)}` exited {proc.returncode}: {err.strip()[-600:]}")
+    print(f"submitted {path} as job {job} ({script.nodes} node(s), {script.ppn} task(s) per "
+          f"node)", flush=True)
+    if not args.wait:
+        proc.wait()
+        return 0
+    said = ""
+    while True:
+        try:
+            proc.wait(timeout=10)
+            break
+        except subprocess.TimeoutExpired:
+            why = slurm.pending_reason(job)
+            if why and why != said and why not in ("Priority", "Resources", "None"):
+                print(f"job {job} is pending: {why} (it asks for {script.nodes} node(s): "
+                      f"--nodes, or fewer concurrent steps with --jobs, make it smaller; "
+                      f"scancel {job} to give up)", file=sys.stderr, flush=True)
+                said = why
+    print(f"job {job} ended with exit code {proc.returncode}")
+    return proc.returncode
 
 
 def cmd_info(args, cli) -> int:
