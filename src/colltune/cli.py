@@ -31,7 +31,8 @@ def add_globals(p: argparse.ArgumentParser, measuring: bool = True) -> None:
     g.add_argument("--output-dir", dest="output_dir", help="where tables and reports go")
     g.add_argument("--backend", help="where benchmarks run (see `colltune info`)")
     g.add_argument("--platform", help="simulated platform: bundled name or XML path")
-    g.add_argument("--mpi", help="MPI library of the local/netns backends: openmpi or mpich")
+    g.add_argument("--mpi", help="MPI library of the local, netns and slurm backends: openmpi "
+                                 "or mpich")
     g.add_argument("--provider", help="algorithms to measure: library (the backend library's "
                                       "own, default), colltune (its own, via the interposer) or "
                                       "both (one candidate set, docs/deploy.md)")

@@ -74,7 +74,8 @@ def add_parser(sub) -> None:
                         "deployment's selector), then as asked, and print the time in each "
                         "intercepted collective and the job's, side by side (COLLTUNE_TIMES)")
     p.add_argument("-n", "-np", dest="np", type=int, help="number of ranks")
-    p.add_argument("--layout", help="NODESxPPN (sim backend), e.g. 4x8")
+    p.add_argument("--layout", help="NODESxPPN, e.g. 4x8 (sim: on the platform; netns: over "
+                                    "the emulated hosts; slurm: over the allocation's nodes)")
     p.add_argument("--hosts", help="sim backend: which hosts of the platform the nodes are: "
                                    "'spread' (evenly over the platform), H1,H2,... or @FILE "
                                    "(one per line); default: the first NODES hosts")
