@@ -112,3 +112,17 @@ def test_settings_given_to_the_script_command_hold_in_the_job(tmp_path):
     # the campaign command's own option wins (and sizes the allocation)
     text = batch_script(["tune", "--layouts", "2x1", "--jobs", "1"], s, cwd=str(tmp_path)).text
     assert "#SBATCH --nodes=2" in text.splitlines()
+
+
+def test_slurm_failures_are_told_from_the_programs():
+    """srun's and slurmstepd's words that Slurm itself failed stop a campaign unstored;
+    the same words from the program (its own errors are the algorithm's) do not."""
+    from colltune.slurm import slurm_failure
+    for line in ("srun: error: Unable to create step for job 9: Job/step already completing or completed",
+                 "srun: error: Slurm job 5 has expired",
+                 "srun: error: slurm_receive_msg: Socket timed out on send/recv operation",
+                 "slurmstepd-n1: error: *** STEP 9.3 ON n1 CANCELLED AT 2026-11-27T21:00:00 DUE TO TIME LIMIT ***"):
+        assert slurm_failure("some output\n" + line + "\nmore") == line
+    for line in ("srun: error: n1: task 0: Segmentation fault (core dumped)",
+                 "[1700000000.1] ucx: Socket timed out", "rank 0: Unable to create step"):
+        assert slurm_failure(line) is None

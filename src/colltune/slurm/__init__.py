@@ -104,10 +104,14 @@ _INFRA = re.compile(r"Unable to create step|Job/step already completing or compl
                     r"received|DUE TO TIME LIMIT|DUE TO NODE FAILURE|Kill task failed")
 
 
+_SLURM_LINE = re.compile(r"^\s*(srun|slurmstepd(-[\w.-]+)?):")
+
+
 def slurm_failure(log: str) -> str | None:
-    """The line of an srun log that says Slurm itself failed, or None."""
+    """The line of an srun log in which srun or slurmstepd (not the program, whose own
+    errors are the algorithm's) says Slurm itself failed, or None."""
     for line in log.splitlines():
-        if _INFRA.search(line):
+        if _SLURM_LINE.match(line) and _INFRA.search(line):
             return line.strip()
     return None
 
