@@ -260,6 +260,8 @@ class SlurmBackend(Backend):
             sid, why = None, f" ({exc})"
         else:
             why = ""
-        if sid or why:
-            log.write(f"\ncolltune: cancelled step {sid or step_name}{why}\n")
-            log.flush()
+        if why:         # it was not cancelled: say so, not "cancelled"
+            log.write(f"\ncolltune: could not cancel step {step_name}{why}\n")
+        elif sid:
+            log.write(f"\ncolltune: cancelled step {sid}\n")
+        log.flush()

@@ -158,6 +158,9 @@ def cancel_step(job_id: str, name: str, wait_s: float = 30.0) -> str | None:
         return None
     subprocess.run([tool("scancel"), "--quiet", sid], capture_output=True, timeout=TOOL_TIMEOUT)
     deadline = time.monotonic() + wait_s
-    while name in steps(job_id) and time.monotonic() < deadline:
+    while name in steps(job_id):
+        if time.monotonic() > deadline:
+            raise BackendError(f"step {sid} is still listed {wait_s:.0f} s after scancel "
+                               f"(its nodes may not be free yet)")
         time.sleep(0.2)
     return sid
