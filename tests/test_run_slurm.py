@@ -87,3 +87,16 @@ def test_a_plugin_that_starts_singletons_fails_the_run(slurm_cluster, env, tmp_p
                               "--", APP, "2"], check=False, env=env, cwd=tmp_path, timeout=180)
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "the job was started as 2 ranks, but MPI_COMM_WORLD has 1" in proc.stderr, proc.stderr
+
+
+def test_run_takes_the_allocations_tasks_and_checks_n_against_the_cpus(slurm_cluster, env, tmp_path):
+    """salloc -N2 -n4 then `colltune run -- prog` started 2 ranks (SLURM_NTASKS was
+    ignored), and -n past the nodes' CPUs was left to srun's own error (a review)."""
+    proc = slurm_cluster.run(["salloc", "--nodes=2", "--ntasks=4", "--quiet", sys.executable,
+                              "-m", "colltune.cli", "run", "--backend", "slurm", "--mpi", "mpich",
+                              "--", APP, "1"], check=False, env=env, cwd=tmp_path, timeout=180)
+    assert "--nodes=2 --ntasks=4 --ntasks-per-node=2" in proc.stderr, proc.stderr
+    proc = run_in_allocation(slurm_cluster, env, tmp_path, "--mpi", "mpich", "-n", "16",
+                             "--", APP, "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "-n 16: 8 rank(s) per node, but the allocation's nodes have" in proc.stderr

@@ -38,28 +38,37 @@ class SlurmRunner(Runner):
         return self.alloc
 
     def world_layout(self) -> tuple[int, int]:
-        """--layout NODESxPPN (checked against the allocation); without it every node
-        of the allocation, with -n N / nodes ranks each (else SLURM_NTASKS_PER_NODE, else 1)."""
+        """--layout NODESxPPN, or every node of the allocation with -n N / nodes ranks each
+        (else the allocation's SLURM_NTASKS spread over its nodes, else
+        SLURM_NTASKS_PER_NODE, else 1); checked against the allocation's nodes and CPUs."""
         from ..errors import ConfigError
         alloc, args = self._allocation(), self.args
         have = f"the allocation (job {alloc.job_id}) has {len(alloc.nodes)} nodes"
         if args.layout:
             nodes, ppn, _ = layout(args, 10**6, 10**6)
+            what = f"--layout {args.layout}"
             if not 1 <= nodes <= len(alloc.nodes):
-                raise ConfigError(f"--layout {args.layout}: {have}")
-            if not 1 <= ppn <= min(alloc.cpus):
-                raise ConfigError(f"--layout {args.layout}: the allocation's nodes have "
-                                  f"{min(alloc.cpus)} CPUs for this job (ask salloc/sbatch for "
-                                  f"more, e.g. --exclusive)")
-            return nodes, ppn
-        nodes = len(alloc.nodes)
-        if args.np:
-            if args.np % nodes:
+                raise ConfigError(f"{what}: {have}")
+        else:
+            nodes = len(alloc.nodes)
+            tasks = os.environ.get("SLURM_NTASKS", "")
+            per_node = os.environ.get("SLURM_NTASKS_PER_NODE", "")
+            if args.np:
+                total, what = args.np, f"-n {args.np}"
+            elif tasks.isdigit() and int(tasks) % nodes == 0:     # salloc -N2 -n4
+                total, what = int(tasks), f"the allocation's {tasks} tasks"
+            else:
+                total = nodes * (int(per_node) if per_node.isdigit() else 1)
+                what = f"{total} ranks"
+            if total % nodes:
                 raise ConfigError(f"-n {args.np}: {have}; -n must be a multiple of it, or say "
                                   f"--layout NODESxPPN")
-            return nodes, args.np // nodes
-        per_node = os.environ.get("SLURM_NTASKS_PER_NODE", "")
-        return nodes, int(per_node) if per_node.isdigit() else 1
+            ppn = total // nodes
+        if not 1 <= ppn <= min(alloc.cpus):
+            raise ConfigError(f"{what}: {ppn} rank(s) per node, but the allocation's nodes have "
+                              f"{min(alloc.cpus)} CPUs for this job (ask salloc/sbatch for more, "
+                              f"e.g. --exclusive)")
+        return nodes, ppn
 
     def command(self, env, program, scratch):
         from .. import slurm
