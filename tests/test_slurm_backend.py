@@ -217,7 +217,15 @@ def test_unknown_mpi_plugin_and_too_many_nodes_are_refused(slurm_cluster, env, t
     proc = colltune_in_allocation(slurm_cluster, env, tmp_path, "tune", "--backend", "slurm",
                                   "--mpi", "mpich", "--collectives", "bcast",
                                   "--layouts", "2x1", "--sizes", "8", nodes=1)
-    assert proc.returncode == 2 and "layout 2x1 does not fit" in proc.stderr
+    assert proc.returncode == 2 and "layout 2x1: the allocation (job" in proc.stderr
+    assert "has 1 nodes (salloc/sbatch -N 2 or more)" in proc.stderr
+    # ranks per node past the CPUs the job has on a node (no --exclusive: 1 here)
+    proc = slurm_cluster.run(["salloc", "--nodes=1", "--ntasks=1", "--quiet", sys.executable,
+                              "-m", "colltune.cli", "tune", "--backend", "slurm", "--mpi",
+                              "mpich", "--collectives", "bcast", "--layouts", "1x2", "--sizes",
+                              "8"], check=False, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "CPUs for this job (ask salloc/sbatch for more, e.g. --exclusive)" in proc.stderr
 
 
 def test_failed_steps_are_recorded_per_point(slurm_cluster, env, tmp_path):

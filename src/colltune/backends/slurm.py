@@ -157,6 +157,18 @@ class SlurmBackend(Backend):
     def max_nodes(self) -> int:
         return len(self.alloc.nodes)
 
+    def check_layout(self, launch: Launch) -> None:
+        """The layout against the allocation, in its words (job, nodes, CPUs per node)."""
+        from ..errors import ColltuneError
+        if launch.nodes > self.max_nodes():
+            raise ColltuneError(f"layout {launch.nodes}x{launch.ppn}: the allocation (job "
+                                f"{self.alloc.job_id}) has {self.max_nodes()} nodes (salloc/"
+                                f"sbatch -N {launch.nodes} or more)")
+        if launch.ppn > self.max_ppn():
+            raise ColltuneError(f"layout {launch.nodes}x{launch.ppn}: the allocation's nodes have "
+                                f"{self.max_ppn()} CPUs for this job (ask salloc/sbatch for "
+                                f"more, e.g. --exclusive)")
+
     def max_ppn(self) -> int:
         return min(self.alloc.cpus)
 
