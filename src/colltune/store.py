@@ -82,7 +82,20 @@ class Store:
                                   check_same_thread=False, uri=readonly)
         self.db.row_factory = sqlite3.Row
         try:
-            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            try:
+                tables = {r[0] for r in self.db.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table'")}
+            except sqlite3.OperationalError:
+                if not readonly:
+                    raise
+                # a WAL store in a folder this user cannot write (no -shm to create):
+                # read the file as it is
+                self.db.close()
+                self.db = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro&immutable=1",
+                                          check_same_thread=False, uri=True)
+                self.db.row_factory = sqlite3.Row
+                tables = {r[0] for r in self.db.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
             self.db.close()
             raise InputError(f"{path}: not a readable SQLite results store ({exc})") from None
