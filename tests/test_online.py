@@ -527,3 +527,22 @@ def test_online_show_says_why_each_block_chose_its_arm(tmp_path):
     state.save(st, str(d / "state.txt"))
     out = run_cli("online", "show", str(d)).stdout
     assert "-> han (the lowest mean of the arms timed at least 3 times; not yet bruck" in out
+
+
+def test_online_state_keeps_the_smpi_selector_it_was_learnt_under(tmp_path, workdir):
+    """On SMPI the library arm is the run's selector, which the fingerprint does not
+    cover: runs under `ompi` and SMPI's built-in default mixed in one state (a review).
+    The first run records it; a run under another selector is refused, naming both."""
+    src = tmp_path / "app.c"
+    src.write_text(APP)
+    d = tmp_path / "state"
+    run_cli("run", "--layout", "2x2", "--default-selector", "ompi", "--online", str(d), "--",
+            str(src), timeout=300)
+    assert (d / "smpi-selector").read_text() == "ompi\n"
+    proc = run_cli("run", "--layout", "2x2", "--online", str(d), "--", str(src), check=False,
+                   timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "its state was learnt under SMPI's 'ompi' selector (its library arm), this run uses " \
+           "'default'" in proc.stderr
+    run_cli("run", "--layout", "2x2", "--default-selector", "ompi", "--online", str(d), "--",
+            str(src), timeout=300)

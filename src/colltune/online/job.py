@@ -22,6 +22,7 @@ def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
     env = {"COLLTUNE_ONLINE": state_dir}
     if settings.backend == "sim":
         env["COLLTUNE_PLATFORM"] = platform_id(settings.platform)
+        _same_selector(state_dir, args, settings)
     if os.listdir(os.path.join(state_dir, "samples")):
         presets, fingerprint = _presets(settings, env.get("COLLTUNE_PLATFORM", ""))
         try:
@@ -31,6 +32,35 @@ def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
                   f"the run ({exc.strerror}: {exc.filename}); the job runs on the state as it "
                   f"is", file=sys.stderr)
     return env
+
+
+SELECTOR_FILE = "smpi-selector"
+
+
+def _same_selector(state_dir: str, args, settings) -> None:
+    """On SMPI the library arm is the run's selector (--default-selector, the deployment's,
+    or SMPI's built-in default), which the state's fingerprint does not cover: runs under
+    two selectors would mix two libraries' timings in one state. The first run writes its
+    selector into the state dir; a run under another is refused."""
+    from ..errors import ConfigError
+    from ..runners.sim import run_selector
+    mine = run_selector(args, settings) or "default"
+    path = os.path.join(state_dir, SELECTOR_FILE)
+    try:
+        with open(path) as fh:
+            theirs = fh.read().strip()
+    except FileNotFoundError:
+        try:
+            with open(path, "w") as fh:
+                fh.write(mine + "\n")
+        except OSError:
+            pass                      # a read-only state dir: prepare() warns about it
+        return
+    if theirs and theirs != mine:
+        raise ConfigError(f"--online {args.online}: its state was learnt under SMPI's "
+                          f"{theirs!r} selector (its library arm), this run uses {mine!r}: the "
+                          f"two libraries' times would mix in one state; use "
+                          f"--default-selector {theirs} or another state dir")
 
 
 def platform_id(platform: str) -> str:
