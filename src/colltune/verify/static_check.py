@@ -341,42 +341,36 @@ def check_csel(tree: dict, ranks: int, collectives: list[str], has, version: str
                table=None, exporter=None) -> StaticResult:
     """collectives: those whose blocks are listed (the tuned ones); has: library_has(...)."""
     res = StaticResult([b for c in collectives for b in csel_file_blocks(tree, c, ranks)])
+    leaves: list[tuple[str, dict, str]] = []          # (function, parameter object, path)
 
-    def leaves(node, path):
+    def walk(node, path):
         if not isinstance(node, dict):
             return
         for key, sub in node.items():
             if key.startswith("algorithm="):
-                coll = path.split("/", 1)[0].split("=", 1)[-1]
-                for msg in leaf_problems(key[len("algorithm="):], sub or {}, path):
-                    res.problems.append(msg)
-                    for b in res.blocks:
-                        if b.collective == coll:
-                            b.problems.append(msg)
+                leaves.append((key[len("algorithm="):], sub or {}, path))
             else:
-                leaves(sub, f"{path}/{key}" if path else key)
-    leaves(tree, "")
+                walk(sub, f"{path}/{key}" if path else key)
+    walk(tree, "")
+
+    def problem(path: str, msg: str) -> None:
+        """A problem of the collective whose branch path is in: the file's and its blocks'."""
+        res.problems.append(msg)
+        coll = path.split("/", 1)[0].split("=", 1)[-1]
+        for b in res.blocks:
+            if b.collective == coll:
+                b.problems.append(msg)
+    for func, params, path in leaves:
+        for msg in leaf_problems(func, params, path):
+            problem(path, msg)
     if has is not None:
         unknown: dict[str, list[str]] = {}
-
-        def walk(node, path):
-            if not isinstance(node, dict):
-                return
-            for key, sub in node.items():
-                if key.startswith("algorithm="):
-                    if not has(key):
-                        unknown.setdefault(key[len("algorithm="):], []).append(path)
-                else:
-                    walk(sub, f"{path}/{key}" if path else key)
-        walk(tree, "")
+        for func, _, path in leaves:
+            if not has(f"algorithm={func}"):
+                unknown.setdefault(func, []).append(path)
         for name, paths in unknown.items():
-            coll = paths[0].split("/", 1)[0].split("=", 1)[-1]
-            msg = (f"{name} (at {paths[0]}{f' and {len(paths) - 1} more' if len(paths) > 1 else ''}) "
-                   f"is not an algorithm of the installed MPICH {version} (MPICH aborts on it)")
-            res.problems.append(msg)
-            for b in res.blocks:
-                if b.collective == coll:
-                    b.problems.append(msg)
+            problem(paths[0], f"{name} (at {paths[0]}{f' and {len(paths) - 1} more' if len(paths) > 1 else ''}) "
+                              f"is not an algorithm of the installed MPICH {version} (MPICH aborts on it)")
     if table is None or exporter is None:
         return res
     try:
