@@ -179,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     except ColltuneError as exc:
         print(f"colltune: error: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:                   # output piped into head: stop quietly
+    except BrokenPipeError:             # `colltune ... | head`: the reader left, nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return 141                      # 128 + SIGPIPE, as a shell reports a reader gone
     except KeyboardInterrupt as exc:
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(f"colltune: {how}; finished launches are in the store, re-run to resume",
