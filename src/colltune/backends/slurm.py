@@ -159,15 +159,7 @@ class SlurmBackend(Backend):
 
     def check_layout(self, launch: Launch) -> None:
         """The layout against the allocation, in its words (job, nodes, CPUs per node)."""
-        from ..errors import ColltuneError
-        if launch.nodes > self.max_nodes():
-            raise ColltuneError(f"layout {launch.nodes}x{launch.ppn}: the allocation (job "
-                                f"{self.alloc.job_id}) has {self.max_nodes()} nodes (salloc/"
-                                f"sbatch -N {launch.nodes} or more)")
-        if launch.ppn > self.max_ppn():
-            raise ColltuneError(f"layout {launch.nodes}x{launch.ppn}: the allocation's nodes have "
-                                f"{self.max_ppn()} CPUs for this job (ask salloc/sbatch for "
-                                f"more, e.g. --exclusive)")
+        slurm.check_fits(self.alloc, launch.nodes, launch.ppn, f"layout {launch.nodes}x{launch.ppn}")
 
     def max_ppn(self) -> int:
         return min(self.alloc.cpus)
@@ -202,13 +194,7 @@ class SlurmBackend(Backend):
         return ["--late-tolerance-us", f"{tol:g}"] if tol > 0 else []
 
     def run(self, launch: Launch, workdir: str) -> LaunchResult:
-        if not 1 <= launch.nodes <= self.max_nodes():
-            raise BackendError(f"layout {launch.nodes}x{launch.ppn}: the allocation (job "
-                               f"{self.alloc.job_id}) has {self.max_nodes()} nodes")
-        if not 1 <= launch.ppn <= self.max_ppn():
-            raise BackendError(f"layout {launch.nodes}x{launch.ppn}: the allocation's nodes have "
-                               f"{self.max_ppn()} CPUs for this job (ask salloc/sbatch for more, "
-                               f"e.g. --exclusive)")
+        self.check_layout(launch)
         os.makedirs(workdir, exist_ok=True)
         step_name = f"colltune-{uuid.uuid4().hex[:10]}"
         with self.pool.take(launch.nodes) as nodes:

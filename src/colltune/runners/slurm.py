@@ -41,14 +41,12 @@ class SlurmRunner(Runner):
         """--layout NODESxPPN, or every node of the allocation with -n N / nodes ranks each
         (else the allocation's SLURM_NTASKS spread over its nodes, else
         SLURM_NTASKS_PER_NODE, else 1); checked against the allocation's nodes and CPUs."""
+        from .. import slurm
         from ..errors import ConfigError
         alloc, args = self._allocation(), self.args
-        have = f"the allocation (job {alloc.job_id}) has {len(alloc.nodes)} nodes"
         if args.layout:
             nodes, ppn, _ = layout(args, 10**6, 10**6)
             what = f"--layout {args.layout}"
-            if not 1 <= nodes <= len(alloc.nodes):
-                raise ConfigError(f"{what}: {have}")
         else:
             nodes = len(alloc.nodes)
             tasks = os.environ.get("SLURM_NTASKS", "")
@@ -61,13 +59,11 @@ class SlurmRunner(Runner):
                 total = nodes * (int(per_node) if per_node.isdigit() else 1)
                 what = f"{total} ranks"
             if total % nodes:
-                raise ConfigError(f"-n {args.np}: {have}; -n must be a multiple of it, or say "
+                raise ConfigError(f"-n {args.np}: the allocation (job {alloc.job_id}) has "
+                                  f"{nodes} nodes; -n must be a multiple of it, or say "
                                   f"--layout NODESxPPN")
             ppn = total // nodes
-        if not 1 <= ppn <= min(alloc.cpus):
-            raise ConfigError(f"{what}: {ppn} rank(s) per node, but the allocation's nodes have "
-                              f"{min(alloc.cpus)} CPUs for this job (ask salloc/sbatch for more, "
-                              f"e.g. --exclusive)")
+        slurm.check_fits(alloc, nodes, ppn, what)
         return nodes, ppn
 
     def command(self, env, program, scratch):

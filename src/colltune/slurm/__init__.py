@@ -127,6 +127,19 @@ def pending_reason(job: str) -> str | None:
     return reason.strip() or None if state == "PENDING" else None
 
 
+def check_fits(alloc: "Allocation", nodes: int, ppn: int, what: str) -> None:
+    """A step of nodes x ppn ranks fits the allocation, or a ConfigError in its words
+    (`what`: the layout as the user gave it)."""
+    from ..errors import ConfigError
+    if not 1 <= nodes <= len(alloc.nodes):
+        raise ConfigError(f"{what}: the allocation (job {alloc.job_id}) has {len(alloc.nodes)} "
+                          f"nodes (salloc/sbatch -N {nodes} or more)")
+    if not 1 <= ppn <= min(alloc.cpus):
+        raise ConfigError(f"{what}: {ppn} rank(s) per node, but the allocation's nodes have "
+                          f"{min(alloc.cpus)} CPUs for this job (ask salloc/sbatch for more, "
+                          f"e.g. --exclusive)")
+
+
 def mpi_plugins() -> list[str]:
     """The --mpi plugin types srun offers (``srun --mpi=list``)."""
     out = run_tool(["srun", "--mpi=list"], "listing srun's MPI plugins", stderr_too=True)
