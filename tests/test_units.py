@@ -178,13 +178,12 @@ def test_a_declined_forced_algorithm_is_not_timed_as_itself():
 
 
 def test_report_says_real_timings_are_noise_where_ranks_oversubscribe(monkeypatch):
-    import os
-
     import pandas as pd
 
+    from colltune.backends import local
     from colltune.report import _timing_note
     assert "deterministic" in _timing_note(pd.DataFrame({"backend": ["sim"], "nprocs": [32]}))
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(local, "host_cores", lambda: 2)   # the cores the report counts
     note = _timing_note(pd.DataFrame({"backend": ["local", "local"], "nprocs": [2, 5]}))
     assert "deterministic" not in note and "WARNING: 5 ranks on this 2-core host" in note
 

@@ -218,14 +218,9 @@ def oversubscribed_note(results) -> str | None:
     """Launches whose ranks outnumbered this host's cores on a backend that runs every
     rank here (local, netns): their speed-ups are noise (a review: a 4-rank tune on 2
     cores printed 'geomean speedup 19.8x' with no word of it)."""
-    from .backends import BACKENDS
-    from .backends.local import host_cores
+    from .backends.local import host_cores, oversubscribed_runs
     runs = results.runs
-    if runs.empty or "backend" not in runs or "nprocs" not in runs:
-        return None
-    here = runs[[getattr(BACKENDS.get(b), "shares_host_cores", False) if b in BACKENDS.names()
-                 else False for b in runs["backend"]]]
-    over = here[here["nprocs"].fillna(0) > host_cores()]
+    over = oversubscribed_runs(runs)
     if over.empty:
         return None
     return (f"note: {len(over)} of {len(runs)} launch(es) ran more ranks "

@@ -42,6 +42,18 @@ def oversubscribed(ranks: int) -> bool:
     return ranks > host_cores()
 
 
+def oversubscribed_runs(runs):
+    """The stored launches (a Results' runs) of a backend that runs every rank on this
+    machine (``shares_host_cores``: local, netns) with more ranks than its cores: their
+    timings are noise."""
+    from . import BACKENDS
+    if runs.empty or "backend" not in runs or "nprocs" not in runs:
+        return runs.iloc[0:0]
+    here = runs["backend"].map(lambda b: b in BACKENDS.names()
+                               and bool(getattr(BACKENDS.get(b), "shares_host_cores", False)))
+    return runs[here.astype(bool) & (runs["nprocs"].fillna(0) > host_cores())]
+
+
 # Launcher options when ranks outnumber the cores. Open MPI refuses to start without
 # --oversubscribe (and then yields when idle). MPICH's ranks busy-poll and starve one
 # another unless its progress loop sleeps after failed polls: 5 ranks on 2 cores ran

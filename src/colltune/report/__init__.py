@@ -76,14 +76,11 @@ def _timing_note(runs) -> str:
         return "On SimGrid SMPI timings are deterministic."
     note = (f"Real MPI timings ({', '.join(sorted(backends))}): the medians carry the machine's "
             f"noise; compare ratios, not single points.")
-    if "local" in backends and "nprocs" in runs:
-        import os
-        cores = os.cpu_count() or 0
-        over = sorted({int(n) for n in runs.loc[runs["backend"] == "local", "nprocs"].dropna()
-                       if cores and int(n) > cores})
-        if over:
-            note += (f" WARNING: {', '.join(map(str, over))} ranks on this {cores}-core host "
-                     f"oversubscribe it: those timings are noise, not a ranking.")
+    from ..backends.local import host_cores, oversubscribed_runs
+    over = sorted({int(n) for n in oversubscribed_runs(runs)["nprocs"]})
+    if over:
+        note += (f" WARNING: {', '.join(map(str, over))} ranks on this {host_cores()}-core host "
+                 f"oversubscribe it: those timings are noise, not a ranking.")
     return note
 
 
