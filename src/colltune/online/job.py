@@ -53,8 +53,8 @@ def _same_selector(state_dir: str, args, settings) -> None:
         try:
             with open(path, "w") as fh:
                 fh.write(mine + "\n")
-        except OSError:
-            pass                      # a read-only state dir: prepare() warns about it
+        except OSError:               # a state dir this run cannot write: nothing is
+            pass                      # learnt into it either, so nothing can mix
         return
     if theirs and theirs != mine:
         raise ConfigError(f"--online {args.online}: its state was learnt under SMPI's "
