@@ -7,16 +7,23 @@ unsigned long ct_setup_events;
 ct_setup_hooks ct_setup_hook;
 static int setup_depth;              /* a set-up inside another: the outer one is the span */
 
-void ct_setup_begin(void)
+void ct_own_begin(void)
 {
-    ct_setup_events++;
     if (setup_depth++ == 0 && ct_setup_hook.begin) ct_setup_hook.begin();
 }
 
-void ct_setup_end(void)
+void ct_own_end(void)
 {
     if (--setup_depth == 0 && ct_setup_hook.end) ct_setup_hook.end();
 }
+
+void ct_setup_begin(void)
+{
+    ct_setup_events++;
+    ct_own_begin();
+}
+
+void ct_setup_end(void) { ct_own_end(); }
 
 MPI_Aint ct_extent(MPI_Datatype t)
 {

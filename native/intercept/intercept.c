@@ -98,7 +98,7 @@ static comm_info *info_of(MPI_Comm comm)
     if (!(ci = calloc(1, sizeof *ci))) return NULL;
     for (int c = 0; c < CT_NCOLLS; c++) ci->memo_bytes[c] = -1;
     inside++;
-    ct_prof_own_begin();
+    ct_own_begin();
     PMPI_Comm_test_inter(comm, &ci->inter);
     if (!ci->inter) {
         MPI_Comm node;
@@ -121,7 +121,7 @@ static comm_info *info_of(MPI_Comm comm)
         CT_ONLINE_COMM(comm, ci->online, lrank, ci);
     }
     inside--;
-    ct_prof_own_end();                    /* not the collective's traffic */
+    ct_own_end();                         /* not the collective's traffic */
     if (PMPI_Comm_set_attr(comm, keyval, ci) == MPI_SUCCESS && cache_on)
         last_comm = comm, last_info = ci;
     return ci;
@@ -235,9 +235,9 @@ static const ct_rule *choose_bytes(ct_coll coll, MPI_Comm comm, long long nbytes
         ct_guard_timing = NULL;             /* a call that returned early left it set */
         if (*from == FROM_RULES && r && r->alg) {
             inside++;
-            ct_prof_own_begin();            /* the deciding allreduce is not the call's */
+            ct_own_begin();                 /* the deciding allreduce is not the call's */
             r = ct_guard_pick(&ci->guard, comm, coll, *bytes, r, from);
-            ct_prof_own_end();
+            ct_own_end();
             inside--;
         }
     }

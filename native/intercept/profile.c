@@ -136,21 +136,22 @@ const ct_interval *ct_prof_intervals(int *n, int *dropped)
     return intervals;
 }
 
-static double setup_t0;
-static int in_setup;                      /* ct_prof_own_begin nesting */
+static double own_t0;
+static int own_open;                      /* a span begun while profiling was on */
 
-void ct_prof_own_begin(void)
+/* ct_setup_hook: called for the outermost of nested spans only (ct_own_begin) */
+static void own_begin(void)
 {
-    if (!ct_prof_on || in_setup++) return;
-    setup_t0 = PMPI_Wtime();
+    if (!ct_prof_on) return;
+    own_open = 1, own_t0 = PMPI_Wtime();
     ct_prof_mon_skip_begin();
 }
 
-void ct_prof_own_end(void)
+static void own_end(void)
 {
-    if (!in_setup || --in_setup) return;
-    if (!ct_prof_on) return;
-    push_interval(&own, &nown, -1, setup_t0, PMPI_Wtime());
+    if (!own_open) return;
+    own_open = 0;
+    push_interval(&own, &nown, -1, own_t0, PMPI_Wtime());
     ct_prof_mon_skip_end();
 }
 
@@ -308,7 +309,7 @@ void ct_prof_init(int *argc, char ***argv)
     region_index("run");
     stack[0] = 0, stack_t0[0] = PMPI_Wtime();
     ct_prof_mon_init();
-    ct_setup_hook = (ct_setup_hooks){ct_prof_own_begin, ct_prof_own_end};
+    ct_setup_hook = (ct_setup_hooks){own_begin, own_end};
     ct_prof.enabled = ct_prof_on = 1;
 }
 

@@ -36,13 +36,11 @@ extern CT_TLS int ct_prof_ran;      /* set when colltune's algorithm (not the li
 #define CT_PROF_ALG_ENTER(coll) int prof_prev_ = ct_prof_alg; ct_prof_alg = ct_prof_kind_of(coll)
 #define CT_PROF_ALG_LEAVE(ran) \
     (ct_prof_alg = prof_prev_, ct_prof_ran |= (ran) && strcmp((ran), "library") != 0)
-/* around colltune's own traffic in the run (a communicator's set-up: the interposer's
- * topology query, the algorithms' ct_setup_begin/end, hooked at init; the guard's
- * deciding allreduce): its time span goes
- * into the rank file's "colltune_own" intervals (the reader leaves the simulator's messages
- * of it out), and Open MPI's monitoring window of the collective in progress skips it */
-void ct_prof_own_begin(void);
-void ct_prof_own_end(void);
+/* colltune's own traffic in the run (ct_setup_begin/end and ct_own_begin/end: a
+ * communicator's set-up, the interposer's topology query, the guard's deciding
+ * allreduce) is hooked at init: its time span goes into the rank file's "colltune_own"
+ * intervals (the reader leaves the simulator's messages of it out), and Open MPI's
+ * monitoring window of the collective in progress skips it */
 
 void ct_prof_init(int *argc, char ***argv);  /* after PMPI_Init and colltune's set-up */
 void ct_prof_finalize(void);                 /* before PMPI_Finalize: writes the files */

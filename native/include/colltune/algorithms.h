@@ -25,6 +25,11 @@ typedef struct { void (*begin)(void); void (*end)(void); } ct_setup_hooks;
 extern ct_setup_hooks ct_setup_hook;
 void ct_setup_begin(void);
 void ct_setup_end(void);
+/* colltune's own traffic that builds nothing (the interposer's topology query, the
+ * guard's deciding allreduce): the same hooked span as a set-up, nested with them in
+ * one count, but not a set-up event */
+void ct_own_begin(void);
+void ct_own_end(void);
 
 typedef enum { CT_BCAST, CT_REDUCE, CT_ALLREDUCE, CT_ALLGATHER, CT_NCOLLS } ct_coll;
 
