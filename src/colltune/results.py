@@ -91,10 +91,6 @@ class Results:
         pts = self.points[(self.points["status"] == OK) & self.points["ttc_median_s"].notna()]
         return Results(pts[~_declined_mask(pts)].copy(), self.runs.copy())
 
-    def declined(self) -> pd.DataFrame:
-        """The points where the forced algorithm handed the call to the library."""
-        return self.points[_declined_mask(self.points)].copy()
-
     def failures(self) -> pd.DataFrame:
         return self.points[self.points["status"] != OK].copy()
 
