@@ -25,6 +25,7 @@ from typing import Any
 from . import __version__
 from .backends.base import Backend, Launch, LaunchResult, stop_launches
 from .plan import BenchSpec, check_bytes_per_rank
+from .providers.base import UNKNOWN_WHEN_ABSENT
 from .progress import Progress
 from .store import CRASHED, ERROR, OK, TIMEOUT, WRONG, Store
 
@@ -57,6 +58,7 @@ class CampaignSummary:
     # of skipped_points: stored failures by status (re-measured with --retry-failed)
     skipped_failures: dict[str, int] = field(default_factory=dict)
     remeasured: int = 0                     # stored points lacking the check (or time) asked for
+    measured_otherwise: int = 0             # stored points measured in another way (reuse_labels)
     measured: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -94,9 +96,15 @@ class Campaign:
         budget = self.settings.check_memory_mb * 2 ** 20
         jobs = []
         for spec in specs:
-            keys = {_ident(p): spec.key_of(p, self.context) for p in spec.points()}
+            provider = self.backend.provider()
+            keys = {_ident(p): k for p, k in zip(spec.points(), self.keys_of(spec))}
             self.planned_keys |= set(keys.values())
             stored = self.store.statuses(keys.values())
+            # a point measured with another build of colltune's algorithms is measured again
+            other = self.store.mismatched_keys(stored, provider.reuse_labels(spec.algorithm),
+                                               UNKNOWN_WHEN_ABSENT)
+            summary.measured_otherwise += len(other)
+            stored = {k: st for k, st in stored.items() if k not in other}
             done = set(stored)
             failed = {k for k, st in stored.items() if st != OK}
             if self.retry_failed:
@@ -117,6 +125,7 @@ class Campaign:
                 need_check={k for i, k in keys.items() if i[1] in checked_sizes})
             done -= lacking
             summary.remeasured += len(lacking)
+            lacking |= other
             summary.skipped_points += len(done)
             self.reused_keys |= done
             self.store.add_campaign_keys(self.name, done)      # its results include them
@@ -199,10 +208,16 @@ class Campaign:
             result = self.backend.run(launch, workdir)
         return result, {"groups": list(held.groups), "hosts": list(held.hosts)}
 
+    def keys_of(self, spec: BenchSpec) -> list[str]:
+        """The store keys of a spec's points, in its order (the provider may add to them:
+        Provider.key_fields)."""
+        context = {**self.context, **self.backend.provider().key_fields(spec.algorithm)}
+        return [spec.key_of(p, context) for p in spec.points()]
+
     def measured(self, spec: BenchSpec) -> list[dict]:
         """The stored measurement rows of a spec's points, in the spec's order; points are
         found by key, whichever campaign measured them; unmeasured ones are left out."""
-        keys = [spec.key_of(p, self.context) for p in spec.points()]
+        keys = self.keys_of(spec)
         rows: dict[str, dict] = {}
         for i in range(0, len(keys), 500):
             chunk = keys[i:i + 500]
@@ -287,6 +302,7 @@ def _failure_text(result: LaunchResult) -> str:
     # launcher's last ones, less SimGrid's "please report a bug" banner
     lines = [ln for ln in result.output_tail.strip().splitlines() if ln.strip()
              and not any(b in ln for b in _BANNER) and not ln.lstrip().startswith("->")
+             and "[smpi_coll/INFO] Switch to algorithm" not in ln
              and "Current backtrace" not in ln]
     own = [ln for ln in lines if ln.lstrip().startswith(("colltune-bench:", "colltune:"))][:3]
     # SimGrid's reason (an uncaught exception, a failed assertion, a deadlock): its message

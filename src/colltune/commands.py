@@ -185,18 +185,42 @@ def cmd_bench(args, cli) -> int:
     name = args.campaign or new_campaign_name("bench")
     note_dropped("bench")
     with session.store as store:
-        summary = Campaign(name, backend, store, session.settings, not args.quiet,
-                           args.retry_failed).run(specs)
-        res = Results.from_store(store, name).filter(collective=args.collective,
-                                                     scenario=args.scenario)
+        campaign = Campaign(name, backend, store, session.settings, not args.quiet,
+                            args.retry_failed)
+        summary = campaign.run(specs)
+        # what this command asked for, not every point the campaign's name holds (earlier
+        # runs' algorithms, roots, sizes): the table, the failures and the exit code
+        res = Results.from_store(store, name, campaign.reused_keys)
+        res = Results(res.points[res.points["key"].isin(campaign.planned_keys)]
+                      if "key" in res.points else res.points, res.runs)
     from .tables import classic
-    print(classic(res.points))
+    order = {(a.provider, a.label): i for i, a in enumerate(algs)}
+    pts = res.points
+    if not pts.empty:                      # in the order of --algorithms
+        pts = pts.assign(_order=[order.get(k, len(order)) for k in zip(pts["provider"], pts["algorithm"])])
+        pts = pts.sort_values("_order", kind="stable").drop(columns="_order")
+    print(classic(pts))
     print(f"campaign {name}: {summary.launches} launches, measured {summary.measured}, "
           f"{summary.skipped_points} points already in {session.settings.store}")
-    for line in [*reuse_notes(summary), late_note(res), oversubscribed_note(res)]:
+    for line in [*reuse_notes(summary), *failure_lines(res), late_note(res), oversubscribed_note(res)]:
         if line:
             print(line)
     return 0 if not res.failures().shape[0] else 1
+
+
+def failure_lines(results, most: int = 10) -> list[str]:
+    """Each failed point with its reason (the table shows only its status)."""
+    fails = results.failures()
+    if fails.empty:
+        return []
+    out = [f"failed points ({len(fails)}), with their reason:"]
+    for r in fails.head(most).itertuples():
+        why = (getattr(r, "check_error", None) or "").strip() or "no reason recorded"
+        out.append(f"  {r.collective} {r.algorithm} {int(r.nodes)}x{int(r.ppn)} {int(r.msg_size)} B: "
+                   f"{r.status}: {why[:300]}")
+    if len(fails) > most:
+        out.append(f"  ... and {len(fails) - most} more (colltune results --campaign ...)")
+    return out
 
 
 def late_note(results) -> str | None:
@@ -240,6 +264,10 @@ def reuse_notes(summary) -> list[str]:
     if again:
         out.append(f"{again} stored point(s) measured again: they lacked the result check "
                    f"(--check none) or the time (--check only) this run asks for")
+    otherwise = getattr(summary, "measured_otherwise", 0)
+    if otherwise:
+        out.append(f"{otherwise} stored point(s) measured again: they were measured with another "
+                   f"build of colltune's algorithms (its native sources changed since)")
     failed = getattr(summary, "skipped_failures", None) or {}
     if failed:
         kinds = ", ".join(f"{n} {st}" for st, n in sorted(failed.items()))

@@ -37,6 +37,12 @@ def _sources_hash(root: Path) -> str:
     return h.hexdigest()[:12]
 
 
+def sources_hash() -> str:
+    """The hash of the native sources that builds are cached under (a point measured with
+    colltune's algorithms records it: a stored point of another build is measured again)."""
+    return _sources_hash(native_dir())
+
+
 def build(impl, target: str = "bench", cache_dir: str = ".colltune-cache",
           product: str | None = None) -> Path:
     """Return the path of the built program ``colltune-<target>`` for ``impl``

@@ -19,9 +19,10 @@ from .store import OK, Store
 SPACE = ["collective", "nodes", "ppn", "msg_size"]
 
 
-def declined_labels(labels_json: str) -> bool:
-    """Did the forced colltune algorithm of this record hand the call to the library?"""
-    if "switched_from" not in labels_json:
+def declined_labels(labels_json) -> bool:
+    """Did the forced colltune algorithm of this record hand the call to the library?
+    (A point without labels, e.g. an SMPI algorithm's beside colltune's: NaN, not text.)"""
+    if not isinstance(labels_json, str) or "switched_from" not in labels_json:
         return False
     try:
         labels = json.loads(labels_json)
@@ -35,7 +36,7 @@ def _declined_mask(points: pd.DataFrame) -> pd.Series:
     object Series a pandas index would take for column names when there are no points)."""
     if "labels_json" not in points:
         return pd.Series(False, index=points.index, dtype=bool)
-    return points["labels_json"].fillna("").map(declined_labels).astype(bool)
+    return points["labels_json"].map(declined_labels).astype(bool)
 
 
 @dataclass(frozen=True)

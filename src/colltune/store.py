@@ -154,6 +154,26 @@ class Store:
                 lacking.add(r["key"])
         return lacking
 
+    def mismatched_keys(self, keys: Iterable[str], want: Mapping[str, str | None],
+                        unknown_when_absent: Iterable[str] = ()) -> set[str]:
+        """Stored points whose labels differ from `want` (Provider.reuse_labels): measured
+        in another way than the run would, so measured again. A label missing from a
+        point counts as None, except those of `unknown_when_absent`, which are not held
+        against it."""
+        if not want:
+            return set()
+        unknown = set(unknown_when_absent)
+        out: set[str] = set()
+        for r in self._rows_in("SELECT key, labels_json FROM measurements", "key", keys):
+            try:
+                labels = json.loads(r["labels_json"] or "{}")
+            except ValueError:
+                labels = {}
+            if any(labels.get(k) != v for k, v in want.items()
+                   if k in labels or k not in unknown):
+                out.add(r["key"])
+        return out
+
     def forget(self, keys: Iterable[str]) -> None:
         """Drop points (e.g. failures to be retried)."""
         for k in keys:

@@ -45,6 +45,10 @@ class LaunchMods:
     program: str | None = None
 
 
+# labels that points stored before they were recorded lack (Provider.reuse_labels)
+UNKNOWN_WHEN_ABSENT = frozenset({"build"})
+
+
 class Provider:
     name = "?"
     description = ""
@@ -84,6 +88,18 @@ class Provider:
 
     def selectors(self, collective: str) -> list[Algorithm]:
         raise NotImplementedError
+
+    def key_fields(self, algorithm: Algorithm) -> dict[str, str]:
+        """What, beyond the point itself, makes a measurement of this algorithm another one
+        (part of its store key); {} for most."""
+        return {}
+
+    def reuse_labels(self, algorithm: Algorithm) -> dict[str, str | None]:
+        """Labels a stored point of this algorithm must carry to be reused, beyond its key:
+        how it ran that the key does not say (colltune's build, the library default it ran
+        under). None: the label must be absent. A label of UNKNOWN_WHEN_ABSENT that a stored
+        point lacks (stored before it was recorded) does not count against it."""
+        return {}
 
     def force(self, algorithm: Algorithm) -> LaunchMods:
         raise NotImplementedError

@@ -92,6 +92,15 @@ class BothProvider(Provider):
                 errors.append(str(exc))
         raise ConfigError("; ".join(errors))
 
+    def reuse_labels(self, algorithm: Algorithm) -> dict[str, str | None]:
+        return self.colltune.reuse_labels(algorithm)
+
+    def key_fields(self, algorithm: Algorithm) -> dict[str, str]:
+        """colltune's algorithms run under the library default (force): a point measured
+        under another one, or under none (--provider colltune), is another measurement,
+        kept beside it (a review: `--default-selector mpich` had reused the `ompi` times)."""
+        return {"library_default": self.default_name} if algorithm.provider == self.colltune.name else {}
+
     def force(self, algorithm: Algorithm) -> LaunchMods:
         """colltune's algorithms run under the library's default decision the deployment
         runs with (SMPI: its selector for the whole run), so what an algorithm hands back

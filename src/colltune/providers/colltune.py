@@ -183,6 +183,14 @@ class ColltuneProvider(Provider):
         """{param: {default, min, max, unit}} from the catalogue."""
         return dict(self._params.get((collective, name), {}))
 
+    def reuse_labels(self, algorithm: Algorithm) -> dict[str, str | None]:
+        """The build of libcolltune: an algorithm's code edited since a point was measured
+        makes that point another algorithm's (a developer's bench had kept showing the old
+        code's time)."""
+        if algorithm.provider != self.name:
+            return self.library.reuse_labels(algorithm)
+        return {"build": native.sources_hash()}
+
     def force(self, algorithm: Algorithm) -> LaunchMods:
         if algorithm.provider != self.name:
             return self.library.force(algorithm)      # a library selector: no interposer
@@ -192,7 +200,7 @@ class ColltuneProvider(Provider):
         return LabelledMods(launcher_args=list(self._inject.launcher_args),
                             env={"COLLTUNE_FORCE": spec, "COLLTUNE_REPORT": report},
                             program=self._inject.program,
-                            labels={"forced": f"COLLTUNE_FORCE={spec}"},
+                            labels={"forced": f"COLLTUNE_FORCE={spec}", **self.reuse_labels(algorithm)},
                             per_point=lambda rec: ran_labels(report, algorithm, rec))
 
 

@@ -1,0 +1,104 @@
+"""What `bench` shows and what it reuses, on real smpirun (an MPI developer's review):
+a library and a colltune algorithm in one `--provider both` run print a table (it had
+been a traceback), `bench` shows the points it was asked for and no others of the
+campaign, colltune's points measured with another build of its algorithms are measured
+again, and `--provider both` keeps points measured under different library defaults
+apart."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+from conftest import run_cli
+
+ONE = ["--layouts", "2x2", "--sizes", "1000", "--jobs", "1", "-q"]
+
+
+def _rows(sql: str, *args) -> list[tuple]:
+    with sqlite3.connect(os.environ["COLLTUNE_STORE"]) as db:
+        return db.execute(sql, args).fetchall()
+
+
+def test_both_providers_in_one_bench_print_one_table_each(workdir):
+    """SMPI's points have no labels (NaN in the table's frame): the declined marker had
+    raised TypeError. Names both providers have (ring) are told apart in the headers, in
+    the order of --algorithms."""
+    res = run_cli("bench", "--provider", "both", "--coll", "allgather", "--algorithms",
+                  "colltune:ring,rdb,smpi:ring", "--campaign", "mix", *ONE)
+    heads = [ln for ln in res.stdout.splitlines() if ln.startswith("# allgather")]
+    assert [h.split()[2] for h in heads] == ["colltune:ring", "smpi:rdb", "smpi:ring"], res.stdout
+    assert "Traceback" not in res.stderr
+
+
+def test_bench_shows_what_it_was_asked_for_and_why_a_point_failed(workdir):
+    """A second bench in the same campaign shows its own algorithm only; its exit code is
+    its own points' (an earlier run's failure in the campaign had made it 1). A failed
+    point's reason is printed, not only its status."""
+    run_cli("bench", "--coll", "bcast", "--algorithms", "mvapich2_inter_node",
+            "--layouts", "2x4", "--sizes", "24", "--jobs", "1", "-q", "--campaign", "c",
+            check=False)
+    assert _rows("SELECT status FROM measurements") == [("wrong_result",)]
+    first = run_cli("bench", "--coll", "bcast", "--algorithms", "mvapich2_inter_node",
+                    "--layouts", "2x4", "--sizes", "24", "--jobs", "1", "-q", "--campaign", "c",
+                    check=False)
+    assert first.returncode == 1
+    assert "failed points (1), with their reason:" in first.stdout
+    assert "mvapich2_inter_node 2x4 24 B: wrong_result: " in first.stdout, first.stdout
+    other = run_cli("bench", "--coll", "bcast", "--algorithms", "binomial_tree",
+                    "--layouts", "2x4", "--sizes", "24", "--jobs", "1", "-q", "--campaign", "c")
+    assert other.returncode == 0
+    assert "mvapich2_inter_node" not in other.stdout, other.stdout
+    assert "# bcast binomial_tree" in other.stdout
+
+
+def test_colltune_points_of_another_build_are_measured_again(workdir):
+    """Each colltune point records the build (hash of the native sources) it ran; a
+    stored point of another build is measured again and replaced, one of no recorded
+    build (stored before builds were recorded) is reused."""
+    args = ["bench", "--provider", "colltune", "--coll", "allreduce", "--algorithms", "ring",
+            "--campaign", "b", *ONE]
+    run_cli(*args)
+    ((labels,),) = _rows("SELECT labels_json FROM measurements")
+    assert len(json.loads(labels)["build"]) == 12
+    again = run_cli(*args).stdout
+    assert "0 launches" in again and "measured again" not in again
+
+    def set_build(value):
+        with sqlite3.connect(os.environ["COLLTUNE_STORE"]) as db:
+            (pid, lab), = db.execute("SELECT point_id, labels_json FROM measurements").fetchall()
+            lab = json.loads(lab)
+            lab.pop("build")
+            if value:
+                lab["build"] = value
+            db.execute("UPDATE measurements SET labels_json=? WHERE point_id=?", (json.dumps(lab), pid))
+
+    set_build("0123456789ab")
+    out = run_cli(*args).stdout
+    assert "1 launches" in out and "1 stored point(s) measured again: they were measured with " \
+        "another build" in out, out
+    ((n, labels),) = _rows("SELECT COUNT(*), labels_json FROM measurements")
+    assert n == 1 and json.loads(labels)["build"] != "0123456789ab"
+    set_build(None)
+    assert "0 launches" in run_cli(*args).stdout
+
+
+def test_both_keeps_points_under_other_library_defaults_apart(workdir):
+    """colltune's algorithms under --provider both run under the library default
+    (--default-selector); a point measured under another one, or under none (--provider
+    colltune), is not reused (the review: the ompi times were shown for mpich)."""
+    base = ["bench", "--coll", "allreduce", "--layouts", "4x4", "--sizes", "64K", "--jobs", "1", "-q"]
+    run_cli(*base, "--provider", "colltune", "--algorithms", "multileader", "--campaign", "p")
+    for sel in ("ompi", "mpich"):
+        out = run_cli(*base, "--provider", "both", "--default-selector", sel,
+                      "--algorithms", "colltune:multileader", "--campaign", sel).stdout
+        assert "1 launches" in out, out
+    runs = _rows("SELECT r.campaign, m.ttc_median_s, m.labels_json FROM measurements m "
+                 "JOIN runs r USING(run_id) ORDER BY m.point_id")
+    assert [r[0] for r in runs] == ["p", "ompi", "mpich"]
+    assert [json.loads(r[2]).get("library_default") for r in runs] == \
+        [None, "--cfg=smpi/coll-selector:ompi", "--cfg=smpi/coll-selector:mpich"]
+    assert len({r[1] for r in runs}) == 3          # three different times: kept apart
+    again = run_cli(*base, "--provider", "both", "--default-selector", "ompi",
+                    "--algorithms", "colltune:multileader", "--campaign", "ompi").stdout
+    assert "0 launches" in again
