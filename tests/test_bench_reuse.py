@@ -102,3 +102,15 @@ def test_both_keeps_points_under_other_library_defaults_apart(workdir):
     again = run_cli(*base, "--provider", "both", "--default-selector", "ompi",
                     "--algorithms", "colltune:multileader", "--campaign", "ompi").stdout
     assert "0 launches" in again
+
+
+def test_overlap_refuses_colltune_algorithms(workdir):
+    """The interposer serves blocking collectives: under --scenario overlap every colltune
+    name had timed the library's MPI_Iallreduce (three identical times, status ok)."""
+    res = run_cli("bench", "--provider", "colltune", "--coll", "allreduce", "--scenario", "overlap",
+                  "--tcalc-us", "1", "--algorithms", "ring,rabenseifner", "--campaign", "ov", *ONE,
+                  check=False)
+    assert res.returncode == 2
+    assert "colltune's algorithms (rabenseifner, ring) run through the interposer, which serves " \
+        "the blocking MPI_Allreduce only" in res.stderr, res.stderr
+    assert not os.path.exists(os.environ["COLLTUNE_STORE"]) or _rows("SELECT COUNT(*) FROM runs") == [(0,)]

@@ -157,12 +157,8 @@ def cmd_bench(args, cli) -> int:
             raise ColltuneError(f"--{opt.replace('_', '-')}: only with --scenario {scen}")
     if args.root and args.collective not in ROOTED:
         raise ColltuneError(f"--root {args.root}: {args.collective} has no root")
-    if args.scenario == "overlap" and provider.name == "smpi" and \
-            len({a.name for a in algs if a.kind == "algorithm"}) > 1:
-        print(f"colltune: warning: under SMPI the non-blocking collectives are SMPI's own flat "
-              f"implementations whatever algorithm is configured (docs/bench.md): the overlap "
-              f"scenario times the same MPI_I{args.collective} under every algorithm name",
-              file=sys.stderr)
+    if args.scenario == "overlap":
+        _check_overlap(args.collective, [a for a in algs if a.kind == "algorithm"])
     sizes = tuple(parse_list(args.sizes, "message size"))
     check_sizes(args.collective, sizes, args.dtype)
     procs = tuple(parse_list(args.procs, "participant count", 1)) if args.procs else None
@@ -206,6 +202,28 @@ def cmd_bench(args, cli) -> int:
         if line:
             print(line)
     return 0 if not res.failures().shape[0] else 1
+
+
+def _check_overlap(collective: str, algs: list) -> None:
+    """The overlap scenario times MPI_I<coll>: forcing selects blocking algorithms only.
+    colltune's algorithms (the interposer serves blocking collectives) are refused: every
+    name would time the library's own non-blocking algorithm, which a developer's review
+    found shown, identical, under three colltune names. A library's names all time its
+    default non-blocking algorithm too: said once."""
+    ours = sorted({a.label for a in algs if a.provider == "colltune"})
+    if ours:
+        raise ColltuneError(
+            f"--scenario overlap: colltune's algorithms ({', '.join(ours)}) run through the "
+            f"interposer, which serves the blocking MPI_{collective.capitalize()} only; "
+            f"MPI_I{collective} would time the library's own non-blocking algorithm under each "
+            f"name. Time them with --scenario plain or delayed")
+    if len({a.name for a in algs}) > 1:
+        lib = algs[0].provider
+        how = ("SMPI's non-blocking collectives are its own flat implementations whatever "
+               "algorithm is configured" if lib == "smpi" else
+               f"{lib}'s forcing selects its blocking algorithms only")
+        print(f"colltune: warning: {how} (docs/bench.md): the overlap scenario times the same "
+              f"MPI_I{collective} under every algorithm name", file=sys.stderr)
 
 
 def failure_lines(results, most: int = 10) -> list[str]:
