@@ -114,3 +114,21 @@ def test_overlap_refuses_colltune_algorithms(workdir):
     assert "colltune's algorithms (rabenseifner, ring) run through the interposer, which serves " \
         "the blocking MPI_Allreduce only" in res.stderr, res.stderr
     assert not os.path.exists(os.environ["COLLTUNE_STORE"]) or _rows("SELECT COUNT(*) FROM runs") == [(0,)]
+
+
+def test_report_compares_one_root_at_a_time(workdir):
+    """Root and datatype are not part of the decision key: a campaign holding bcast at
+    roots 0 and 5 is refused by `report` with both named, and reported for the root given."""
+    bench = ["bench", "--coll", "bcast", "--layouts", "2x4", "--sizes", "1000", "--jobs", "1",
+             "-q", "--campaign", "r"]
+    run_cli(*bench, "--algorithms", "ompi", "--root", "5")
+    run_cli(*bench, "--algorithms", "binomial_tree,ompi", "--root", "0")
+    html = os.path.join(str(workdir), "r.html")
+    res = run_cli("report", "--campaign", "r", "-o", html, check=False)
+    assert res.returncode == 2
+    assert "bcast was measured at roots 0, 5 in these results: one is compared at a time (--root)" \
+        in res.stderr, res.stderr
+    run_cli("report", "--campaign", "r", "-o", html, "--root", "0")
+    assert "binomial_tree" in open(html).read()
+    run_cli("report", "--campaign", "r", "-o", html, "--root", "5")
+    assert "binomial_tree" not in open(html).read()

@@ -131,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baselines", help="library default selectors to compare with (default: "
                                        "every one the campaign measured)")
     p.add_argument("-o", "--output", help="HTML path (default: OUTPUT_DIR/<campaign>.html)")
+    p.add_argument("--root", type=int, help="the root to report where a rooted collective was "
+                                            "measured at several (default: the only one)")
+    p.add_argument("--dtype", help="the datatype to report where several were measured "
+                                   "(default: the only one)")
 
     p = sub.add_parser("results", help="list or export stored results")
     add_globals(p)

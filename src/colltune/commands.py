@@ -479,7 +479,7 @@ def cmd_report(args, cli) -> int:
         name = args.campaign or (store.campaigns() or [None])[-1]
         if name is None:
             raise ColltuneError(f"no campaign in {session.settings.store}")
-        results = Results.from_store(store, name)
+        results = Results.from_store(store, name).of_setup(args.root, args.dtype)
         from .report.online import online_sections
         online = online_sections(store, results)        # campaigns with online records
     from .decision import DecisionTable

@@ -105,6 +105,30 @@ class Results:
             mask &= pts["participants"].isna() | (pts["participants"] == pts["nprocs"])
         return Results(pts[mask].copy(), self.runs.copy())
 
+    def of_setup(self, root: int | None = None, dtype: str | None = None) -> "Results":
+        """The points of one root and one datatype per collective: those given, where a
+        collective was measured at several; an error naming them where it was and none is
+        given. A report had compared one algorithm at root 0 with the selector at root 5
+        (points of one campaign; the decision key is collective, layout and size)."""
+        from .errors import InputError
+        pts = self.points
+        for col, want, opt in (("root", root, "--root"), ("dtype", dtype, "--dtype")):
+            if col not in pts or pts.empty:
+                continue
+            keep = pd.Series(True, index=pts.index)
+            for coll, g in pts.groupby("collective"):
+                seen = sorted(g[col].dropna().unique(), key=str)
+                if len(seen) < 2:
+                    continue
+                if want is None:
+                    shown = ", ".join(str(int(v)) if col == "root" else str(v) for v in seen)
+                    raise InputError(f"{coll} was measured at {col}s {shown} in these results: "
+                                     f"one is compared at a time ({opt})")
+                # a failed launch records none: it stays
+                keep &= ~pts.index.isin(g.index) | pts[col].isna() | (pts[col] == want)
+            pts = pts[keep]
+        return Results(pts.copy(), self.runs.copy())
+
     def algorithms(self) -> "Results":
         """Only real algorithms (not library default selectors)."""
         return self.filter(algorithm_kind="algorithm")
