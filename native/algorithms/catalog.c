@@ -1,6 +1,8 @@
 /* The catalogue: a hand-listed table of the algorithms' static descriptors.
- * Adding an algorithm = adding its file and one line here; lookups, listing
- * and fallback are generic over the table. */
+ * Adding an algorithm = adding its file, its extern declaration and its entry in
+ * the table here; lookups, listing and fallback are generic over the table. Ids
+ * and names are unique per collective (ct_catalog_problem). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -47,6 +49,28 @@ int ct_coll_from_name(const char *name)
 int ct_count(void) { return (int)(sizeof table / sizeof table[0]); }
 
 const ct_algorithm *ct_get(int i) { return i >= 0 && i < ct_count() ? table[i] : NULL; }
+
+const char *ct_catalog_problem(void)
+{
+    static char msg[256];
+    for (int i = 0; i < ct_count(); i++)
+        for (int j = i + 1; j < ct_count(); j++) {
+            const ct_algorithm *a = table[i], *b = table[j];
+            if (a->coll != b->coll) continue;
+            if (a->id == b->id)
+                snprintf(msg, sizeof msg, "%s algorithms '%s' and '%s' share id %d", ct_coll_name(a->coll),
+                         a->name, b->name, a->id);
+            else if (strcmp(a->name, b->name) == 0)
+                snprintf(msg, sizeof msg, "%s algorithms %d and %d share the name '%s'",
+                         ct_coll_name(a->coll), a->id, b->id, a->name);
+            else
+                continue;
+            strncat(msg, ": ids and names are unique per collective (native/algorithms/catalog.c)",
+                    sizeof msg - strlen(msg) - 1);
+            return msg;
+        }
+    return NULL;
+}
 
 const ct_algorithm *ct_find(ct_coll coll, const char *name)
 {

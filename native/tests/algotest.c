@@ -466,6 +466,11 @@ int main(int argc, char **argv)
         MPI_Finalize();   /* every rank gets here (same arguments): exit 2 (SMPI's MPI_Abort exits 0) */
         return 2;
     }
+    if (list && ct_catalog_problem()) {
+        if (wrank == 0) fprintf(stderr, "algotest: %s\n", ct_catalog_problem());
+        MPI_Finalize();
+        return 1;
+    }
     if (list || timing >= 0) {
         if (list && wrank == 0) list_catalogue();
         if (timing >= 0) timing_run(timing, filter);

@@ -92,6 +92,10 @@ const char *ct_coll_name(ct_coll coll);
 int ct_coll_from_name(const char *name);          /* -1 when unknown */
 
 int ct_count(void);                               /* number of algorithms */
+/* NULL, or what is wrong with the catalogue (two algorithms of a collective with one id
+ * or one name: lookups by id, e.g. a hierarchical algorithm's sub-algorithm, would find
+ * the first); the listings refuse to print such a catalogue */
+const char *ct_catalog_problem(void);
 const ct_algorithm *ct_get(int i);                /* 0 <= i < ct_count() */
 const ct_algorithm *ct_find(ct_coll coll, const char *name);
 const ct_algorithm *ct_find_id(ct_coll coll, int id);   /* by descriptor id (parameters name ids) */

@@ -69,6 +69,11 @@ int main(int argc, char **argv)
     char err[1024], choice[256];
     ct_rules r;
     if (argc == 2 && !strcmp(argv[1], "list")) {
+        const char *bad = ct_catalog_problem();
+        if (bad) {
+            fprintf(stderr, "colltune-rules: %s\n", bad);
+            return 1;
+        }
         list();
         return 0;
     }
