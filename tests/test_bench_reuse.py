@@ -132,3 +132,19 @@ def test_report_compares_one_root_at_a_time(workdir):
     assert "binomial_tree" in open(html).read()
     run_cli("report", "--campaign", "r", "-o", html, "--root", "5")
     assert "binomial_tree" not in open(html).read()
+
+
+def test_label_errors_say_what_is_allowed(workdir):
+    """A negative parameter value says what a value is (it had said only 'bad parameter');
+    an unknown name lists the provider's algorithms apart from the library's selectors."""
+    res = run_cli("bench", "--provider", "colltune", "--coll", "allreduce",
+                  "--algorithms", "ring[segsize=-1]", *ONE, check=False)
+    assert res.returncode == 2
+    assert "bad parameter 'segsize=-1' in algorithm label 'ring[segsize=-1]': the value is a whole " \
+        "number >= 0" in res.stderr, res.stderr
+    res = run_cli("bench", "--provider", "colltune", "--coll", "allreduce", "--algorithms", "foo",
+                  *ONE, check=False)
+    assert res.returncode == 2
+    known = res.stderr.split("known: ", 1)[1]
+    algs, sels = known.split(" (library selectors: ")
+    assert "multileader" in algs and "ompi" not in algs and "ompi" in sels, res.stderr

@@ -215,8 +215,11 @@ def split_label(label: str) -> tuple[str, dict[str, int]]:
     params = {}
     for item in filter(None, (m.group(2) or "").split(",")):
         k, eq, v = item.partition("=")
-        if not eq or parse_number(v.strip()) is None:
-            raise InputError(f"bad parameter {item!r} in algorithm label {label!r}")
+        if not eq:
+            raise InputError(f"bad parameter {item!r} in algorithm label {label!r}: NAME=VALUE")
+        if parse_number(v.strip()) is None:
+            raise InputError(f"bad parameter {item!r} in algorithm label {label!r}: the value is "
+                             f"a whole number >= 0 (suffixes K, M, G: 64K)")
         if k.strip() in params:
             raise InputError(f"parameter {k.strip()!r} given twice in algorithm label {label!r}")
         params[k.strip()] = parse_number(v.strip())

@@ -124,9 +124,10 @@ class Provider:
             if a.name == base and not a.params:
                 break
         else:
-            known = ", ".join(dict.fromkeys(a.name for a in self.algorithms(collective)
-                                            + self.selectors(collective)))
-            raise ConfigError(f"{self.name} has no {collective} algorithm {base!r}; known: {known}")
+            algs = ", ".join(dict.fromkeys(a.name for a in self.algorithms(collective)))
+            sels = ", ".join(dict.fromkeys(s.name for s in self.selectors(collective)))
+            raise ConfigError(f"{self.name} has no {collective} algorithm {base!r}; known: {algs}"
+                              + (f" (library selectors: {sels})" if sels else ""))
         if not params or a.provider != self.name:
             return a
         known_params = self.parameters(collective, base)
