@@ -546,6 +546,28 @@ static void load_agreed(int which, const char *var, const char *value)
     }
 }
 
+/* colltune's algorithms share per-process state (the schedule engine's request lists,
+ * the hierarchy caches): two threads in collectives at once crashed or hung them (a
+ * user's review: two threads, each on its own communicator). Under MPI_THREAD_MULTIPLE
+ * they are off, every collective goes to the library, unless the job says its
+ * collectives never overlap (COLLTUNE_SERIAL_COLLECTIVES=1, on every rank: one
+ * allreduce makes the choice the same everywhere, as a rank deciding alone would
+ * run another algorithm than its peers). */
+static int threads_off(void)
+{
+    const char *serial = getenv("COLLTUNE_SERIAL_COLLECTIVES");
+    int flags[2] = {!cache_on && (sources[FROM_RULES].n + sources[FROM_FORCE].n > 0),
+                    !(serial && !strcmp(serial, "1"))};
+    PMPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!flags[0] || !flags[1]) return 0;
+    if (world_rank == 0)
+        fprintf(stderr, "colltune: warning: MPI_THREAD_MULTIPLE: colltune's algorithms are not "
+                "thread-safe, so every collective goes to the MPI library (COLLTUNE_RULES and "
+                "COLLTUNE_FORCE ignored); if this job never runs two collectives at once, "
+                "COLLTUNE_SERIAL_COLLECTIVES=1 keeps them (docs/interposer.md)\n");
+    return 1;
+}
+
 static void setup(void)
 {
     const char *rules = getenv("COLLTUNE_RULES"), *force = getenv("COLLTUNE_FORCE");
@@ -570,6 +592,7 @@ static void setup(void)
     load_agreed(FROM_RULES, "COLLTUNE_RULES", rules);
     load_agreed(FROM_FORCE, "COLLTUNE_FORCE", force);
     ct_times_init(world_rank);                      /* collective: before any early return */
+    int no_threads = threads_off();                 /* collective too */
     inside--;
     rules_path = rules;
     verbose = world_rank == 0 && verb && *verb && strcmp(verb, "0") != 0;
@@ -580,6 +603,7 @@ static void setup(void)
         return;                                     /* stays inactive: pure pass-through */
     for (int c = 0; c < CT_NCOLLS; c++)
         active[c] = sources[FROM_RULES].count[c] > 0 || sources[FROM_FORCE].count[c] > 0;
+    if (no_threads) memset(active, 0, sizeof active);
     int online = ct_online_init(world_rank, !cache_on, sources[FROM_RULES].n + sources[FROM_FORCE].n);
     if (online)
         for (int c = 0; c < CT_NCOLLS; c++) active[c] = 1;    /* online mode decides them all */
