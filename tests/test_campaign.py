@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from colltune import config
 from colltune.campaign import Campaign
 from colltune.plan import BenchSpec
@@ -285,3 +287,20 @@ def test_sigterm_stops_a_campaign_and_says_so(workdir):
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == 143, err
     assert "colltune: terminated (SIGTERM); finished launches are in the store, re-run to resume" in err
+
+
+def test_no_launch_starts_once_a_campaign_is_stopped(tmp_path):
+    """A worker between two launches had started a new one after SIGTERM (a user's
+    review: a fresh prterun 3 s after the signal, colltune gone 9-33 s later, orphans
+    when it was then killed). stop_launches refuses every later launch until a campaign
+    allows them again."""
+    from colltune.backends.base import (LaunchesStopped, allow_launches, run_process,
+                                        stop_launches)
+    json_path = str(tmp_path / "r.jsonl")
+    stop_launches()
+    try:
+        with pytest.raises(LaunchesStopped):
+            run_process(["true"], dict(os.environ), 10, str(tmp_path), json_path)
+    finally:
+        allow_launches()
+    assert run_process(["true"], dict(os.environ), 10, str(tmp_path), json_path).exit_code == 0

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
-from .backends.base import Backend, Launch, LaunchResult, stop_launches
+from .backends.base import Backend, Launch, LaunchResult, allow_launches, stop_launches
 from .plan import BenchSpec, check_bytes_per_rank
 from .providers.base import UNKNOWN_WHEN_ABSENT
 from .progress import Progress
@@ -147,6 +147,7 @@ class Campaign:
         start = time.monotonic()
         self.backend.provider()          # probe once here, not concurrently in the workers
         jobs = self.jobs(specs, summary)
+        allow_launches()
         progress = Progress(len(jobs), enabled=self.show_progress)
         workroot = tempfile.mkdtemp(prefix="colltune-")
         pool = ThreadPoolExecutor(max_workers=self.settings.jobs)
@@ -179,7 +180,7 @@ class Campaign:
         relaunch what was not reached."""
         spec = job.spec
         stalled = 0      # consecutive launches that timed out before finishing any point
-        while True:
+        while not self._stopping:
             launch = Launch(spec.nodes, spec.ppn, spec.bench_args(self.settings, job.check),
                             self.backend.provider().force(spec.algorithm), self.settings.timeout)
             result, placed = self._launch(launch, workdir, spec)

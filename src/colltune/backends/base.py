@@ -71,16 +71,48 @@ def read_records(path: str) -> tuple[dict | None, list[dict], bool]:
 # launches running now (campaign workers' threads): an interrupted campaign kills them
 _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
+_STOPPED = False        # set by stop_launches: no launch starts until allow_launches
+
+
+class LaunchesStopped(Exception):
+    """A worker asked for a launch after the campaign was stopped (Ctrl-C, SIGTERM)."""
 
 
 def stop_launches() -> None:
-    """Kill every launch running now (process group and descendants): Ctrl-C on a
-    campaign must not wait for the launches in flight."""
+    """Kill every launch running now (process group and descendants) and start no other:
+    Ctrl-C on a campaign must not wait for the launches in flight, and a worker between
+    two launches had started a new one after a SIGTERM (a user's review: a fresh prterun
+    3 s after the signal, colltune gone 9-33 s later)."""
+    global _STOPPED
     with _LIVE_LOCK:
+        _STOPPED = True
         live = list(_LIVE)
     for proc in live:
         if proc.poll() is None:
             kill_group(proc)
+
+
+def start_launch(cmd: list[str], **popen) -> subprocess.Popen:
+    """Popen in a session of its own, registered for stop_launches at once; refused
+    (LaunchesStopped) once the campaign was stopped. end_launch when it has ended."""
+    with _LIVE_LOCK:
+        if _STOPPED:
+            raise LaunchesStopped("the campaign was stopped")
+        proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+        _LIVE.add(proc)
+    return proc
+
+
+def end_launch(proc: subprocess.Popen) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(proc)
+
+
+def allow_launches() -> None:
+    """A new campaign may launch again (after an earlier one was stopped)."""
+    global _STOPPED
+    with _LIVE_LOCK:
+        _STOPPED = False
 
 
 def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
@@ -89,10 +121,7 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
     start = time.monotonic()
     log_path = os.path.join(cwd, "launch.log")
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                start_new_session=True)
-        with _LIVE_LOCK:
-            _LIVE.add(proc)
+        proc = start_launch(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         timed_out = False
         try:
             proc.wait(timeout=timeout)
@@ -101,8 +130,7 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
             kill_group(proc)
             proc.wait()
         finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
+            end_launch(proc)
     with open(log_path, errors="replace") as fh:
         tail = fh.read()[-4000:]
     header, records, done = read_records(json_path)

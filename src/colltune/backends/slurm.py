@@ -35,7 +35,8 @@ from typing import Any
 from .. import native, slurm
 from ..errors import BackendError, ConfigError
 from . import BACKENDS
-from .base import Backend, Launch, LaunchResult, choose_provider, read_records
+from .base import (Backend, Launch, LaunchResult, choose_provider, end_launch, read_records,
+                   start_launch)
 from .local import LIBRARY, make_provider
 
 # Runs in every task: adds the node list and step id that Slurm gave the step.
@@ -213,9 +214,9 @@ class SlurmBackend(Backend):
         log_path = os.path.join(workdir, "launch.log")
         start = time.monotonic()
         with open(json_path, "w") as out, open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=log, stdin=subprocess.DEVNULL,
-                                    env=self.impl.run_env(), cwd=workdir,
-                                    start_new_session=True)
+            # registered: a stopped campaign kills srun, and the step is cancelled below
+            proc = start_launch(cmd, stdout=out, stderr=log, stdin=subprocess.DEVNULL,
+                                env=self.impl.run_env(), cwd=workdir)
             timed_out = False
             try:
                 proc.wait(timeout=launch.timeout)
@@ -227,6 +228,8 @@ class SlurmBackend(Backend):
                 except ProcessLookupError:
                     pass
                 proc.wait()
+            finally:
+                end_launch(proc)
             if not timed_out and proc.returncode != 0:
                 self._cancel(step_name, log)     # srun died: never leave its step behind
         with open(log_path, errors="replace") as fh:
