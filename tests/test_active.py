@@ -314,11 +314,15 @@ def test_table_is_valid_pruned_and_covers_every_layout(capped):
     assert table.provenance["active"]["points"] == {"bcast": 13}
 
 
-def test_budget_and_convergence_stop_the_loop(sim_backend, store):
+def test_budget_and_convergence_stop_the_loop(sim_backend, store, tmp_path):
     sim_backend.settings = _settings(active_max_points=0)
-    out = tune_active(sim_backend, store, sim_backend.settings, ["bcast"], LAYOUTS, SIZES,
-                      algorithms=ALGS, budget_s=1e-3, campaign="budget")
-    assert out.stops == {"bcast": "budget"} and len(out.history) == 1
+    with Store(str(tmp_path / "empty.sqlite")) as empty:
+        out = tune_active(sim_backend, empty, sim_backend.settings, ["bcast"], LAYOUTS, SIZES,
+                          algorithms=ALGS, budget_s=1e-3, campaign="budget")
+    # the budget bounds the launches as well: spent before the first batch started,
+    # nothing is launched (the first batch alone had run 6x over a budget)
+    assert out.stops == {"bcast": "budget"} and out.history == []
+    assert out.summary.launches == 0 and out.summary.past_deadline > 0
     # any relative change passes a threshold of 100: converged after patience + 1 fits
     sim_backend.settings = _settings(active_max_points=0, active_threshold=100.0, active_patience=2,
                                      active_min_points=3, active_stop="variance")

@@ -59,6 +59,7 @@ class CampaignSummary:
     skipped_failures: dict[str, int] = field(default_factory=dict)
     remeasured: int = 0                     # stored points lacking the check (or time) asked for
     measured_otherwise: int = 0             # stored points measured in another way (reuse_labels)
+    past_deadline: int = 0                  # launches not started: Campaign.deadline had passed
     measured: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -88,6 +89,9 @@ class Campaign:
         # results are when its name already holds points of another plan (e.g. measured
         # with MPI_SUM before a --reduction-op charged-sum run, or before a key change)
         self.planned_keys: set[str] = set()
+        # time.monotonic() after which no launch starts (a tuning budget): what was not
+        # launched by then is left unmeasured, not stored (CampaignSummary.past_deadline)
+        self.deadline: float | None = None
         self.context["bench"] = {k: settings.values[k]
                                  for k in ("warmup", "min_reps", "max_reps", "rse", "reduction_op")}
 
@@ -181,6 +185,10 @@ class Campaign:
         spec = job.spec
         stalled = 0      # consecutive launches that timed out before finishing any point
         while not self._stopping:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                with self._lock:
+                    summary.past_deadline += 1
+                return
             launch = Launch(spec.nodes, spec.ppn, spec.bench_args(self.settings, job.check),
                             self.backend.provider().force(spec.algorithm), self.settings.timeout)
             result, placed = self._launch(launch, workdir, spec)

@@ -46,6 +46,11 @@ def tune_rules(cli: dict, config_file: str | None, collectives: list[str],
         outcome = tune_active(backend, store, session.settings, collectives, [layout], sizes,
                               campaign=campaign, budget_s=budget_s, algorithms=algorithms,
                               show_progress=show_progress)
+    if outcome.summary.past_deadline and show_progress:
+        import sys
+        print(f"colltune run: the tuning budget ({budget_s:g} s) was spent: "
+              f"{outcome.summary.past_deadline} launch(es) not started; the rules are made of "
+              f"what was measured", file=sys.stderr)
     table = outcome.table
     table.provenance.setdefault("arms", provider.deployment())    # which arm is `library`
     table.save(session.output_path(f"{campaign}.table.json"))

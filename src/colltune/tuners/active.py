@@ -239,12 +239,16 @@ class ActiveLearner:
     def run(self) -> ActiveOutcome:
         start = time.monotonic()
         total = CampaignSummary()
+        # the budget bounds the launches too: the first batch alone had run 6x over a
+        # 20 s budget (a user's review of run --tune-first); a launch in flight finishes
+        self.campaign.deadline = start + self.budget_s
         batch = {c: self._initial(st) for c, st in self.states.items()}
         iteration = 0
         while True:
             s = self._collect(batch)
             total.launches += s.launches
             total.skipped_points += s.skipped_points
+            total.past_deadline += s.past_deadline
             for k, v in s.measured.items():
                 total.measured[k] = total.measured.get(k, 0) + v
             iteration += 1
@@ -254,8 +258,8 @@ class ActiveLearner:
                     continue
                 try:
                     st.model.fit(st.measured)
-                except ValueError:
-                    st.stop = "no successful measurement"
+                except ValueError:      # nothing measured: failures, or the budget spent first
+                    st.stop = "budget" if s.past_deadline else "no successful measurement"
                     continue
                 st.variance.append(float(st.model.variance(np.array(st.grid)).sum()))
                 st.change.append(self._table_change(st))
