@@ -306,6 +306,33 @@ def test_sim_bad_state_one_warning_file_kept(smpi, tmp_path, damage):
     assert st["runs"] == 1 and len(list((state / "samples").iterdir())) == 2
 
 
+def test_sim_unreadable_state_one_warning(smpi, tmp_path):
+    """A state.txt that exists but cannot be opened (another user's 0600 file; here a
+    symlink loop, which root cannot read either) is said once; it had been silent, the
+    run drawing from the default arms. The run's own state then replaces it."""
+    state, _ = good_state(smpi, tmp_path)
+    (state / "state.txt").unlink()
+    os.symlink("state.txt", state / "state.txt")
+    proc = smpi((2, 3), state, "4")
+    assert ok(proc)
+    (w,) = warnings(proc)
+    assert f"{state / 'state.txt'}: cannot read: Too many levels of symbolic links; this run draws " \
+        "from the default arms" in w, w
+    assert not os.path.islink(state / "state.txt") and parse_state(state / "state.txt")["runs"] == 1
+
+
+def test_state_files_are_as_readable_as_a_plain_file(tmp_path):
+    """save() made state.txt 0600 (mkstemp): another user's job sharing the folder could
+    not read it. It now has a plain file's mode, 0666 less the umask."""
+    from colltune.online.state import State, save
+    old = os.umask(0o022)
+    try:
+        save(State(fingerprint="0123456789abcdef"), str(tmp_path / "state.txt"))
+    finally:
+        os.umask(old)
+    assert (tmp_path / "state.txt").stat().st_mode & 0o777 == 0o644
+
+
 def test_sim_two_jobs_finishing_together_merge(smpi, tmp_path):
     state = tmp_path / "state"
     jobs = [smpi.start((2, 3), state, "6") for _ in range(2)]

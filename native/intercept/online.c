@@ -353,6 +353,7 @@ static void load_state(void)
     snprintf(path, sizeof path, "%s/state.txt", ct_online.dir);
     if (ct_online.rank == 0) {
         FILE *f = fopen(path, "rb");
+        int open_errno = errno;
         if (f) {
             fseek(f, 0, SEEK_END);
             long n = ftell(f);
@@ -381,6 +382,10 @@ static void load_state(void)
                 text[0] = '\0';
             }
             len = text ? (int)strlen(text) : 0;
+        } else if (open_errno != ENOENT && lstat(path, &(struct stat){0}) == 0) {
+            /* there but unreadable (another user's 0600 file) */
+            fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: %s: cannot read: %s; this run "
+                    "draws from the default arms\n", path, strerror(open_errno));
         }
     }
     PMPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
