@@ -35,3 +35,18 @@ def test_thread_multiple_goes_to_the_library_unless_collectives_are_serial(workd
     assert "not thread-safe" not in proc.stderr
     ran = {(r["collective"], r["ran"]) for r in map(json.loads, rep.read_text().splitlines())}
     assert {("allreduce", "ring"), ("bcast", "binomial"), ("allgather", "ring")} <= ran, ran
+
+
+@pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed (make setup)")
+def test_online_under_thread_multiple_is_off_and_the_state_untouched(workdir):
+    """Online mode is off under MPI_THREAD_MULTIPLE (its own warning); `run --online`
+    then said the update 'failed ... did the job end before it?' although the job had
+    finished: it now says the state is unchanged because the job wrote no samples."""
+    state = workdir / "state"
+    proc = run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "2", "--online", str(state),
+                   "--timeout", "120", "--", APP, "concurrent")
+    assert "threads: concurrent provided=3 failures=0" in proc.stdout
+    assert "COLLTUNE_ONLINE: not under MPI_THREAD_MULTIPLE" in proc.stderr, proc.stderr
+    assert f"online state {state} unchanged: the job wrote no samples" in proc.stderr
+    assert "failed" not in proc.stderr
+    assert not (state / "state.txt").exists() and not os.listdir(state / "samples")

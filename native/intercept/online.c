@@ -366,7 +366,8 @@ static void load_state(void)
                 } else if (strcmp(st.fingerprint, ct_online.fingerprint)) {
                     ct_online.state_problem = 2;
                     snprintf(err, sizeof err, "%s:2: fingerprint %s is another library, platform or "
-                             "catalogue's (this job: %s)", path, st.fingerprint, ct_online.fingerprint);
+                             "catalogue's (this job: %s; give each library its own state folder)",
+                             path, st.fingerprint, ct_online.fingerprint);
                 }
                 if (!ct_online.state_problem) ct_online_state_free(&st);
             } else {

@@ -28,8 +28,9 @@ def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
         try:
             update_dir(state_dir, [layout], fingerprint or None, presets)
         except OSError as exc:        # a read-only state dir: the job runs on what is there
+            where = f": {exc.filename}" if exc.filename else ""
             print(f"colltune run: warning: --online {args.online}: state not updated before "
-                  f"the run ({exc.strerror}: {exc.filename}); the job runs on the state as it "
+                  f"the run ({exc.strerror}{where}); the job runs on the state as it "
                   f"is", file=sys.stderr)
     return env
 

@@ -313,6 +313,14 @@ def _tune_first(args, cli, runner) -> str:
     return path
 
 
+def _samples_now(state_dir: str) -> set[str]:
+    """The samples files in an online state folder (a run adds one at MPI_Finalize)."""
+    try:
+        return set(os.listdir(os.path.join(state_dir, "samples")))
+    except OSError:
+        return set()
+
+
 def run(args, cli) -> int:
     from ..errors import ConfigError
     from ..runners import RUNNERS
@@ -379,12 +387,18 @@ def run(args, cli) -> int:
         if not args.quiet and not args.link_flags:        # that command only echoes them
             print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
                   + " " + shlex.join(cmd), file=sys.stderr, flush=True)
+        before = _samples_now(args.online) if args.online else set()
         rc, ended = _launch(runner, cmd, full_env, settings, "colltune run")
         if args.profile and ranks:
             _report_profile(env["COLLTUNE_PROFILE"], ranks)
         if ended and args.online and not args.link_flags:
             from ..online.job import finish
-            finish(args, settings)
+            if _samples_now(args.online) - before:
+                finish(args, settings)
+            elif rc == 0:       # nothing to update: not a failure of the update
+                print(f"colltune run: online state {args.online} unchanged: the job wrote no "
+                      f"samples (online mode was off in it: see its warning above)",
+                      file=sys.stderr)
         if ended and args.compare and rc == 0:
             print(compare_times(default_times, env["COLLTUNE_TIMES"], env,
                                 default_label(args, settings)), flush=True)
