@@ -177,6 +177,10 @@ def test_force(runner):
     assert "COLLTUNE_FORCE -> knomial radix=5 segsize=100 (ran knomial)" in proc.stderr
     bad = runner(nranks(runner), {"COLLTUNE_FORCE": "bcast:pipeline:fanout=99"})
     assert ok(bad) and len(warnings(bad)) == 1 and "fanout=99" in warnings(bad)[0]
+    # a collective given twice: the first had won and the second was dropped, silently
+    twice = runner(nranks(runner), {"COLLTUNE_FORCE": "allreduce:han:imod=2;allreduce:ring"})
+    assert ok(twice) and len(warnings(twice)) == 1
+    assert "COLLTUNE_FORCE:2: allreduce given twice (item 1 too)" in warnings(twice)[0]
 
 
 @pytest.mark.parametrize("runner", ["openmpi", "mpich"], indirect=True)   # MPMD launches
@@ -232,6 +236,7 @@ def test_colltune_run_sim_and_local(workdir, tmp_path):
                         "unknown bcast algorithm 'binomal'"),
                        (["--force", "bcast:binomial;allreduce:ring:segsize=x"], "item 2 "),
                        (["--force", "bcst:binomial"], "unknown collective 'bcst'"),
+                       (["--force", "allreduce:ring;allreduce:han"], "allreduce given twice (item 1 too)"),
                        (["--default-selector", "foo", "-n", "2"], "--default-selector 'foo' is not an SMPI selector"),
                        (["--layout", "100x4"], "--layout 100x4: platform 'small' has 8 nodes")):
         proc = run_cli("run", *args, "--", APP, check=False)

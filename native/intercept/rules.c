@@ -348,6 +348,7 @@ int ct_force_parse(const char *spec, ct_rules *out, char *err, size_t errlen)
         return -1;
     }
     strcpy(buf, spec);
+    int given[CT_NCOLLS] = {0};           /* the item that named each collective */
     for (char *item = strtok_r(buf, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
         char *tok[CT_MAX_PARAMS + 2], *f[3] = {item, NULL, NULL};
         ct_rule r;
@@ -369,6 +370,11 @@ int ct_force_parse(const char *spec, ct_rules *out, char *err, size_t errlen)
             fail(&c, "unknown collective '%s' (known: bcast, reduce, allreduce, allgather)", f[0]);
             goto bad;
         }
+        if (given[coll]) {                /* the first would win, the second be ignored */
+            fail(&c, "%s given twice (item %d too): one algorithm per collective", f[0], given[coll]);
+            goto bad;
+        }
+        given[coll] = c.line;
         r.coll = (ct_coll)coll;
         for (int k = 0; k < CT_NKEYS; k++) r.key[k].lo = 0, r.key[k].hi = UINT64_MAX;
         tok[0] = f[1];

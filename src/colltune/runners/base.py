@@ -98,12 +98,17 @@ def check_choices(impl, settings, args) -> None:
         read_rules(args.rules, cat)
     # --force COLL:ALG[:k=v,...][;...] (ct_force_parse): each item read as the rule
     # "COLL -> ALG k=v ..." would be
+    given: dict[str, int] = {}
     for n, item in enumerate((s.strip() for s in (args.force or "").split(";")), 1):
         if not item:
             continue
         parts = item.split(":")
         if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
             raise ConfigError(f"--force {args.force!r}: item {n} {item!r}: expected COLL:ALG[:k=v,...]")
+        if parts[0] in given:     # the interposer refuses it (the first had won, silently)
+            raise ConfigError(f"--force {args.force!r}: item {n} {item!r}: {parts[0]} given twice "
+                              f"(item {given[parts[0]]} too): one algorithm per collective")
+        given[parts[0]] = n
         params = parts[2].replace(",", " ") if len(parts) == 3 else ""
         try:
             parse_rules(f"{HEADER} {VERSION}\n{parts[0]} -> {parts[1]} {params}\n", "--force", cat)
