@@ -130,6 +130,12 @@ BAD = [
     # UTF-8 is for comments only (there it is fine: test_utf8_comments_are_fine)
     ("colltune-rules 1\nbcast -> lin\u00b5ear # 10 \u00b5s\n", 2, "not a text line (byte 0xc2 at column 13)"),
     ("colltune-rules 1\n" + "#" * 5000 + "\n", 2, "line longer than 4096 characters"),
+    # what a user's editor or a mix-up gives: named (a user's review)
+    ("\ufeffcolltune-rules 1\nbcast -> linear\n", 1,
+     "not a text line (byte 0xef at column 1): a UTF-8 byte-order mark, save the file without it"),
+    ("rule-file-version-2\n1\n2\n", 1, "got 'rule-file-version-2': this looks like Open MPI's "
+     "coll/tuned rules file, which Open MPI reads (coll_tuned_dynamic_rules_filename)"),
+    ('{\n  "collective=bcast": {}\n}\n', 1, "got '{': this looks like MPICH's JSON selection file"),
 ]
 
 

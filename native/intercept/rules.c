@@ -241,7 +241,9 @@ int ct_rules_parse(const char *text, const char *name, ct_rules *out, char *err,
         for (size_t i = 0; i < len; i++) {
             unsigned char b = (unsigned char)line[i];
             if (b == '\0' || (!isprint(b) && !isspace(b) && (i < words_end || b < 0x80))) {
-                fail(&c, "not a text line (byte 0x%02x at column %zu)", b, i + 1);
+                int bom = c.line == 1 && i == 0 && len >= 3 && !memcmp(line, "\xef\xbb\xbf", 3);
+                fail(&c, "not a text line (byte 0x%02x at column %zu)%s", b, i + 1,
+                     bom ? ": a UTF-8 byte-order mark, save the file without it" : "");
                 goto bad;
             }
         }
@@ -256,8 +258,14 @@ int ct_rules_parse(const char *text, const char *name, ct_rules *out, char *err,
         if (!header) {
             uint64_t v;
             if (strcmp(tok[0], "colltune-rules") != 0) {
-                fail(&c, "expected the header 'colltune-rules %d' before any rule, got '%s'",
-                     CT_RULES_VERSION, tok[0]);
+                /* a library's own file given for colltune's (deploy writes all three) */
+                const char *whose = !strncmp(tok[0], "rule-file-version", 17) || isdigit((unsigned char)tok[0][0])
+                    ? ": this looks like Open MPI's coll/tuned rules file, which Open MPI reads "
+                      "(coll_tuned_dynamic_rules_filename); colltune's is colltune.rules"
+                    : tok[0][0] == '{' ? ": this looks like MPICH's JSON selection file, which MPICH "
+                      "reads (MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE); colltune's is colltune.rules" : "";
+                fail(&c, "expected the header 'colltune-rules %d' before any rule, got '%s'%s",
+                     CT_RULES_VERSION, tok[0], whose);
                 goto bad;
             }
             if (ntok > 2) {

@@ -145,7 +145,9 @@ def parse_rules(text: str, name: str = "<rules>", catalogue: dict | None = None)
         for col, ch in enumerate(raw, 1):
             if (col <= words_end or ord(ch) < 0x80) and not (
                     ord(ch) < 0x7f and (ch.isprintable() or ch in " \t\r\v\f")):
-                raise RulesError(f"{where}: not a text line (byte 0x{ord(ch) & 0xff:02x} at column {col})")
+                bom = no == 1 and col == 1 and raw.startswith("\xef\xbb\xbf")
+                raise RulesError(f"{where}: not a text line (byte 0x{ord(ch) & 0xff:02x} at column {col})"
+                                 + (": a UTF-8 byte-order mark, save the file without it" if bom else ""))
         words = [w for w in re.split(r"[ \t\r]+", raw.split("#", 1)[0]) if w]
         if not words:
             continue
@@ -154,7 +156,7 @@ def parse_rules(text: str, name: str = "<rules>", catalogue: dict | None = None)
         if not header:
             if words[0] != HEADER:
                 raise RulesError(f"{where}: expected the header '{HEADER} {VERSION}' before any "
-                                 f"rule, got '{words[0]}'")
+                                 f"rule, got '{words[0]}'{_whose(words[0])}")
             if len(words) > 2:
                 raise RulesError(f"{where}: the header is '{HEADER} {VERSION}' alone, got "
                                  f"'{words[2]}' after it")
@@ -186,6 +188,18 @@ def parse_rules(text: str, name: str = "<rules>", catalogue: dict | None = None)
         raise RulesError(f"{name}:{max(1, len(lines) - (lines[-1] == ''))}: no '{HEADER} "
                          f"{VERSION}' header (empty file?)")
     return out
+
+
+def _whose(first: str) -> str:
+    """A library's own file given for colltune's (deploy writes all three): said, as the
+    interposer says it."""
+    if first.startswith("rule-file-version") or first[:1].isdigit():
+        return (": this looks like Open MPI's coll/tuned rules file, which Open MPI reads "
+                "(coll_tuned_dynamic_rules_filename); colltune's is colltune.rules")
+    if first.startswith("{"):
+        return (": this looks like MPICH's JSON selection file, which MPICH reads "
+                "(MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE); colltune's is colltune.rules")
+    return ""
 
 
 def read_rules(path: str, catalogue: dict | None = None) -> list[RulesLine]:
