@@ -28,6 +28,9 @@ def test_compare_on_smpi_prints_both_runs_side_by_side(workdir):
     # review: in the batch node's /tmp, a compute node's rank 0 could not write them)
     times = re.search(r"COLLTUNE_TIMES=(\S+)", proc.stderr).group(1)
     assert times.startswith(os.path.join(os.path.abspath(CACHE), "runs", "run-")), times
+    # both launches' command lines are shown (the first one's had not been)
+    launched = [ln for ln in proc.stderr.splitlines() if ln.startswith("colltune run: COLLTUNE_")]
+    assert len(launched) == 2 and "times-default.json" in launched[0] and "COLLTUNE_RULES" in launched[1]
     # which default: no --default-selector on SMPI is its naive built-in selector, said so
     assert "the library default (SMPI's built-in default selector, naive" in proc.stdout
     rows = _table(proc.stdout)

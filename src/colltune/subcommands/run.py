@@ -183,6 +183,8 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
         print("colltune run --compare: [1/2] the library default", file=sys.stderr, flush=True)
     env = {"COLLTUNE_TIMES": times, **({"COLLTUNE_PROFILE": profile} if profile else {})}
     cmd, full_env, ranks = runner.command(env, program, scratch)
+    if not args.quiet:                     # as the second run's is
+        _print_command(env, cmd)
     rc, ended = _launch(runner, cmd, full_env, settings, "colltune run --compare: the library default's run")
     if profile and ranks:
         _report_profile(profile, ranks)
@@ -194,6 +196,11 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
     elif not args.quiet:
         print("colltune run --compare: [2/2] the run as asked", file=sys.stderr, flush=True)
     return rc
+
+
+def _print_command(env: dict, cmd: list[str]) -> None:
+    print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+          + " " + shlex.join(cmd), file=sys.stderr, flush=True)
 
 
 def default_label(args, settings) -> str:
@@ -385,8 +392,7 @@ def run(args, cli) -> int:
             env["COLLTUNE_TIMES"] = os.path.join(scratch, "times.json")
         cmd, full_env, ranks = runner.command(env, program, scratch)
         if not args.quiet and not args.link_flags:        # that command only echoes them
-            print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-                  + " " + shlex.join(cmd), file=sys.stderr, flush=True)
+            _print_command(env, cmd)
         before = _samples_now(args.online) if args.online else set()
         rc, ended = _launch(runner, cmd, full_env, settings, "colltune run")
         if args.profile and ranks:
