@@ -174,6 +174,10 @@ def test_force(runner):
     odd = {r["ran"] for r in rep if r["collective"] == "allgather" and r["comm_size"] % 2}
     even = {r["ran"] for r in rep if r["collective"] == "allgather" and r["comm_size"] % 2 == 0}
     assert odd == {"library"} and even == {"neighbor_exchange"}
+    # and why: the algorithm's own reason
+    assert {r.get("declined") for r in rep if r["collective"] == "allgather" and r["comm_size"] % 2} \
+        == {"communicator size is odd"}
+    assert "(ran library: neighbor_exchange declines: communicator size is odd)" in proc.stderr
     assert "COLLTUNE_FORCE -> knomial radix=5 segsize=100 (ran knomial)" in proc.stderr
     bad = runner(nranks(runner), {"COLLTUNE_FORCE": "bcast:pipeline:fanout=99"})
     assert ok(bad) and len(warnings(bad)) == 1 and "fanout=99" in warnings(bad)[0]

@@ -136,7 +136,7 @@ static int nseen;
 /* bytes < 0: the call went to the library before any lookup, for the reason
  * `why` (or an intercommunicator / derived datatype when why is NULL) */
 static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_rule *r, int from,
-                 const char *ran, const char *why)
+                 const char *ran, const char *why, const char *declined)
 {
     /* the guard's phase (CT_GUARD_*), also a field of the report */
     static const char *const guard_phase[] = {"trying", "kept", "library"};
@@ -160,14 +160,16 @@ static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_ru
         snprintf(guard, sizeof guard, ",\"guard\":\"%s\"", guard_phase[g]);
     } else snprintf(origin, sizeof origin, "rules line %d", r->line);
     if (verbose)
-        fprintf(stderr, "colltune: %s size=%d nodes=%d ppn=%d bytes=%lld: %s -> %s (ran %s)\n",
+        fprintf(stderr, "colltune: %s size=%d nodes=%d ppn=%d bytes=%lld: %s -> %s (ran %s%s%s%s%s)\n",
                 ct_coll_name(coll), s.size, ci ? ci->nodes : -1, ci ? ci->ppn : -1, bytes, origin,
-                choice, ran);
+                choice, ran, declined ? ": " : "", declined ? r->alg->name : "",
+                declined ? " declines: " : "", declined ? declined : "");
     if (report) {
         fprintf(report, "{\"collective\":\"%s\",\"comm_size\":%d,\"nodes\":%d,\"ppn\":%d,"
-                "\"bytes\":%lld,\"origin\":\"%s\",\"requested\":\"%s\",\"ran\":\"%s\"%s}\n",
+                "\"bytes\":%lld,\"origin\":\"%s\",\"requested\":\"%s\",\"ran\":\"%s\"%s%s%s%s}\n",
                 ct_coll_name(coll), s.size, ci ? ci->nodes : -1, ci ? ci->ppn : -1, bytes,
-                origin, choice, ran, guard);
+                origin, choice, ran, guard, declined ? ",\"declined\":\"" : "",
+                declined ? declined : "", declined ? "\"" : "");
         fflush(report);
     }
 }
@@ -265,14 +267,20 @@ static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info
     CT_GUARD_TIMED(CT_ONLINE_CALL(coll, r, a, ci->online, bytes, from, &ran), rc);
     CT_PROF_ALG_LEAVE(ran);
     inside--;
-    if (LOGGING) note(coll, ci, bytes, r, from, ran ? ran : "error", NULL);
+    if (LOGGING) {
+        /* the requested algorithm handed the call on: say why (a user's review: a
+         * forced ring "ran library" for MPI_DOUBLE_INT, with no word of the reason) */
+        const char *declined = r && r->alg && r->alg->supports && ran && strcmp(ran, r->alg->name)
+                                   ? r->alg->supports(a) : NULL;
+        note(coll, ci, bytes, r, from, ran ? ran : "error", NULL, declined);
+    }
     return rc;
 }
 
 #define LIBRARY(coll, call)                                                   \
     do {                                                                      \
         int rc_;                                                              \
-        if (LOGGING) note(coll, ci, bytes, r, from, "library", NULL);         \
+        if (LOGGING) note(coll, ci, bytes, r, from, "library", NULL, NULL);   \
         CT_GUARD_TIMED(call, rc_);                                            \
         return rc_;                                                           \
     } while (0)
@@ -283,7 +291,7 @@ static int run(ct_coll coll, const ct_rule *r, const ct_args *a, const comm_info
  * an erroneous call may be made by some ranks only. */
 static int to_library(ct_coll coll, const char *why)
 {
-    if (why && LOGGING) note(coll, NULL, -1, NULL, FROM_RULES, "library", why);
+    if (why && LOGGING) note(coll, NULL, -1, NULL, FROM_RULES, "library", why, NULL);
     return why != NULL;
 }
 
