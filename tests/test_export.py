@@ -439,3 +439,23 @@ def test_header_and_stdout_name_the_resolved_target(tmp_path):
     proc = run_cli("export", "--table", str(t), "--format", "colltune", "-o", str(out))
     assert "(colltune, for colltune)" in proc.stdout
     assert "format colltune\n" in out.read_text() and "latest" not in out.read_text()
+
+
+def test_knomial_radix_is_one_variable_for_the_job():
+    """coll/tuned passes one MCA variable (coll_tuned_bcast_algorithm_knomial_radix) to
+    every knomial bcast, rules file or forced: the export sets it once, leaves it out at
+    the default, and refuses a table that asks for two radices."""
+    from colltune.providers.openmpi import RADIX_VAR
+    radix8 = ompi([("bcast", 1, 4, [(0, "knomial", "openmpi", {"radix": 8}),
+                                    (65536, "binomial", "openmpi", {})]),
+                   ("bcast", 4, 4, [(0, "knomial", "openmpi", {"radix": 8, "segsize": 8192})])])
+    assert radix8.env[RADIX_VAR] == "8"
+    rows = parse_tuned(radix8.text, "t").blocks["bcast"][0][1]
+    assert rows[0] == (0, 7, 0, 0, 0)                     # knomial, no radix column
+    assert RADIX_VAR not in ompi([("bcast", 1, 4, [(0, "knomial", "openmpi", {})])]).env
+    assert RADIX_VAR not in ompi([("bcast", 1, 4, [(0, "knomial", "openmpi", {"radix": 4})])]).env
+    with pytest.raises(InputError) as exc:
+        ompi([("bcast", 1, 4, [(0, "knomial", "openmpi", {"radix": 8})]),
+              ("bcast", 4, 4, [(0, "knomial", "openmpi", {})])])
+    assert "radix: Open MPI takes one value per job (coll_tuned_bcast_algorithm_knomial_radix), " \
+        "the table asks for 2: radix=4 at " in str(exc.value) and "; radix=8 at " in str(exc.value)

@@ -35,7 +35,7 @@ import re
 
 from ..decision import DecisionTable, Entry, boundary
 from ..errors import InputError
-from ..providers.openmpi import PARAMETERS
+from ..providers.openmpi import PARAMETERS, RADIX, RADIX_VAR
 from . import EXPORTERS
 from ._mapping import DEFAULT, Problems, describe
 from .base import Exported, Exporter, header_lines
@@ -150,11 +150,12 @@ def columns(collective: str, algorithm: str, params: dict) -> tuple[int, int, in
 
 
 def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Problems,
-              notes: list[str], table: DecisionTable | None = None
+              notes: list[str], table: DecisionTable | None = None, job_wide: dict | None = None
               ) -> list[tuple[int, int, int, int, int]]:
     """(message size key, algorithm id, fan-in/out, segment size, max requests), merged.
     A rule that is the table's library default decision, or substituted by it
-    (--allow-substitute), gets algorithm 0."""
+    (--allow-substitute), gets algorithm 0. job_wide: {parameter: {value: [rule, ...]}}
+    of the parameters that are one MCA variable for the whole job (JOB_WIDE)."""
     known_params = set(SEGSIZE_KEYS + FANOUT_KEYS + MAXREQ_KEYS)
     rows: list[tuple[int, int, int, int, int]] = []
     rules = entry.rules if entry.collective != "barrier" else (entry.rule_for(0),)
@@ -171,7 +172,12 @@ def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Probl
             if note not in notes:
                 notes.append(note)
         else:
-            extra = set(res.params) - known_params
+            wide = JOB_WIDE.get((entry.collective, res.algorithm), {})
+            for name, spec in wide.items():
+                value = res.params.get(name, spec["default"])
+                if job_wide is not None:
+                    job_wide.setdefault(name, {}).setdefault(value, []).append(describe(entry, rule))
+            extra = set(res.params) - known_params - set(wide)
             if extra:
                 problems.items.append(f"{describe(entry, rule)}: parameter(s) "
                                       f"{', '.join(sorted(extra))} have no coll/tuned rules column")
@@ -183,6 +189,31 @@ def rule_rows(entry: Entry, ids: dict[str, int], comm_size: int, problems: Probl
             continue                      # same choice as the previous range: merge
         rows.append(row)
     return rows
+
+
+# Parameters coll/tuned reads from one MCA variable for the whole job, not from a rules
+# column: bcast knomial's radix (ompi_coll_tuned_bcast_intra_do_this passes
+# coll_tuned_bcast_knomial_radix to every knomial call, rules file or forced). An export
+# sets the variable once; rules asking for two values cannot be honoured, and are refused.
+JOB_WIDE = {("bcast", "knomial"): {"radix": {**RADIX, "var": RADIX_VAR}}}
+
+
+def _job_wide_env(job_wide: dict[str, dict[int, list[str]]], problems: Problems) -> dict[str, str]:
+    specs = {name: spec for per in JOB_WIDE.values() for name, spec in per.items()}
+    env = {}
+    for name, by_value in job_wide.items():
+        spec = specs[name]
+        if len(by_value) > 1:
+            seen = "; ".join(f"{name}={v} at {', '.join(where[:2])}" + (" ..." if len(where) > 2 else "")
+                             for v, where in sorted(by_value.items()))
+            problems.items.append(f"{name}: Open MPI takes one value per job "
+                                  f"({spec['var'].removeprefix('OMPI_MCA_')}), the table asks for "
+                                  f"{len(by_value)}: {seen} (tune with one {name})")
+            continue
+        (value,) = by_value
+        if value != spec["default"]:
+            env[spec["var"]] = str(value)
+    return env
 
 
 @EXPORTERS.register("openmpi-tuned")
@@ -200,12 +231,15 @@ class OpenMPITunedExporter(Exporter):
         notes: list[str] = []
         problems = Problems(self.allow_substitute)
         blocks = []
+        job_wide: dict[str, dict[int, list[str]]] = {}
         for coll in table.collectives():
             layout_blocks, dropped = comm_blocks(table, coll, COLL_ID)
             notes += dropped
             blocks.append((coll, [(start, e.nodes, e.ppn,
-                                   rule_rows(e, ids_all.get(coll, {}), p, problems, notes, table))
+                                   rule_rows(e, ids_all.get(coll, {}), p, problems, notes, table,
+                                             job_wide))
                                   for start, p, e in layout_blocks]))
+        wide_env = _job_wide_env(job_wide, problems)
         problems.check(self.name)
         notes += problems.all_substituted(self.library)
         resolved = target or ".".join(map(str, v))
@@ -226,7 +260,7 @@ class OpenMPITunedExporter(Exporter):
                     cols = [size, alg, fan, seg] + ([maxreq] if version == 2 else [])
                     lines.append(" ".join(map(str, cols)))
         env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-               "OMPI_MCA_coll_tuned_dynamic_rules_filename": "{path}"}
+               "OMPI_MCA_coll_tuned_dynamic_rules_filename": "{path}", **wide_env}
         doc = ["unset every OMPI_MCA_coll_tuned_<coll>_algorithm: Open MPI 5.0 prefers them "
                "to the file (4.1 the opposite)"]
         if v >= (5, 0, 0):

@@ -103,16 +103,20 @@ def _probe(info_tool: str, env_items: tuple) -> tuple[dict, dict, tuple]:
 # coll_tuned_<coll>_decision.c, 5.0): a segment size and, for the chains, their
 # fan-out. A rules file has a column for each; forcing sets
 # coll_tuned_<coll>_algorithm_segmentsize / _chain_fanout (the forced path passes the
-# chain fan-out). bcast's knomial radix is one MCA variable for all sizes: not a
-# per-rule parameter.
+# chain fan-out). bcast's knomial radix is one MCA variable for the whole job
+# (coll_tuned_bcast_algorithm_knomial_radix, read for forced and rules-file calls alike):
+# forced with it; an export sets it once, and refuses two radices (openmpi_tuned).
 SEGSIZE = {"default": 0, "min": 0, "max": 1 << 30, "unit": "bytes",
            "help": "segment size: the message goes in pieces of this size (0: one piece)"}
 FANOUT = {"default": 4, "min": 1, "max": 1024, "unit": "",
           "help": "number of chains the root feeds"}
+RADIX = {"default": 4, "min": 2, "max": 1024, "unit": "",
+         "help": "k-nomial tree radix; one value for the whole job (MCA coll_tuned_bcast_algorithm_knomial_radix)"}
+RADIX_VAR = "OMPI_MCA_coll_tuned_bcast_algorithm_knomial_radix"
 _SEG, _CHAIN = {"segsize": SEGSIZE}, {"segsize": SEGSIZE, "fanout": FANOUT}
 PARAMETERS = {
     "bcast": {"chain": _CHAIN, "pipeline": _SEG, "split_binary_tree": _SEG, "binary_tree": _SEG,
-              "binomial": _SEG, "knomial": _SEG},
+              "binomial": _SEG, "knomial": {**_SEG, "radix": RADIX}},
     "reduce": {"chain": _CHAIN, "pipeline": _SEG, "binary": _SEG, "binomial": _SEG,
                "in-order_binary": _SEG},
     "allreduce": {"segmented_ring": _SEG},
@@ -230,7 +234,8 @@ class OpenMPIProvider(Provider):
         return {f"OMPI_MCA_coll_{c}_priority": "0" for c in TAKEOVER
                 if c in self._components and self._prios.get(c, 0) > 0}
 
-    def forcing_env(self, collective: str, ident: int, segsize: int = 0, fanout: int = 0) -> dict:
+    def forcing_env(self, collective: str, ident: int, segsize: int = 0, fanout: int = 0,
+                    radix: int = 0) -> dict:
         """The environment that forces coll/tuned's algorithm number ident (an unknown number
         as is: Open MPI then rejects it like a file), with a segment size and fan-out where
         given (the forced path passes the chain fan-out; the tree fan-out is set alike),
@@ -241,6 +246,8 @@ class OpenMPIProvider(Provider):
             env[f"{var}_segmentsize"] = str(segsize)
         if fanout:
             env[f"{var}_tree_fanout"] = env[f"{var}_chain_fanout"] = str(fanout)
+        if radix:
+            env[RADIX_VAR] = str(radix)
         return env
 
     def force(self, algorithm: Algorithm) -> LaunchMods:
@@ -251,7 +258,7 @@ class OpenMPIProvider(Provider):
             self.lookup(algorithm.collective, algorithm.name)   # raises, listing the names
         params = dict(algorithm.params)
         env = self.forcing_env(algorithm.collective, ident, params.get("segsize", 0),
-                               params.get("fanout", 0))
+                               params.get("fanout", 0), params.get("radix", 0))
         known = set(self.algorithm_ids(algorithm.collective))
 
         def per_point(rec: dict) -> dict:
