@@ -37,8 +37,11 @@ def test_local_bench_default_is_the_librarys_own(workdir):
     """An inherited forced algorithm id that does not exist (Open MPI aborts on it)
     no longer reaches the `default` arm."""
     env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-           "OMPI_MCA_coll_tuned_allgather_algorithm": "42"}
+           "OMPI_MCA_coll_tuned_allgather_algorithm": "42",
+           # an export's env.sh sets bcast knomial's radix: an algorithm's parameter too
+           "OMPI_MCA_coll_tuned_bcast_algorithm_knomial_radix": "8"}
     proc = run_cli("bench", "--backend", "local", "--mpi", "openmpi", "--coll", "allgather",
                    "--algorithms", "default", "--layouts", "1x2", "--sizes", "8", "-q", env=env)
     assert " ok" in proc.stdout and "crashed" not in proc.stdout, proc.stdout
     assert "OMPI_MCA_coll_tuned_allgather_algorithm" in proc.stderr
+    assert "OMPI_MCA_coll_tuned_bcast_algorithm_knomial_radix" in proc.stderr

@@ -53,6 +53,8 @@ INTERPOSER_VARIABLES = ("COLLTUNE_RULES", "COLLTUNE_FORCE", "COLLTUNE_GUARD", "C
 _INTERPOSER_PATTERNS = (r"COLLTUNE_ONLINE",)
 _LIBRARY_PATTERNS = (r"OMPI_MCA_coll_tuned_use_dynamic_rules",
                      r"OMPI_MCA_coll_tuned_dynamic_rules_filename", r"OMPI_MCA_coll_tuned_\w+_algorithm",
+                     # its parameters: segment size, fan-outs, bcast knomial's radix (env.sh)
+                     r"OMPI_MCA_coll_tuned_\w+_algorithm_(segmentsize|tree_fanout|chain_fanout|knomial_radix)",
                      r"OMPI_MCA_coll_han_use_dynamic_file_rules", r"OMPI_MCA_coll_han_dynamic_rules_filename",
                      r"MPIR_CVAR_(CH4_(POSIX_)?)?COLL_SELECTION_TUNING_JSON_FILE",
                      r"MPIR_CVAR_\w+_(INTRA|INTER)_ALGORITHM")
