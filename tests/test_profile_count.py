@@ -246,3 +246,26 @@ def test_killed_rank_file_missing_others_written(workdir, tmp_path):
     assert proc.returncode != 0
     assert sorted(os.listdir(out)) == ["job.json", "rank-0.json", "rank-2.json"]
     assert f"profile {out}: 1 of 3 rank files missing (ranks 1)" in proc.stderr
+
+
+TWO_PARENTS = os.path.join(REPO, "tests", "data", "profile", "two_parents.c")
+
+
+@pytest.mark.parametrize("backend", ["sim", "openmpi"])
+def test_a_region_opened_inside_two_parents_counts_in_each(workdir, backend):
+    """X opened inside A, then inside B: A and B each hold one ring (4 x 1000 B) and one
+    bcast (3 x 2000 B), X both. libcolltune keyed a region by its name only, and the reader
+    adds a region's counts to the parents every one of its intervals shares: A and B lost
+    X's p2p (an analyst's review; on Open MPI they did not appear at all)."""
+    from colltune.profile.counts import load_profile
+    if backend == "openmpi" and not have_mpi("openmpi"):
+        pytest.skip("Open MPI not installed (make setup)")
+    args = ["--platform", "small", "--layout", "1x4"] if backend == "sim" else \
+        ["--backend", "local", "--mpi", "openmpi", "-n", "4"]
+    out = workdir / "prof"
+    proc = run_cli("run", *args, "--profile", str(out), "--", TWO_PARENTS)
+    assert "two_parents: ok" in proc.stdout
+    prof = load_profile(out)
+    for region, times in (("A", 1), ("B", 1), ("X", 2), ("run", 2)):
+        assert prof.pairs(region, "p2p").total == (4000 * times, 4 * times), region
+        assert prof.pairs(region, "bcast").total == (6000 * times, 3 * times), region

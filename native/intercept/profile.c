@@ -167,18 +167,26 @@ const ct_interval *ct_prof_pauses(int *n)
     return pauses;
 }
 
-static int region_index(const char *name)
+/* A region is a name under a parent: the same name opened inside two different regions
+ * is two entries of "regions" (one name), so each one's counts also go to its own parent.
+ * Keyed by the name alone, the counts of X opened inside A and inside B went to X and the
+ * run only: the parent shared by every interval of X (the reader's rule), and A lost them
+ * (an analyst's review). */
+static int parent_of[MAX_REGIONS];
+
+static int region_index(const char *name, int parent)
 {
     for (int i = 0; i < nregions; i++)
-        if (!strncmp(names[i], name, NAME_LEN - 1)) return i;
+        if (parent_of[i] == parent && !strncmp(names[i], name, NAME_LEN - 1)) return i;
     if (nregions == MAX_REGIONS) return -1;
     snprintf(names[nregions], NAME_LEN, "%s", name);
+    parent_of[nregions] = parent;
     return nregions++;
 }
 
 static void enter(const char *name)
 {
-    int r = region_index(name);
+    int r = depth + 1 < MAX_DEPTH ? region_index(name, stack[depth]) : -1;
     if (r < 0 || depth + 1 >= MAX_DEPTH) {
         regions_refused++;
         return;
@@ -306,7 +314,7 @@ void ct_prof_init(int *argc, char ***argv)
     strftime(ct_prof.started, sizeof ct_prof.started, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
     size_t ncells = (size_t)MAX_REGIONS * K_NKINDS * S_NSOURCES;
     if (!(cells = ct_prof_alloc(ncells * sizeof *cells))) return;
-    region_index("run");
+    region_index("run", -1);
     stack[0] = 0, stack_t0[0] = PMPI_Wtime();
     ct_prof_mon_init();
     ct_setup_hook = (ct_setup_hooks){own_begin, own_end};

@@ -260,6 +260,14 @@ class _RankFile:
     def up(self, region: int) -> list[int]:
         return sorted({region, 0, *self.ancestors.get(region, [])})
 
+    # A name opened under two parents is two entries of 'regions' (libcolltune keys a
+    # region by name and parent): counts go to each name once, X inside X included.
+    def names_up(self, region: int) -> list[str]:
+        return list(dict.fromkeys(self.names[r] for r in self.up(region)))
+
+    def names_at(self, t: float) -> list[str]:
+        return list(dict.fromkeys(self.names[r] for r in self.regions_at(t)))
+
 
 def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficProfile:
     """Read job.json, every rank-R.json and, when present, the simulator's trace
@@ -396,8 +404,8 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator) -> None:
         for p in peers:
             if not (isinstance(p, list) and len(p) == 3 and all(isinstance(x, int) and x >= 0 for x in p)):
                 raise ProfileError(f"{where}: peer entry {p!r}: expected [rank, bytes, messages]")
-            for r in rf.up(region):
-                acc.add(rf.names[r], kind, source, rf.rank, p[0], p[1], p[2])
+            for name in rf.names_up(region):
+                acc.add(name, kind, source, rf.rank, p[0], p[1], p[2])
 
 
 def _uncounted_notes(files: dict) -> list[str]:
@@ -443,8 +451,8 @@ def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator,
         if rf.pauses and rf.paused(m.time):
             paused += 1
             continue
-        for r in rf.regions_at(m.time):
-            acc.add(rf.names[r], m.kind, "simulator", m.sender, m.receiver, m.bytes, 1)
+        for name in rf.names_at(m.time):
+            acc.add(name, m.kind, "simulator", m.sender, m.receiver, m.bytes, 1)
     return paused
 
 
@@ -478,14 +486,14 @@ def _library_coverage(files, job, backend, has_trace, acc, notes, model, by_comm
                     unmodelled[kind] = unmodelled.get(kind, 0) + n
                 else:
                     label = "modelled"
-                    for r in rf.up(region):
+                    for name in rf.names_up(region):
                         for dst, nb, nm in sends:
-                            acc.add(rf.names[r], kind, "modelled", rf.rank, dst, nb * n, nm * n)
-            for r in rf.up(region):
-                cur = out.setdefault((rf.names[r], kind), {"calls": 0, "label": "exact"})
+                            acc.add(name, kind, "modelled", rf.rank, dst, nb * n, nm * n)
+            for name in rf.names_up(region):
+                cur = out.setdefault((name, kind), {"calls": 0, "label": "exact"})
                 cur["calls"] += n
                 cur["label"] = max(cur["label"], label, key=VISIBILITY.index)
-                key = (rf.names[r], kind, len(members))
+                key = (name, kind, len(members))
                 by_comm[key] = by_comm.get(key, 0) + n
     if unmodelled:
         why = model.why_not(job)
