@@ -287,6 +287,16 @@ def test_bad_input_names_file_and_field(tmp_path):
     (tmp_path / "rank-0.json").write_text('{"schema": ')
     with pytest.raises(ProfileError, match=r"rank-0\.json:1: not JSON"):
         load_profile(tmp_path)
+    # an analyst's review: a peer past the job's ranks had been booked to another pair
+    _write(tmp_path, {"size": 2}, {0: {"counts": [{"region": 0, "kind": "p2p", "source": "interposer",
+                                                    "peers": [[42, 3000, 3]]}]}})
+    with pytest.raises(ProfileError, match=r"rank-0\.json: counts\[0\]: peer entry \[42, 3000, 3\]: "
+                                           r"rank 42 is not a rank of the job \(2 ranks\)"):
+        load_profile(tmp_path)
+    # and a job.json size that is no number had been a bare int() error
+    _write(tmp_path, {"size": "eight"}, {0: {}})
+    with pytest.raises(ProfileError, match=r"job\.json: field 'size' is 'eight', expected the job's rank count"):
+        load_profile(tmp_path)
 
 
 OWN = r"""

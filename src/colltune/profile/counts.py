@@ -294,6 +294,9 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             raise ProfileError(f"{p}: field 'rank' is {rf.rank}, the file name says otherwise")
         files[rf.rank] = rf
     info = simtrace.TraceInfo(tpath)
+    if job and not (isinstance(job.get("size"), int) and job["size"] > 0):
+        raise ProfileError(f"{job_path}: field 'size' is {job.get('size')!r}, expected the job's "
+                           f"rank count (an integer > 0)")
     size = int(job.get("size") or 0) or (max(files) + 1 if files else 0)
     for rf in files.values():
         if job and int(rf.doc.get("size", size)) != size:
@@ -312,7 +315,7 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
         for n in rf.names:
             if n not in names:
                 names.append(n)
-        _add_rank_counts(rf, acc)
+        _add_rank_counts(rf, acc, size)
     if has_trace:
         own = [0, 0]
         paused = _add_trace(tpath, info, files, acc, own)
@@ -390,7 +393,7 @@ class _Accumulator:
             v[1] += nm
 
 
-def _add_rank_counts(rf: _RankFile, acc: _Accumulator) -> None:
+def _add_rank_counts(rf: _RankFile, acc: _Accumulator, size: int) -> None:
     for k, entry in enumerate(_need(rf.doc, "counts", list, rf.path)):
         where = f"{rf.path}: counts[{k}]"
         try:
@@ -404,6 +407,9 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator) -> None:
         for p in peers:
             if not (isinstance(p, list) and len(p) == 3 and all(isinstance(x, int) and x >= 0 for x in p)):
                 raise ProfileError(f"{where}: peer entry {p!r}: expected [rank, bytes, messages]")
+            if size and p[0] >= size:     # it would land on another pair of the matrix
+                raise ProfileError(f"{where}: peer entry {p!r}: rank {p[0]} is not a rank of the "
+                                   f"job ({size} ranks)")
             for name in rf.names_up(region):
                 acc.add(name, kind, source, rf.rank, p[0], p[1], p[2])
 
