@@ -5,6 +5,8 @@ rank files only for what no run on this machine produces (MPICH / Open MPI label
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -367,3 +369,23 @@ def test_uncounted_calls_are_named_not_a_silent_zero(tmp_path):
     assert "region 'nb': 2 MPI_Ibcast call(s) on 2 rank(s) whose traffic no counter sees" in \
         " ".join(notes), notes
     assert any("region 'run': 1 MPI_Put call(s) on 1 rank(s)" in n for n in notes), notes
+
+
+def test_rank_files_of_two_runs_are_refused(tmp_path):
+    """Every rank file names the run that wrote it (COLLTUNE_PROFILE_JOB, set by `colltune
+    run --profile`): another run's rank file of the same size had been merged silently,
+    giving totals of neither run (an analyst's review)."""
+    src = tmp_path / "own.c"
+    src.write_text(OWN)
+    for name in ("one", "two"):
+        run_cli("run", "--platform", "small", "--profile", str(tmp_path / name), "-n", "4", "--",
+                str(src), timeout=300)
+    one = load_profile(tmp_path / "one")
+    assert one.meta["job"].startswith("colltune-run:")
+    shutil.copy(tmp_path / "two" / "rank-1.json", tmp_path / "one" / "rank-1.json")
+    with pytest.raises(ProfileError) as exc:
+        load_profile(tmp_path / "one")
+    msg = str(exc.value)
+    assert "files of 2 runs (" in msg and "profile each run into its own folder" in msg
+    assert re.search(r"colltune-run:\w+: ranks 0,2-3", msg) and re.search(r"colltune-run:\w+: ranks 1;", msg)
+    assert f"job.json: {one.meta['job']}" in msg

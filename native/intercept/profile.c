@@ -293,6 +293,20 @@ static int usable_dir(const char *dir)
     return 0;
 }
 
+/* One id for every rank of the job, from the environment (no collective here: a rank
+ * may lack COLLTUNE_PROFILE): `colltune run --profile` sets COLLTUNE_PROFILE_JOB; a job
+ * started otherwise has its launcher's (PMIx namespace, Slurm job.step) or none. The
+ * reader refuses a folder whose files name two jobs (another run's rank file had been
+ * merged silently, an analyst's review). */
+static void job_of_env(void)
+{
+    const char *own = getenv("COLLTUNE_PROFILE_JOB"), *ns = getenv("PMIX_NAMESPACE");
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    if (own && *own) snprintf(ct_prof.job, sizeof ct_prof.job, "%s", own);
+    else if (ns && *ns) snprintf(ct_prof.job, sizeof ct_prof.job, "pmix:%s", ns);
+    else if (job && *job) snprintf(ct_prof.job, sizeof ct_prof.job, "slurm:%s.%s", job, step ? step : "");
+}
+
 void ct_prof_init(int *argc, char ***argv)
 {
     const char *dir = getenv("COLLTUNE_PROFILE"), *cap = getenv("COLLTUNE_PROFILE_MAX_MB");
@@ -309,6 +323,7 @@ void ct_prof_init(int *argc, char ***argv)
     PMPI_Get_processor_name(ct_prof.host, &len);
     ct_prof.host[len] = '\0';
     argv0_of(argc, argv);
+    job_of_env();
     time_t now = time(NULL);
     struct tm tm;
     strftime(ct_prof.started, sizeof ct_prof.started, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));

@@ -91,6 +91,8 @@ static int rank_body(FILE *f)
     fprintf(f, "{\"schema\": \"colltune-profile-rank/1\", \"rank\": %d, \"size\": %d, \"host\": ",
             ct_prof.rank, ct_prof.size);
     put_str(f, ct_prof.host);
+    fputs(", \"job\": ", f);
+    put_str(f, ct_prof.job);
     fputs(",\n \"regions\": [", f);
     for (int i = 0; i < ct_prof_nregions(); i++) {
         if (i) fputs(", ", f);
@@ -163,7 +165,9 @@ static int job_body(FILE *f)
 #else
     const char *hint = strstr(lib, "Open MPI") ? "openmpi" : strstr(lib, "MPICH") ? "mpich" : "other";
 #endif
-    fprintf(f, "{\"schema\": \"colltune-profile-job/1\", \"size\": %d, \"library\": ", ct_prof.size);
+    fprintf(f, "{\"schema\": \"colltune-profile-job/1\", \"size\": %d, \"job\": ", ct_prof.size);
+    put_str(f, ct_prof.job);
+    fputs(", \"library\": ", f);
     put_str(f, lib);
     fprintf(f, ",\n \"backend_hint\": \"%s\", \"started\": \"%s\", \"argv0\": ", hint, ct_prof.started);
     put_str(f, ct_prof.argv0);

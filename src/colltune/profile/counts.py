@@ -303,6 +303,17 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             raise ProfileError(f"{rf.path}: field 'size' is {rf.doc.get('size')}, but {job_path} "
                                f"says {size}: a file of another run (profile each run into its "
                                f"own folder)")
+    jobs = {rf.doc.get("job") for rf in files.values()} | {job.get("job")}
+    jobs.discard(None)
+    jobs.discard("")            # files of a build that wrote none, or a job with no id
+    if len(jobs) > 1:
+        by_job = {}
+        for rf in files.values():
+            by_job.setdefault(rf.doc.get("job") or "?", []).append(rf.rank)
+        seen = "; ".join(f"{j}: ranks {_ranges(sorted(r))}" for j, r in sorted(by_job.items()))
+        raise ProfileError(f"{out_dir}: files of {len(jobs)} runs ({seen}"
+                           + (f"; job.json: {job.get('job')}" if job.get("job") else "")
+                           + "): profile each run into its own folder")
     stray = sorted(r for r in files if r >= size)
     if stray:
         raise ProfileError(f"{files[stray[0]].path}: rank {stray[0]}, but {job_path} says the job "

@@ -181,7 +181,8 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
     --profile, profiled into `profile` (DIR-default)."""
     if not args.quiet:
         print("colltune run --compare: [1/2] the library default", file=sys.stderr, flush=True)
-    env = {"COLLTUNE_TIMES": times, **({"COLLTUNE_PROFILE": profile} if profile else {})}
+    env = {"COLLTUNE_TIMES": times,
+           **({"COLLTUNE_PROFILE": profile, "COLLTUNE_PROFILE_JOB": _job_id()} if profile else {})}
     cmd, full_env, ranks = runner.command(env, program, scratch)
     if not args.quiet:                     # as the second run's is
         _print_command(env, cmd)
@@ -196,6 +197,13 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
     elif not args.quiet:
         print("colltune run --compare: [2/2] the run as asked", file=sys.stderr, flush=True)
     return rc
+
+
+def _job_id() -> str:
+    """What every rank file of one profiled run names (COLLTUNE_PROFILE_JOB): the reader
+    refuses a folder holding files of two runs."""
+    import uuid
+    return f"colltune-run:{uuid.uuid4().hex[:16]}"
 
 
 def _print_command(env: dict, cmd: list[str]) -> None:
@@ -360,6 +368,7 @@ def run(args, cli) -> int:
     if args.profile and not args.link_flags:
         _profile_dir(args.profile, env["COLLTUNE_PROFILE"])
         _profile_machine(env["COLLTUNE_PROFILE"], settings)
+        env["COLLTUNE_PROFILE_JOB"] = _job_id()
     if args.online and not args.link_flags:
         from ..online.job import prepare
         env.update(prepare(args, settings, runner.world_layout()))
