@@ -389,3 +389,20 @@ def test_rank_files_of_two_runs_are_refused(tmp_path):
     assert "files of 2 runs (" in msg and "profile each run into its own folder" in msg
     assert re.search(r"colltune-run:\w+: ranks 0,2-3", msg) and re.search(r"colltune-run:\w+: ranks 1;", msg)
     assert f"job.json: {one.meta['job']}" in msg
+
+
+def test_traffic_of_a_rank_without_file_is_said_to_include_colltunes_own(tmp_path):
+    """Without its rank file, a rank's traced messages cannot be told from colltune's own
+    (the times are in that file): they had silently become the application's allreduce.
+    They stay in 'run', and a note says how many and that colltune's are among them."""
+    src = tmp_path / "own.c"
+    src.write_text(OWN)
+    out = tmp_path / "prof"
+    run_cli("run", "--platform", "small", "--profile", str(out), "--force", "bcast:linear",
+            "-n", "4", "--", str(src), timeout=300)
+    (out / "rank-3.json").unlink()
+    prof = load_profile(out)
+    note = next(n for n in prof.notes if "which left no file" in n)
+    assert re.match(r"\d+ traced messages \(\d+ B\) were sent by rank\(s\) 3, which left no file: "
+                    r"they are counted in 'run' only, colltune's own among them", note), note
+    assert prof.missing == [3]

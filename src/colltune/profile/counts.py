@@ -328,8 +328,15 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
                 names.append(n)
         _add_rank_counts(rf, acc, size)
     if has_trace:
-        own = [0, 0]
-        paused = _add_trace(tpath, info, files, acc, own)
+        own, fileless = [0, 0], {}
+        paused = _add_trace(tpath, info, files, acc, own, fileless)
+        if fileless and files:
+            n, b = sum(v[0] for v in fileless.values()), sum(v[1] for v in fileless.values())
+            notes.append(f"{n} traced messages ({b} B) were sent by rank(s) "
+                         f"{_ranges(sorted(fileless))}, which left no file: they are counted in "
+                         f"'run' only, colltune's own among them (their files hold the times "
+                         f"that tell them apart), so 'run' may hold up to that much of "
+                         f"colltune's traffic as the application's")
         if own[0]:
             notes.append(f"{own[0]} traced messages ({own[1]} B) were colltune's own (its "
                          f"agreements in MPI_Init and MPI_Finalize, a communicator's set-up on "
@@ -449,7 +456,7 @@ def _is_own(run, own, t: float) -> bool:
 
 
 def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator,
-               own: list[int]) -> int:
+               own: list[int], fileless: dict[int, list[int]]) -> int:
     """Each traced message into every region open on its sender at its send time; a
     message sent while the sender had counting paused (MPI_Pcontrol(0)) is left out, as
     the rank files leave it out. One sent before the sender's "run" began or after it
@@ -458,8 +465,11 @@ def _add_trace(path: str, info, files: dict[int, _RankFile], acc: _Accumulator,
     paused = 0
     for m in simtrace.read_trace(path, info):
         rf = files.get(m.sender)
-        if rf is None:
+        if rf is None:          # fileless[sender] = [messages, bytes]: said in the notes
             acc.add("run", m.kind, "simulator", m.sender, m.receiver, m.bytes, 1)
+            v = fileless.setdefault(m.sender, [0, 0])
+            v[0] += 1
+            v[1] += m.bytes
             continue
         if _is_own(rf.run, rf.own, m.time):
             own[0] += 1
