@@ -365,10 +365,15 @@ def test_uncounted_calls_are_named_not_a_silent_zero(tmp_path):
     out = tmp_path / "prof"
     run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "2", "--profile", str(out),
             "--", str(src), timeout=300)
-    notes = load_profile(out).notes
+    prof = load_profile(out)
+    notes = prof.notes
     assert "region 'nb': 2 MPI_Ibcast call(s) on 2 rank(s) whose traffic no counter sees" in \
         " ".join(notes), notes
     assert any("region 'run': 1 MPI_Put call(s) on 1 rank(s)" in n for n in notes), notes
+    # and the kind is not visible there, not 'exact' (an analyst's review: a region of only
+    # non-blocking collectives had been absent, its kinds labelled exact)
+    assert prof.visibility("nb", "bcast") == prof.visibility("run", "bcast") == "not visible"
+    assert prof.library[("nb", "bcast")]["calls"] == 2
 
 
 def test_rank_files_of_two_runs_are_refused(tmp_path):

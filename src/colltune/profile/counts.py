@@ -385,6 +385,8 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             shadowed = frozenset({("p2p", "simulator")})
     by_comm: dict = {}
     library = _library_coverage(files, job, backend, has_trace, acc, notes, model, by_comm)
+    if not has_trace:       # on SMPI the trace has their messages
+        _uncounted_coverage(files, library)
     cells = {key: Cell.from_dict(d) for key, d in acc.cells.items()}
     meta = {"out_dir": os.path.abspath(out_dir), "size": size, "backend": backend,
             **{k: v for k, v in job.items() if k not in ("schema", "notes")}}
@@ -430,6 +432,28 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator, size: int) -> None:
                                    f"job ({size} ranks)")
             for name in rf.names_up(region):
                 acc.add(name, kind, source, rf.rank, p[0], p[1], p[2])
+
+
+# what an uncounted call's traffic would be (libcolltune's profile_uncounted.c names)
+_UNCOUNTED_KIND = {"MPI_Ibcast": "bcast", "MPI_Ireduce": "reduce", "MPI_Iallreduce": "allreduce",
+                   "MPI_Iallgather": "allgather", "MPI_Ialltoall": "alltoall", "MPI_Igather": "gather",
+                   "MPI_Iscatter": "scatter", "MPI_Ibarrier": "barrier",
+                   "MPI_Ireduce_scatter_block": "reduce_scatter_block"}
+
+
+def _uncounted_coverage(files: dict, library: dict) -> None:
+    """The non-blocking collectives no counter saw (real MPI) make their (region, kind)
+    'not visible', with their calls: a region of only such calls had been absent and its
+    kind 'exact' (an analyst's review); one-sided calls stay in the notes."""
+    for rf in files.values():
+        for u in rf.doc.get("uncounted", []):
+            kind = _UNCOUNTED_KIND.get(str(u.get("call")))
+            if kind is None or not isinstance(u.get("region"), int) or u["region"] >= len(rf.names):
+                continue                     # _uncounted_notes names a malformed entry
+            for name in rf.names_up(u["region"]):
+                cur = library.setdefault((name, kind), {"calls": 0, "label": "not visible"})
+                cur["calls"] += int(u.get("calls", 0))
+                cur["label"] = "not visible"
 
 
 def _uncounted_notes(files: dict) -> list[str]:
