@@ -71,6 +71,13 @@ def test_openmpi_forced_linear_bcast_across_hosts(emulated, tmp_path):
     page = tmp_path / "p.html"
     run_cli("profile", "report", str(out), "--kind", "bcast", "--region", "coll", "-o", str(page))
     assert hosts[0] in page.read_text()
+    # and once the cluster is down (no state file: here another state folder), from the
+    # cluster the profile saved (it could not be drawn again: an analyst's review)
+    from colltune.cluster.state import RUN_DIR_ENV
+    page.unlink()
+    run_cli("profile", "report", str(out), "--kind", "bcast", "--region", "coll", "-o", str(page),
+            env={RUN_DIR_ENV: str(tmp_path / "no-clusters")})
+    assert hosts[0] in page.read_text()
 
 
 @pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed (make setup)")

@@ -209,3 +209,7 @@ def test_real_smpi_profile_report(workdir, tmp_path):
     # drawn on another machine than the one it ran on: the page says so
     run_cli("profile", "report", str(out), "--topology", "fattree64x12", "-o", str(html_path))
     assert "recorded on small, drawn on fattree64x12 (--topology)" in html_path.read_text()
+    # whatif on another machine says its 'current' placement never ran there
+    out_w = run_cli("profile", "whatif", str(out), "--topology", "fattree64x12", "--place", "spread").stdout
+    assert out_w.startswith("note: recorded on small, placed on fattree64x12 (--topology): 'current' is "
+                            "its hosts matched by name there"), out_w

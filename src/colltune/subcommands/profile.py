@@ -73,6 +73,31 @@ def _recorded_machine(out_dir: str) -> str | None:
         return None
 
 
+def _machine_topology(args):
+    """--topology, else the machine the profile ran on: an emulated cluster as the run saw it
+    (saved in the profile, so it draws after `colltune cluster down`), else by name."""
+    if args.topology:
+        return topology(args.topology)
+    machine = _run_machine(args.out_dir)
+    import json
+    from .run import PROFILE_MACHINE
+    path = os.path.join(args.out_dir, PROFILE_MACHINE)
+    try:
+        with open(path) as fh:
+            saved = json.load(fh).get("cluster")
+    except (OSError, ValueError, AttributeError):
+        saved = None
+    if saved:
+        from ..cluster.state import Cluster, ClusterError
+        from ..profile.emulated import emulated_topology
+        try:
+            return emulated_topology(Cluster.from_json(saved, path))
+        except ClusterError as exc:
+            from ..errors import InputError
+            raise InputError(str(exc)) from None
+    return topology(machine)
+
+
 def _run_machine(out_dir: str) -> str:
     """The machine the profile ran on, for a missing --topology; an error when it does not say."""
     from ..errors import InputError
@@ -108,7 +133,7 @@ def _guard(fn):
 @_guard
 def run_report(args, cli) -> int:
     from ..profile.report import render, traffic_from_profile
-    topo = topology(args.topology or _run_machine(args.out_dir))
+    topo = _machine_topology(args)
     dirs = [args.out_dir] + ([args.compare] if args.compare else [])
     labels = list(args.label) + [os.path.basename(os.path.normpath(d)) for d in dirs[len(args.label):]]
     profs = [_load(d) for d in dirs]
@@ -130,9 +155,14 @@ def run_report(args, cli) -> int:
 @_guard
 def run_whatif(args, cli) -> int:
     from ..profile.whatif import format_whatif, whatif
-    topo = topology(args.topology or _run_machine(args.out_dir))
+    topo = _machine_topology(args)
     prof = _load(args.out_dir)
     hb, hm, hosts = prof.host_matrix(region=args.region, kind=args.kind)
+    ran_on = _recorded_machine(args.out_dir)
+    if args.topology and ran_on and ran_on != args.topology:
+        # as report says: its 'current' placement is the run's host names on another machine
+        print(f"note: recorded on {ran_on}, placed on {args.topology} (--topology): 'current' is "
+              f"its hosts matched by name there, not a placement it ran on")
     print(format_whatif(whatif(topo, hb, hm, list(hosts), args.place)))
     return 0
 

@@ -274,8 +274,19 @@ def _profile_machine(path: str, settings) -> None:
     plat = settings.platform
     if plat.endswith(".xml"):
         plat = os.path.abspath(plat)
+    doc = {"backend": settings.backend, "platform": plat}
+    if settings.backend == "netns":
+        # the emulated cluster as it is now: the profile is drawn on it after
+        # `colltune cluster down` too (its state file goes; an analyst's review)
+        from ..cluster import state as cstate
+        try:
+            cluster = cstate.load(plat)
+        except cstate.ClusterError:
+            cluster = None
+        if cluster is not None:
+            doc["cluster"] = cluster.to_json()
     with open(os.path.join(path, PROFILE_MACHINE), "w") as fh:
-        json.dump({"backend": settings.backend, "platform": plat}, fh)
+        json.dump(doc, fh)
         fh.write("\n")
 
 
