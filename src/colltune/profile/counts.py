@@ -349,6 +349,10 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             raise ProfileError(f"{out_dir}: no rank wrote its profile and the simulator's trace "
                                f"holds no message: the run crashed or timed out before "
                                f"anything was recorded (see the run's output)")
+        if info.cut_at:
+            notes.append(f"{info.path}:{info.cut_at}: the simulator's trace ends in the middle "
+                         f"of this line (cut off, or the simulation died writing it): read up "
+                         f"to the line before")
         cut = info.unfinished()
         if cut:
             notes.append(f"the simulator's trace ends before {len(cut)} of {info.size} ranks "

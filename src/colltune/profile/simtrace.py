@@ -92,6 +92,7 @@ class TraceInfo:
     dropped_proc_null: int = 0
     end_time: float = 0.0          # time of the last message
     finished: set = field(default_factory=set)               # aliases of destroyed rank containers
+    cut_at: int = 0                # line the file ends in the middle of (cut, or the writer died)
 
     @property
     def size(self) -> int:
@@ -146,6 +147,12 @@ def read_trace(path: str | os.PathLike, info: TraceInfo | None = None) -> Iterat
     checked = False
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                # a last line without its end: the file was cut there (copied partly, or the
+                # simulation died writing it); its fields had been read as missing ones
+                # ("message without a size"): the trace ends before it (the note says so)
+                info.cut_at = lineno
+                break
             if line.startswith("%"):
                 words = line[1:].split()
                 if words and words[0] == "EventDef":
