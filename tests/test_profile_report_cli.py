@@ -181,6 +181,17 @@ def test_cli_errors_name_the_input(tmp_path):
     # a profile that does not say its machine needs --topology
     proc = run_cli("profile", "whatif", str(d), "--place", "compact", check=False)
     assert proc.returncode == 2 and f"{d}: --topology is needed" in proc.stderr
+    # an output that cannot be written: the path and the reason, not "[Errno 21] ..."
+    proc = run_cli("profile", "report", str(d), "--topology", "fattree64x12", "-o", str(tmp_path),
+                   check=False)
+    assert proc.returncode == 2 and f"colltune: error: {tmp_path}: Is a directory" in proc.stderr
+    # a label too many had been dropped silently
+    proc = run_cli("profile", "report", str(d), "--topology", "fattree64x12", "--label", "a",
+                   "--label", "b", "-o", str(tmp_path / "x.html"), check=False)
+    assert proc.returncode == 2 and "--label given 2 times for 1 profile(s)" in proc.stderr
+    # a file given as the profile folder of a run
+    proc = run_cli("run", "-n", "2", "--profile", str(d / "job.json"), "--", "x.c", check=False)
+    assert proc.returncode == 2 and "job.json: is a file, not a folder" in proc.stderr, proc.stderr
 
 
 def test_real_smpi_profile_report(workdir, tmp_path):

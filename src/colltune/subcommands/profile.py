@@ -125,7 +125,10 @@ def _guard(fn):
             return fn(args, cli)
         except BrokenPipeError:               # the reader went away (| head): not an input error
             raise
-        except (TopologyError, ValueError, OSError) as exc:
+        except OSError as exc:                # the file and the reason, not "[Errno 2] ..."
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise InputError(f"{where}{exc.strerror or exc}") from None
+        except (TopologyError, ValueError) as exc:
             raise InputError(str(exc)) from None
     return wrapped
 
@@ -135,6 +138,10 @@ def run_report(args, cli) -> int:
     from ..profile.report import render, traffic_from_profile
     topo = _machine_topology(args)
     dirs = [args.out_dir] + ([args.compare] if args.compare else [])
+    if len(args.label) > len(dirs):
+        from ..errors import InputError
+        raise InputError(f"--label given {len(args.label)} times for {len(dirs)} profile(s): one "
+                         f"per profile ({' '.join(map(repr, args.label[len(dirs):]))} would be unused)")
     labels = list(args.label) + [os.path.basename(os.path.normpath(d)) for d in dirs[len(args.label):]]
     profs = [_load(d) for d in dirs]
     traffics = [traffic_from_profile(p, args.region, args.kind, label, d) for p, d, label in zip(profs, dirs, labels)]

@@ -296,6 +296,9 @@ def _profile_dir(given: str, path: str) -> None:
     import glob
     from ..errors import ConfigError
     from ..profile.simtrace import TRACE_NAME
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"--profile {given}: is a file, not a folder (the profile is a folder "
+                          f"of files: give a new name)")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
