@@ -269,3 +269,14 @@ def test_a_region_opened_inside_two_parents_counts_in_each(workdir, backend):
     for region, times in (("A", 1), ("B", 1), ("X", 2), ("run", 2)):
         assert prof.pairs(region, "p2p").total == (4000 * times, 4 * times), region
         assert prof.pairs(region, "bcast").total == (6000 * times, 3 * times), region
+
+
+def test_a_bad_memory_cap_is_said_and_the_cap_reaches_the_ranks(workdir):
+    """COLLTUNE_PROFILE_MAX_MB that is no number of megabytes had fallen back to 256 MB
+    silently, and `colltune run` did not pass the variable on at all (it was taken for a
+    deployment's choice of algorithms)."""
+    out = workdir / "prof"
+    proc = run_cli("run", "--platform", "small", "--layout", "1x4", "--profile", str(out), "--",
+                   TWO_PARENTS, env={"COLLTUNE_PROFILE_MAX_MB": "abc"})
+    assert proc.stderr.count("COLLTUNE_PROFILE_MAX_MB=abc: not a number of megabytes > 0; 256 used") == 1
+    assert "not passing on COLLTUNE_PROFILE_MAX_MB" not in proc.stderr

@@ -319,7 +319,15 @@ void ct_prof_init(int *argc, char ***argv)
     snprintf(ct_prof.dir, sizeof ct_prof.dir, "%s", dir);
     PMPI_Query_thread(&level);
     ct_prof.mt = level == MPI_THREAD_MULTIPLE;
-    ct_prof.mem_cap = (size_t)(cap && atol(cap) > 0 ? atol(cap) : 256) << 20;
+    char *end = NULL;
+    long mb = cap && *cap ? strtol(cap, &end, 10) : 256;
+    if (cap && *cap && (*end || mb <= 0)) {     /* said, not silently the default */
+        if (ct_prof.rank == 0)
+            fprintf(stderr, "colltune: warning: COLLTUNE_PROFILE_MAX_MB=%s: not a number of "
+                    "megabytes > 0; 256 used\n", cap);
+        mb = 256;
+    }
+    ct_prof.mem_cap = (size_t)mb << 20;
     PMPI_Get_processor_name(ct_prof.host, &len);
     ct_prof.host[len] = '\0';
     argv0_of(argc, argv);

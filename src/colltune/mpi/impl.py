@@ -46,10 +46,12 @@ def _show_output(name: str, cc: str, env_items: tuple[tuple[str, str], ...]) -> 
 # --deployment, the arm of a bench) decide instead. Site settings (coll_hcoll_*,
 # coll_han_priority, MPIR_CVAR_DEVICE_COLLECTIVES) are left alone.
 INTERPOSER_VARIABLES = ("COLLTUNE_RULES", "COLLTUNE_FORCE", "COLLTUNE_GUARD", "COLLTUNE_REPORT",
-                        "COLLTUNE_VERBOSE", "COLLTUNE_PROFILE", "COLLTUNE_PROFILE_MAX_MB",
-                        "COLLTUNE_ABORT_STATUS", "COLLTUNE_MPIT_CVARS")
+                        "COLLTUNE_VERBOSE", "COLLTUNE_PROFILE", "COLLTUNE_ABORT_STATUS",
+                        "COLLTUNE_MPIT_CVARS")
 # online mode itself; its settings COLLTUNE_ONLINE_BUDGET, _SEED, _RISK, _SAMPLERS, _LOG
-# pass (they change nothing without it, and `run --online` has no options for them)
+# pass (they change nothing without it, and `run --online` has no options for them), as
+# COLLTUNE_PROFILE_MAX_MB does for `run --profile` (it had been dropped, so no run could
+# set it)
 _INTERPOSER_PATTERNS = (r"COLLTUNE_ONLINE",)
 _LIBRARY_PATTERNS = (r"OMPI_MCA_coll_tuned_use_dynamic_rules",
                      r"OMPI_MCA_coll_tuned_dynamic_rules_filename", r"OMPI_MCA_coll_tuned_\w+_algorithm",
