@@ -34,6 +34,11 @@ LABEL = {"interposer": "exact", "colltune": "exact", "monitoring": "monitoring",
 VISIBILITY = ("exact", "simulator", "monitoring", "modelled", "not visible")
 
 
+# notes of traffic left out on purpose (colltune's own, paused counting): not missing;
+# the report shows them apart from what is missing
+LEFT_OUT = "left out on purpose: "
+
+
 class ProfileError(ValueError):
     """A profile directory or file that cannot be read; the message names file and field."""
 
@@ -338,11 +343,11 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
                          f"that tell them apart), so 'run' may hold up to that much of "
                          f"colltune's traffic as the application's")
         if own[0]:
-            notes.append(f"{own[0]} traced messages ({own[1]} B) were colltune's own (its "
+            notes.append(f"{LEFT_OUT}{own[0]} traced messages ({own[1]} B) were colltune's own (its "
                          f"agreements in MPI_Init and MPI_Finalize, a communicator's set-up on "
                          f"its first use) and are left out")
         if paused:
-            notes.append(f"{paused} traced messages were sent while counting was paused "
+            notes.append(f"{LEFT_OUT}{paused} traced messages were sent while counting was paused "
                          "(MPI_Pcontrol(0)) and are left out")
         size = max(size, info.size)
         if not files and not job and not info.messages:

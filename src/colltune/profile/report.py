@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .counts import LEFT_OUT
 from .draw_dragonfly import draw_dragonfly
 from .draw_fattree import draw_layered, draw_torus
 from .draw_svg import ColourScale, fmt_bytes, fmt_count, heatmap_svg
@@ -165,7 +166,12 @@ def _missing(a: Analysis, topo) -> list[str]:
         if p["visibility"] == "modelled":
             out.append(f"region '{p['region']}', {p['kind']}: counts are modelled from the algorithm, "
                        "not measured.")
-    return out + list(t.notes) + list(a.notes)
+    return out + [n for n in t.notes if not n.startswith(LEFT_OUT)] + list(a.notes)
+
+
+def _left_out(a: Analysis) -> list[str]:
+    """Traffic left out on purpose (colltune's own, paused counting): said, not as missing."""
+    return [n[len(LEFT_OUT):] for n in a.traffic.notes if n.startswith(LEFT_OUT)]
 
 
 def _totals(analyses: list[Analysis]) -> str:
@@ -278,6 +284,11 @@ def render(topo, traffics: list[Traffic], path: str | None = None, title: str | 
         else:
             parts.append(f"<p class='ok'>{label}: every rank's file present, every host in the topology, "
                          "no invisible traffic reported.</p>")
+        left = _left_out(a)
+        if left:
+            parts.append(f"<p class='note'>Left out on purpose ({label}): "
+                         + " ".join(html.escape(x[0].upper() + x[1:] + ("" if x.endswith(".") else "."))
+                                    for x in left) + "</p>")
     parts.append("<h2>Drawing</h2><p class='note'>Each cable is cut in the middle: the half at a node "
                  f"is coloured by the {colour_by} that node injected into the cable (the direction leaving it). "
                  "Hover for exact bytes and messages. Grey: no traffic; green: messages of 0 bytes only "
