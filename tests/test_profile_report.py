@@ -262,3 +262,11 @@ def test_colour_by_messages():
     cv._half(SimpleNamespace(id="b->c"), "M1 1 L2 2", None)
     assert f'stroke="{scale.colour(12.0)}"' in cv.busy[0] and f'stroke="{scale.colour(3.0)}"' in cv.busy[1]
     assert scale.colour(12.0) != scale.colour(3.0) and "messages per link" in scale.legend()
+
+
+def test_traffic_inside_one_host_is_not_nothing_sent():
+    """A one-host run's bytes went over loopback only: the most loaded drawn link is none,
+    and the page had said '(nothing sent)' beside the bytes (an analyst's review)."""
+    topo = load_topology("fattree64x12")
+    html = render(topo, [traffic(["node-3"], {("node-3", "node-3"): 6000})])
+    assert "(inside the hosts only)" in html and "(nothing sent)" not in html
