@@ -228,3 +228,10 @@ def test_real_smpi_profile_report(workdir, tmp_path):
     out_w = run_cli("profile", "whatif", str(out), "--topology", "fattree64x12", "--place", "spread").stdout
     assert out_w.startswith("note: recorded on small, placed on fattree64x12 (--topology): 'current' is "
                             "its hosts matched by name there"), out_w
+    # export, as report, takes the machine the run recorded: links.csv without --topology
+    files_dir = tmp_path / "files"
+    run_cli("profile", "export", str(out), "-o", str(files_dir))
+    assert (files_dir / "links.csv").exists()
+    # the trace's p2p, left out once rank files split it exactly, is not listed as a source
+    prof = load_profile(out)
+    assert prof.sources("p2p", "p2p") == ["interposer"]

@@ -106,7 +106,8 @@ class TrafficProfile:
         return [k for k in KINDS if k in seen]
 
     def sources(self, region: str | None = None, kind: str | None = None) -> list[str]:
-        seen = {s for r, k, s in self.cells if region in (None, r) and kind in (None, k)}
+        seen = {s for r, k, s in self.cells if region in (None, r) and kind in (None, k)
+                and (k, s) not in self.shadowed}       # left out of merged views: not a source
         return [s for s in SOURCES if s in seen]
 
     def _selected(self, region: str, kind: str | None, source: str | None):

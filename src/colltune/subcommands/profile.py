@@ -177,7 +177,8 @@ def run_whatif(args, cli) -> int:
 @_guard
 def run_export(args, cli) -> int:
     from ..profile import files
-    topo = topology(args.topology) if args.topology else None
+    # as report: --topology, else the machine the run recorded (sim, netns), else none
+    topo = _machine_topology(args) if args.topology or _recorded_machine(args.out_dir) else None
     for path in files.write_traffic(_load(args.out_dir), topo, args.output):
         print(path)
     return 0
