@@ -148,3 +148,14 @@ def test_label_errors_say_what_is_allowed(workdir):
     known = res.stderr.split("known: ", 1)[1]
     algs, sels = known.split(" (library selectors: ")
     assert "multileader" in algs and "ompi" not in algs and "ompi" in sels, res.stderr
+
+
+def test_barrier_sizes_are_said_to_be_one_call(workdir):
+    """Barrier moves no data: several --sizes measure the same call (the size column only
+    repeats them), which a developer took for a size sweep."""
+    res = run_cli("bench", "--coll", "barrier", "--algorithms", "ompi", "--layouts", "2x2",
+                  "--sizes", "8,64", "--jobs", "1", "-q", "--campaign", "bar")
+    assert "barrier moves no data: every size measures the same call" in res.stderr
+    res = run_cli("bench", "--coll", "barrier", "--algorithms", "ompi", "--layouts", "2x2",
+                  "--sizes", "0", "--jobs", "1", "-q", "--campaign", "bar0")
+    assert "barrier moves no data" not in res.stderr

@@ -161,6 +161,9 @@ def cmd_bench(args, cli) -> int:
         _check_overlap(args.collective, [a for a in algs if a.kind == "algorithm"])
     sizes = tuple(parse_list(args.sizes, "message size"))
     check_sizes(args.collective, sizes, args.dtype)
+    if args.collective == "barrier" and set(sizes) != {0}:
+        print("colltune: warning: barrier moves no data: every size measures the same call "
+              "(the size column repeats --sizes); --sizes 0 measures it once", file=sys.stderr)
     procs = tuple(parse_list(args.procs, "participant count", 1)) if args.procs else None
     specs = []
     layouts = _layouts(args)
