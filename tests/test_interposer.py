@@ -156,6 +156,12 @@ def test_a_device_a_fifo_or_a_folder_is_refused_without_blocking(runner):
                                   f"file (a text file is expected); COLLTUNE_RULES ignored, "
                                   f"collectives go to the MPI library"]
         assert rep == []
+    # /proc's files are regular and report no size: one had been "no header (empty file?)"
+    proc, rep = runner.report(nranks(runner), {"COLLTUNE_RULES": "/proc/cpuinfo"})
+    assert ok(proc) and rep == []
+    assert warnings(proc) == ["colltune: warning: COLLTUNE_RULES: /proc/cpuinfo:0: a special file "
+                              "that reports no size (/proc?), not a rules file; COLLTUNE_RULES "
+                              "ignored, collectives go to the MPI library"]
 
 
 def test_no_environment_is_silent(runner):

@@ -484,6 +484,17 @@ static char *slurp(const char *path, char *err, size_t errlen)
         close(fd);
         return NULL;
     }
+    if (st.st_size == 0) {                /* empty, or a special file that says no size */
+        char c;
+        ssize_t got = read(fd, &c, 1);
+        if (got != 0) {
+            snprintf(err, errlen, got < 0 ? "%s:0: cannot read: %s"
+                                          : "%s:0: a special file that reports no size (/proc?), "
+                                            "not a rules file%s", path, got < 0 ? strerror(errno) : "");
+            close(fd);
+            return NULL;
+        }
+    }
     if (st.st_size > RULES_MAX_BYTES) {
         snprintf(err, errlen, "%s:0: %lld bytes, more than a rules file's %d MiB", path,
                  (long long)st.st_size, RULES_MAX_BYTES >> 20);
