@@ -132,6 +132,9 @@ def test_report_compares_one_root_at_a_time(workdir):
     assert "binomial_tree" in open(html).read()
     run_cli("report", "--campaign", "r", "-o", html, "--root", "5")
     assert "binomial_tree" not in open(html).read()
+    # a root nobody measured had dropped bcast from the report without a word
+    res = run_cli("report", "--campaign", "r", "-o", html, "--root", "3", check=False)
+    assert res.returncode == 2 and "--root 3: bcast was measured at roots 0, 5 only" in res.stderr
 
 
 def test_label_errors_say_what_is_allowed(workdir):

@@ -304,3 +304,20 @@ def test_no_launch_starts_once_a_campaign_is_stopped(tmp_path):
     finally:
         allow_launches()
     assert run_process(["true"], dict(os.environ), 10, str(tmp_path), json_path).exit_code == 0
+
+
+def test_a_failed_campaign_lets_later_launches_run(sim_backend, settings, tmp_path):
+    """A campaign stopped by a worker's error had left every later launch refused, outside
+    any campaign too (the task model's measurements), until another campaign began."""
+    from colltune.backends.base import run_process
+    from colltune.store import Store
+
+    class Broken(type(sim_backend)):
+        def run(self, launch, workdir):
+            raise RuntimeError("a worker's error")
+    broken = Broken.__new__(Broken)
+    broken.__dict__.update(sim_backend.__dict__)
+    spec = BenchSpec("bcast", sim_backend.provider().lookup("bcast", "binomial_tree"), 2, 2, (8,))
+    with Store(str(tmp_path / "s.sqlite")) as store, pytest.raises(RuntimeError):
+        Campaign("broken", broken, store, settings, False).run([spec])
+    assert run_process(["true"], dict(os.environ), 10, str(tmp_path), str(tmp_path / "r.jsonl")).exit_code == 0

@@ -265,6 +265,9 @@ def test_a_region_opened_inside_two_parents_counts_in_each(workdir, backend):
     out = workdir / "prof"
     proc = run_cli("run", *args, "--profile", str(out), "--", TWO_PARENTS)
     assert "two_parents: ok" in proc.stdout
+    doc = json.loads((out / "rank-0.json").read_text())
+    xs = [i for i, n in enumerate(doc["regions"]) if n == "X"]
+    assert len(xs) == 2 and {doc["regions"][doc["parents"][i]] for i in xs} == {"A", "B"}
     prof = load_profile(out)
     for region, times in (("A", 1), ("B", 1), ("X", 2), ("run", 2)):
         assert prof.pairs(region, "p2p").total == (4000 * times, 4 * times), region

@@ -415,3 +415,14 @@ def test_traffic_of_a_rank_without_file_is_said_to_include_colltunes_own(tmp_pat
     assert re.match(r"\d+ traced messages \(\d+ B\) were sent by rank\(s\) 3, which left no file: "
                     r"they are counted in 'run' only, colltune's own among them", note), note
     assert prof.missing == [3]
+
+
+def test_files_with_and_without_a_run_id_are_two_runs(tmp_path):
+    """A rank file that names no run (a job started by hand, an older build) beside files of
+    a colltune run is another run's: refused, not merged."""
+    body = {"counts": []}
+    _write(tmp_path, {"size": 2, "job": "colltune-run:aaaa"}, {0: {**body, "job": "colltune-run:aaaa"},
+                                                               1: body})
+    with pytest.raises(ProfileError, match=r"files of 2 runs \(no run id: ranks 1; colltune-run:aaaa: "
+                                           r"ranks 0; job\.json: colltune-run:aaaa\)"):
+        load_profile(tmp_path)

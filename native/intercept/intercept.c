@@ -628,7 +628,7 @@ static void setup(void)
         for (int c = 0; c < CT_NCOLLS; c++) active[c] = 1;    /* online mode decides them all */
     ct_guard_init(world_rank, !cache_on, online);
     ct_validity_init();                             /* before any thread can call */
-    if (verbose)
+    if (verbose && !no_threads)           /* else the warning said they are ignored */
         fprintf(stderr, "colltune: interposer active: rules %s (%d rules), COLLTUNE_FORCE %s\n",
                 rules_path ? rules_path : "none", sources[FROM_RULES].n,
                 sources[FROM_FORCE].n ? force : "none");

@@ -288,10 +288,10 @@ static int update_state(agg_t *aggs, int nagg, const char *stamp, char *err, siz
     char path[4200], lock[4200], aside[4400];
     snprintf(path, sizeof path, "%s/state.txt", ct_online.dir);
     snprintf(lock, sizeof lock, "%s/.lock", ct_online.dir);
-    int fd = open(lock, O_RDWR | O_CREAT, 0666);
-    if (fd < 0 && errno == EACCES) fd = open(lock, O_RDONLY);  /* another user's: flock needs no write */
-    if (fd < 0 || flock(fd, LOCK_EX) != 0) {
-        snprintf(err, errlen, "%s: cannot lock: %s", lock, strerror(errno));
+    int fd = open(lock, O_RDWR | O_CREAT, 0666), first = errno;
+    if (fd < 0 && first == EACCES) fd = open(lock, O_RDONLY);  /* another user's: flock needs no write */
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) {   /* the first open's reason when both failed */
+        snprintf(err, errlen, "%s: cannot lock: %s", lock, strerror(fd < 0 ? first : errno));
         if (fd >= 0) close(fd);
         return -1;
     }

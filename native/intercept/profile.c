@@ -110,6 +110,8 @@ void ct_prof_add(int kind, int source, int peer, uint64_t bytes, uint64_t msgs)
 /* ---- regions ------------------------------------------------------------------- */
 int ct_prof_nregions(void) { return nregions; }
 const char *ct_prof_region_name(int i) { return names[i]; }
+static int parent_of[MAX_REGIONS];          /* region_index: a region is a name under a parent */
+int ct_prof_region_parent(int i) { return parent_of[i]; }
 
 static void push_interval(ct_interval **arr, int *n, int region, double t0, double t1)
 {
@@ -172,8 +174,6 @@ const ct_interval *ct_prof_pauses(int *n)
  * Keyed by the name alone, the counts of X opened inside A and inside B went to X and the
  * run only: the parent shared by every interval of X (the reader's rule), and A lost them
  * (an analyst's review). */
-static int parent_of[MAX_REGIONS];
-
 static int region_index(const char *name, int parent)
 {
     for (int i = 0; i < nregions; i++)

@@ -84,6 +84,7 @@ void ct_prof_count_send(int dest, long long count, MPI_Datatype dt, MPI_Comm com
 /* regions and counters, read by the writer */
 int ct_prof_nregions(void);
 const char *ct_prof_region_name(int i);
+int ct_prof_region_parent(int i);           /* -1 for "run" */
 ct_peer *ct_prof_cells(int region, int kind, int source);
 typedef struct { int region; double t0, t1; } ct_interval;
 const ct_interval *ct_prof_intervals(int *n, int *dropped);

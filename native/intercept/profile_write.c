@@ -98,6 +98,8 @@ static int rank_body(FILE *f)
         if (i) fputs(", ", f);
         put_str(f, ct_prof_region_name(i));
     }
+    fputs("],\n \"parents\": [", f);         /* exact, where intervals may have been dropped */
+    for (int i = 0; i < ct_prof_nregions(); i++) fprintf(f, "%s%d", i ? ", " : "", ct_prof_region_parent(i));
     fputs("]", f);
     const ct_interval *iv = ct_prof_intervals(&n, &dropped);
     put_intervals(f, "intervals", iv, n, 1);

@@ -59,7 +59,8 @@ class CampaignSummary:
     skipped_failures: dict[str, int] = field(default_factory=dict)
     remeasured: int = 0                     # stored points lacking the check (or time) asked for
     measured_otherwise: int = 0             # stored points measured in another way (reuse_labels)
-    past_deadline: int = 0                  # launches not started: Campaign.deadline had passed
+    past_deadline: int = 0                  # jobs not started: Campaign.deadline had passed
+    past_deadline_colls: set = field(default_factory=set)    # their collectives
     measured: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -174,6 +175,7 @@ class Campaign:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            allow_launches()        # every worker has ended: launches outside a campaign may run
             progress.close()
             shutil.rmtree(workroot, ignore_errors=True)
         summary.wall_s = time.monotonic() - start
@@ -188,6 +190,7 @@ class Campaign:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 with self._lock:
                     summary.past_deadline += 1
+                    summary.past_deadline_colls.add(spec.collective)
                 return
             launch = Launch(spec.nodes, spec.ppn, spec.bench_args(self.settings, job.check),
                             self.backend.provider().force(spec.algorithm), self.settings.timeout)

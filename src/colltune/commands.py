@@ -291,8 +291,8 @@ def reuse_notes(summary) -> list[str]:
                    f"build of colltune's algorithms (its native sources changed since)")
     late = getattr(summary, "past_deadline", 0)
     if late:
-        out.append(f"{late} launch(es) not started: the tuning budget was spent (active_budget_s, "
-                   f"--budget); the table is made of what was measured")
+        out.append(f"{late} job(s) of launches not started: the tuning budget was spent "
+                   f"(active_budget_s, --budget); the table is made of what was measured")
     failed = getattr(summary, "skipped_failures", None) or {}
     if failed:
         kinds = ", ".join(f"{n} {st}" for st, n in sorted(failed.items()))

@@ -120,10 +120,12 @@ class Results:
                 seen = sorted(g[col].dropna().unique(), key=str)
                 if len(seen) < 2:
                     continue
+                shown = ", ".join(str(int(v)) if col == "root" else str(v) for v in seen)
                 if want is None:
-                    shown = ", ".join(str(int(v)) if col == "root" else str(v) for v in seen)
                     raise InputError(f"{coll} was measured at {col}s {shown} in these results: "
                                      f"one is compared at a time ({opt})")
+                if want not in seen:        # it would drop the collective without a word
+                    raise InputError(f"{opt} {want}: {coll} was measured at {col}s {shown} only")
                 # a failed launch records none: it stays
                 keep &= ~pts.index.isin(g.index) | pts[col].isna() | (pts[col] == want)
             pts = pts[keep]

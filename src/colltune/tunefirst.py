@@ -49,7 +49,7 @@ def tune_rules(cli: dict, config_file: str | None, collectives: list[str],
     if outcome.summary.past_deadline and show_progress:
         import sys
         print(f"colltune run: the tuning budget ({budget_s:g} s) was spent: "
-              f"{outcome.summary.past_deadline} launch(es) not started; the rules are made of "
+              f"{outcome.summary.past_deadline} job(s) of launches not started; the rules are made of "
               f"what was measured", file=sys.stderr)
     table = outcome.table
     table.provenance.setdefault("arms", provider.deployment())    # which arm is `library`

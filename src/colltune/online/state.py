@@ -241,18 +241,25 @@ def format_state(state: State) -> str:
     return "\n".join(out) + "\n"
 
 
+def _umask() -> int:
+    mask = os.umask(0)          # read once, at import: setting it is process-wide
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
 def save(state: State, path: str) -> str:
     """Atomically (temp file in the same folder + rename)."""
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".state-", dir=d)
     try:
-        # as a plain open() would (0666 less the umask), not mkstemp's 0600: jobs of other
-        # users sharing the state folder read it (the native writer's fopen does the same);
-        # 0600 had made their runs draw from the default arms, with no word about it
-        mask = os.umask(0)
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "w") as fh:
+            # as a plain open() would (0666 less the umask), not mkstemp's 0600: jobs of
+            # other users sharing the state folder read it (the native writer's fopen does
+            # the same); 0600 had made their runs draw from the default arms, silently
+            os.fchmod(fh.fileno(), 0o666 & ~_UMASK)
             fh.write(format_state(state))
         os.replace(tmp, path)
     except BaseException:

@@ -238,8 +238,20 @@ class _RankFile:
         self._segments()
 
     def _ancestors(self) -> dict[int, list[int]]:
-        """Regions that enclose every interval of a region (its parents, for summing), "run"
-        always; a region without intervals (dropped past the cap) has "run" only."""
+        """A region's parents, for summing, "run" always: from 'parents' (libcolltune writes
+        each region's, exact even where intervals were dropped past the cap); in files
+        without it, the regions that enclose every interval of the region."""
+        parents = self.doc.get("parents")
+        if isinstance(parents, list) and len(parents) == len(self.names) and \
+                all(isinstance(p, int) and -1 <= p < len(self.names) for p in parents):
+            chains: dict[int, list[int]] = {}
+            for j in range(len(self.names)):
+                seen, p = [], parents[j]
+                while p >= 0 and p not in seen and p != j:
+                    seen.append(p)
+                    p = parents[p]
+                chains[j] = sorted(set(seen) | {0})
+            return chains
         out: dict[int, set[int]] = {}
         for j, a, b in self.intervals:
             enclosing = {i for i, c, d in self.intervals if i != j and c <= a and b <= d and (c, d) != (a, b)}
@@ -309,15 +321,16 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
             raise ProfileError(f"{rf.path}: field 'size' is {rf.doc.get('size')}, but {job_path} "
                                f"says {size}: a file of another run (profile each run into its "
                                f"own folder)")
-    jobs = {rf.doc.get("job") for rf in files.values()} | {job.get("job")}
-    jobs.discard(None)
-    jobs.discard("")            # files of a build that wrote none, or a job with no id
-    if len(jobs) > 1:
-        by_job = {}
-        for rf in files.values():
-            by_job.setdefault(rf.doc.get("job") or "?", []).append(rf.rank)
-        seen = "; ".join(f"{j}: ranks {_ranges(sorted(r))}" for j, r in sorted(by_job.items()))
-        raise ProfileError(f"{out_dir}: files of {len(jobs)} runs ({seen}"
+    # which run wrote each file: one id, or none anywhere (a job started without colltune
+    # run, PMIx or Slurm; files of an older build); ids mixed with files without one are
+    # two runs as well
+    by_job: dict[str, list[int]] = {}
+    for rf in files.values():
+        by_job.setdefault(rf.doc.get("job") or "", []).append(rf.rank)
+    named = {j for j in by_job if j} | ({job["job"]} if job.get("job") else set())
+    if len(named) > 1 or (named and "" in by_job):
+        seen = "; ".join(f"{j or 'no run id'}: ranks {_ranges(sorted(r))}" for j, r in sorted(by_job.items()))
+        raise ProfileError(f"{out_dir}: files of {len(named) + ('' in by_job)} runs ({seen}"
                            + (f"; job.json: {job.get('job')}" if job.get("job") else "")
                            + "): profile each run into its own folder")
     stray = sorted(r for r in files if r >= size)

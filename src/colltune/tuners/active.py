@@ -249,6 +249,7 @@ class ActiveLearner:
             total.launches += s.launches
             total.skipped_points += s.skipped_points
             total.past_deadline += s.past_deadline
+            total.past_deadline_colls |= s.past_deadline_colls
             for k, v in s.measured.items():
                 total.measured[k] = total.measured.get(k, 0) + v
             iteration += 1
@@ -259,7 +260,7 @@ class ActiveLearner:
                 try:
                     st.model.fit(st.measured)
                 except ValueError:      # nothing measured: failures, or the budget spent first
-                    st.stop = "budget" if s.past_deadline else "no successful measurement"
+                    st.stop = "budget" if coll in s.past_deadline_colls else "no successful measurement"
                     continue
                 st.variance.append(float(st.model.variance(np.array(st.grid)).sum()))
                 st.change.append(self._table_change(st))
