@@ -142,7 +142,7 @@ static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_ru
     static const char *const guard_phase[] = {"trying", "kept", "library"};
     static const char *const guard_says[] = {"guard trying", "guard kept it", "guard: library faster"};
     seen_t s = {coll, ci ? ci->size : -1, r ? r->line : 0, from, bytes, why ? why : ran};
-    char choice[256], origin[96], guard[32] = "";
+    char choice[256], origin[96], guard[32] = "", because[160] = "", field[176] = "";
     int g = from - CT_GUARD_TRY;
     LOCK();
     for (int i = 0; i < nseen; i++)
@@ -159,17 +159,19 @@ static void note(ct_coll coll, const comm_info *ci, long long bytes, const ct_ru
         snprintf(origin, sizeof origin, "rules line %d, %s", r->line, guard_says[g]);
         snprintf(guard, sizeof guard, ",\"guard\":\"%s\"", guard_phase[g]);
     } else snprintf(origin, sizeof origin, "rules line %d", r->line);
+    if (declined) {                       /* the requested algorithm's own reason */
+        snprintf(because, sizeof because, ": %s declines: %s", r->alg->name, declined);
+        snprintf(field, sizeof field, ",\"declined\":\"%s\"", declined);
+    }
     if (verbose)
-        fprintf(stderr, "colltune: %s size=%d nodes=%d ppn=%d bytes=%lld: %s -> %s (ran %s%s%s%s%s)\n",
+        fprintf(stderr, "colltune: %s size=%d nodes=%d ppn=%d bytes=%lld: %s -> %s (ran %s%s)\n",
                 ct_coll_name(coll), s.size, ci ? ci->nodes : -1, ci ? ci->ppn : -1, bytes, origin,
-                choice, ran, declined ? ": " : "", declined ? r->alg->name : "",
-                declined ? " declines: " : "", declined ? declined : "");
+                choice, ran, because);
     if (report) {
         fprintf(report, "{\"collective\":\"%s\",\"comm_size\":%d,\"nodes\":%d,\"ppn\":%d,"
-                "\"bytes\":%lld,\"origin\":\"%s\",\"requested\":\"%s\",\"ran\":\"%s\"%s%s%s%s}\n",
+                "\"bytes\":%lld,\"origin\":\"%s\",\"requested\":\"%s\",\"ran\":\"%s\"%s%s}\n",
                 ct_coll_name(coll), s.size, ci ? ci->nodes : -1, ci ? ci->ppn : -1, bytes,
-                origin, choice, ran, guard, declined ? ",\"declined\":\"" : "",
-                declined ? declined : "", declined ? "\"" : "");
+                origin, choice, ran, guard, field);
         fflush(report);
     }
 }
@@ -487,10 +489,12 @@ static char *slurp(const char *path, char *err, size_t errlen)
     if (st.st_size == 0) {                /* empty, or a special file that says no size */
         char c;
         ssize_t got = read(fd, &c, 1);
+        if (got < 0)
+            snprintf(err, errlen, "%s:0: cannot read: %s", path, strerror(errno));
+        else if (got > 0)
+            snprintf(err, errlen, "%s:0: a special file that reports no size (/proc?), not a "
+                     "rules file", path);
         if (got != 0) {
-            snprintf(err, errlen, got < 0 ? "%s:0: cannot read: %s"
-                                          : "%s:0: a special file that reports no size (/proc?), "
-                                            "not a rules file%s", path, got < 0 ? strerror(errno) : "");
             close(fd);
             return NULL;
         }

@@ -186,8 +186,8 @@ static int region_index(const char *name, int parent)
 
 static void enter(const char *name)
 {
-    int r = depth + 1 < MAX_DEPTH ? region_index(name, stack[depth]) : -1;
-    if (r < 0 || depth + 1 >= MAX_DEPTH) {
+    int r;
+    if (depth + 1 >= MAX_DEPTH || (r = region_index(name, stack[depth])) < 0) {
         regions_refused++;
         return;
     }

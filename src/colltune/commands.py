@@ -190,8 +190,8 @@ def cmd_bench(args, cli) -> int:
         # what this command asked for, not every point the campaign's name holds (earlier
         # runs' algorithms, roots, sizes): the table, the failures and the exit code
         res = Results.from_store(store, name, campaign.reused_keys)
-        res = Results(res.points[res.points["key"].isin(campaign.planned_keys)]
-                      if "key" in res.points else res.points, res.runs)
+        if "key" in res.points:
+            res = res.filter(key=campaign.planned_keys)
     from .tables import classic
     order = {(a.provider, a.label): i for i, a in enumerate(algs)}
     pts = res.points

@@ -267,6 +267,8 @@ class _RankFile:
         for k in range(len(cuts)):
             t = cuts[k]
             self.open.append(tuple(sorted({j for j, a, b in self.intervals if a <= t < b} | {0})))
+        # the names open in each segment, each once (names_at, once per traced message)
+        self.open_names = [self._names(o) for o in self.open]
 
     def regions_at(self, t: float) -> tuple[int, ...]:
         k = bisect_right(self.cuts, t) - 1
@@ -280,11 +282,15 @@ class _RankFile:
 
     # A name opened under two parents is two entries of 'regions' (libcolltune keys a
     # region by name and parent): counts go to each name once, X inside X included.
-    def names_up(self, region: int) -> list[str]:
-        return list(dict.fromkeys(self.names[r] for r in self.up(region)))
+    def _names(self, regions) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.names[r] for r in regions))
 
-    def names_at(self, t: float) -> list[str]:
-        return list(dict.fromkeys(self.names[r] for r in self.regions_at(t)))
+    def names_up(self, region: int) -> tuple[str, ...]:
+        return self._names(self.up(region))
+
+    def names_at(self, t: float) -> tuple[str, ...]:
+        k = bisect_right(self.cuts, t) - 1
+        return self.open_names[k] if k >= 0 else ("run",)
 
 
 def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficProfile:
@@ -447,13 +453,14 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator, size: int) -> None:
             raise ProfileError(f"{where}: unknown kind '{kind}' or source '{source}'")
         if not isinstance(region, int) or not 0 <= region < len(rf.names):
             raise ProfileError(f"{where}: region {region!r} is not an index of 'regions'")
+        up = rf.names_up(region)
         for p in peers:
             if not (isinstance(p, list) and len(p) == 3 and all(isinstance(x, int) and x >= 0 for x in p)):
                 raise ProfileError(f"{where}: peer entry {p!r}: expected [rank, bytes, messages]")
             if size and p[0] >= size:     # it would land on another pair of the matrix
                 raise ProfileError(f"{where}: peer entry {p!r}: rank {p[0]} is not a rank of the "
                                    f"job ({size} ranks)")
-            for name in rf.names_up(region):
+            for name in up:
                 acc.add(name, kind, source, rf.rank, p[0], p[1], p[2])
 
 
@@ -464,18 +471,31 @@ _UNCOUNTED_KIND = {"MPI_Ibcast": "bcast", "MPI_Ireduce": "reduce", "MPI_Iallredu
                    "MPI_Ireduce_scatter_block": "reduce_scatter_block"}
 
 
+def _uncounted_entries(rf: _RankFile):
+    """(region index, call, calls) of each of the file's 'uncounted' entries, checked."""
+    for k, u in enumerate(rf.doc.get("uncounted", [])):
+        try:
+            region, call, n = u["region"], str(u["call"]), int(u["calls"])
+            if not (isinstance(region, int) and 0 <= region < len(rf.names)):
+                raise IndexError(region)
+        except (KeyError, TypeError, IndexError, ValueError):
+            raise ProfileError(f"{rf.path}: uncounted[{k}]: expected region (index of "
+                               f"'regions'), call, calls") from None
+        yield region, call, n
+
+
 def _uncounted_coverage(files: dict, library: dict) -> None:
     """The non-blocking collectives no counter saw (real MPI) make their (region, kind)
     'not visible', with their calls: a region of only such calls had been absent and its
     kind 'exact' (an analyst's review); one-sided calls stay in the notes."""
     for rf in files.values():
-        for u in rf.doc.get("uncounted", []):
-            kind = _UNCOUNTED_KIND.get(str(u.get("call")))
-            if kind is None or not isinstance(u.get("region"), int) or u["region"] >= len(rf.names):
-                continue                     # _uncounted_notes names a malformed entry
-            for name in rf.names_up(u["region"]):
+        for region, call, n in _uncounted_entries(rf):
+            kind = _UNCOUNTED_KIND.get(call)
+            if kind is None:
+                continue
+            for name in rf.names_up(region):
                 cur = library.setdefault((name, kind), {"calls": 0, "label": "not visible"})
-                cur["calls"] += int(u.get("calls", 0))
+                cur["calls"] += n
                 cur["label"] = "not visible"
 
 
@@ -484,13 +504,8 @@ def _uncounted_notes(files: dict) -> list[str]:
     on a real library: what is missing, per region and call."""
     calls: dict[tuple[str, str], list[int]] = {}
     for rf in files.values():
-        for k, u in enumerate(rf.doc.get("uncounted", [])):
-            try:
-                region, call, n = rf.names[u["region"]], str(u["call"]), int(u["calls"])
-            except (KeyError, TypeError, IndexError, ValueError):
-                raise ProfileError(f"{rf.path}: uncounted[{k}]: expected region (index of "
-                                   f"'regions'), call, calls") from None
-            v = calls.setdefault((region, call), [0, 0])
+        for region, call, n in _uncounted_entries(rf):
+            v = calls.setdefault((rf.names[region], call), [0, 0])
             v[0] += n
             v[1] += 1
     return [f"region '{r}': {n} {call} call(s) on {k} rank(s) whose traffic no counter sees "

@@ -189,11 +189,15 @@ def _totals(analyses: list[Analysis]) -> str:
     return _table([""] + [a.traffic.label for a in analyses], rows)
 
 
+def _no_link(sent) -> str:
+    """The most loaded link where none is: messages that never left their host load none."""
+    return "(inside the hosts only)" if sent else "(nothing sent)"
+
+
 def _peak(a: Analysis) -> tuple[str, str, str]:
     best = a.loads.most_loaded()
-    if best is None:           # messages that never left their host load no drawn link
-        sent = a.traffic.host_bytes.sum() + a.traffic.host_messages.sum()
-        return ("(inside the hosts only)" if sent else "(nothing sent)", "0", "0")
+    if best is None:
+        return (_no_link(a.traffic.host_bytes.sum() + a.traffic.host_messages.sum()), "0", "0")
     link, b, m = best
     return (link.id, fmt_bytes(b), fmt_count(m))
 
@@ -222,8 +226,7 @@ def _parts(t: Traffic, topo) -> str:
             ld = link_loads(topo, np.asarray(B, float)[np.ix_(keep, keep)], np.asarray(M, float)[np.ix_(keep, keep)],
                             hosts=[mapping[hosts[i]] for i in keep])
             best = ld.most_loaded()
-            peak = f"{best[0].id}: {fmt_bytes(best[1])}" if best else \
-                ("(inside the hosts only)" if p["bytes"] or p["messages"] else "(nothing sent)")
+            peak = f"{best[0].id}: {fmt_bytes(best[1])}" if best else _no_link(p["bytes"] or p["messages"])
             hop = f"{ld.hop_bytes:.0f}"
         rows.append([p["region"], p["kind"], p["visibility"], fmt_bytes(p["bytes"]), fmt_count(p["messages"]),
                      hop, peak])

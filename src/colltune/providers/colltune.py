@@ -162,6 +162,9 @@ class ColltuneProvider(Provider):
                           description=a.get("description", "")))
             for preset in (a.get("tune") or []) if presets else []:
                 self._algs[a["collective"]].append(self.lookup(a["collective"], f"{a['name']}[{preset}]"))
+        # the build the launches run, which each point records (reuse_labels): hashed once
+        # here, not again for every spec and launch
+        self._build = native.sources_hash()
         if is_smpi(impl):
             self._inject = LaunchMods(program=str(native.build(impl, "bench-interposed", cache)))
         else:
@@ -189,7 +192,7 @@ class ColltuneProvider(Provider):
         code's time)."""
         if algorithm.provider != self.name:
             return self.library.reuse_labels(algorithm)
-        return {"build": native.sources_hash()}
+        return {"build": self._build}
 
     def force(self, algorithm: Algorithm) -> LaunchMods:
         if algorithm.provider != self.name:

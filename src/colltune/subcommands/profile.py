@@ -61,16 +61,30 @@ def topology(spec: str):
     return resolve_topology(spec)
 
 
-def _recorded_machine(out_dir: str) -> str | None:
-    """The platform (sim) or emulated cluster (netns) a profile ran on (run.PROFILE_MACHINE),
-    None when it does not say."""
+def _run_record(out_dir: str) -> tuple[str, dict]:
+    """The path of the profile's run.PROFILE_MACHINE and what it says ({} when absent or
+    unreadable): the platform (sim) or emulated cluster (netns) it ran on, and that cluster."""
     import json
     from .run import PROFILE_MACHINE
+    path = os.path.join(out_dir, PROFILE_MACHINE)
     try:
-        with open(os.path.join(out_dir, PROFILE_MACHINE)) as fh:
-            return str(json.load(fh)["platform"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        with open(path) as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        doc = {}
+    return path, doc if isinstance(doc, dict) else {}
+
+
+def _recorded_machine(out_dir: str) -> str | None:
+    """The platform or emulated cluster a profile ran on, None when it does not say."""
+    platform = _run_record(out_dir)[1].get("platform")
+    return None if platform is None else str(platform)
+
+
+def _ran_elsewhere(out_dir: str, topology_given: str | None) -> str | None:
+    """The machine the profile ran on, where --topology names another one."""
+    ran_on = _recorded_machine(out_dir)
+    return ran_on if topology_given and ran_on and ran_on != topology_given else None
 
 
 def _machine_topology(args):
@@ -79,19 +93,12 @@ def _machine_topology(args):
     if args.topology:
         return topology(args.topology)
     machine = _run_machine(args.out_dir)
-    import json
-    from .run import PROFILE_MACHINE
-    path = os.path.join(args.out_dir, PROFILE_MACHINE)
-    try:
-        with open(path) as fh:
-            saved = json.load(fh).get("cluster")
-    except (OSError, ValueError, AttributeError):
-        saved = None
-    if saved:
+    path, doc = _run_record(args.out_dir)
+    if doc.get("cluster"):
         from ..cluster.state import Cluster, ClusterError
         from ..profile.emulated import emulated_topology
         try:
-            return emulated_topology(Cluster.from_json(saved, path))
+            return emulated_topology(Cluster.from_json(doc["cluster"], path))
         except ClusterError as exc:
             from ..errors import InputError
             raise InputError(str(exc)) from None
@@ -146,8 +153,8 @@ def run_report(args, cli) -> int:
     profs = [_load(d) for d in dirs]
     traffics = [traffic_from_profile(p, args.region, args.kind, label, d) for p, d, label in zip(profs, dirs, labels)]
     for t, d in zip(traffics, dirs):             # drawn on another machine than it ran on
-        ran_on = _recorded_machine(d)
-        if args.topology and ran_on and ran_on != args.topology:
+        ran_on = _ran_elsewhere(d, args.topology)
+        if ran_on:
             t.notes.insert(0, f"recorded on {ran_on}, drawn on {args.topology} (--topology): "
                               f"its hosts are matched by name")
     render(topo, traffics, args.output, args.title, args.colour_by)
@@ -165,8 +172,8 @@ def run_whatif(args, cli) -> int:
     topo = _machine_topology(args)
     prof = _load(args.out_dir)
     hb, hm, hosts = prof.host_matrix(region=args.region, kind=args.kind)
-    ran_on = _recorded_machine(args.out_dir)
-    if args.topology and ran_on and ran_on != args.topology:
+    ran_on = _ran_elsewhere(args.out_dir, args.topology)
+    if ran_on:
         # as report says: its 'current' placement is the run's host names on another machine
         print(f"note: recorded on {ran_on}, placed on {args.topology} (--topology): 'current' is "
               f"its hosts matched by name there, not a placement it ran on")

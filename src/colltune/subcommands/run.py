@@ -181,8 +181,7 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
     --profile, profiled into `profile` (DIR-default)."""
     if not args.quiet:
         print("colltune run --compare: [1/2] the library default", file=sys.stderr, flush=True)
-    env = {"COLLTUNE_TIMES": times,
-           **({"COLLTUNE_PROFILE": profile, "COLLTUNE_PROFILE_JOB": _job_id()} if profile else {})}
+    env = {"COLLTUNE_TIMES": times, **(_profile_env(profile, profile, settings) if profile else {})}
     cmd, full_env, ranks = runner.command(env, program, scratch)
     if not args.quiet:                     # as the second run's is
         _print_command(env, cmd)
@@ -199,11 +198,14 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
     return rc
 
 
-def _job_id() -> str:
-    """What every rank file of one profiled run names (COLLTUNE_PROFILE_JOB): the reader
-    refuses a folder holding files of two runs."""
+def _profile_env(given: str, path: str, settings) -> dict[str, str]:
+    """A profiled launch: its folder made ready (_profile_dir), the machine recorded, and
+    the variables of its ranks; COLLTUNE_PROFILE_JOB, what every rank file of this run
+    names (the reader refuses a folder holding files of two runs)."""
     import uuid
-    return f"colltune-run:{uuid.uuid4().hex[:16]}"
+    _profile_dir(given, path)
+    _profile_machine(path, settings)
+    return {"COLLTUNE_PROFILE": path, "COLLTUNE_PROFILE_JOB": f"colltune-run:{uuid.uuid4().hex[:16]}"}
 
 
 def _print_command(env: dict, cmd: list[str]) -> None:
@@ -380,9 +382,7 @@ def run(args, cli) -> int:
         if value:
             env[var] = value
     if args.profile and not args.link_flags:
-        _profile_dir(args.profile, env["COLLTUNE_PROFILE"])
-        _profile_machine(env["COLLTUNE_PROFILE"], settings)
-        env["COLLTUNE_PROFILE_JOB"] = _job_id()
+        env.update(_profile_env(args.profile, env["COLLTUNE_PROFILE"], settings))
     if args.online and not args.link_flags:
         from ..online.job import prepare
         env.update(prepare(args, settings, runner.world_layout()))
@@ -406,8 +406,6 @@ def run(args, cli) -> int:
             default_profile = None
             if args.profile:                 # both runs profiled, side by side
                 default_profile = env["COLLTUNE_PROFILE"].rstrip("/") + "-default"
-                _profile_dir(default_profile, default_profile)
-                _profile_machine(default_profile, settings)
             rc = _run_default(runner, program, scratch, default_times, args, settings,
                               default_profile)
             if rc != 0:
