@@ -162,3 +162,29 @@ def test_barrier_sizes_are_said_to_be_one_call(workdir):
     res = run_cli("bench", "--coll", "barrier", "--algorithms", "ompi", "--layouts", "2x2",
                   "--sizes", "0", "--jobs", "1", "-q", "--campaign", "bar0")
     assert "barrier moves no data" not in res.stderr
+
+
+def test_points_of_another_sidecar_are_measured_again_and_its_rates_charged(workdir, tmp_path):
+    """The sidecar's SMPI settings and charge rates say how a point was simulated but are
+    not in its key: a point measured before the sidecar changed had been reused (a 4x8
+    point stayed faster than the 2x8 one measured after), and the sidecar's charge rates
+    were never used (libcolltune charged 4e9 B/s whatever it said). Both now go with
+    every launch and into its run's settings; a point of other settings is measured again."""
+    from colltune import platforms
+    xml = tmp_path / "mine.xml"
+    xml.write_text(open(platforms.load("small").xml_path).read())
+    args = ["bench", "--platform", str(xml), "--provider", "colltune", "--coll", "allreduce",
+            "--algorithms", "ring", "--campaign", "s", *ONE]
+    times = lambda: [r[0] for r in _rows("SELECT ttc_median_s FROM measurements")]  # noqa: E731
+    run_cli(*args)
+    (plain,) = times()
+    xml.with_suffix(".json").write_text(json.dumps({"charge_rates": {"reduction_bytes_per_s": 1e6}}))
+    out = run_cli(*args).stdout
+    assert "1 stored point(s) measured again: they were measured with another charge_rates" in out, out
+    (slow,) = times()
+    assert slow > plain + 1e-4          # 1000 B at 1e6 B/s: the ring reduces ~750 B per rank
+    xml.with_suffix(".json").write_text(json.dumps({"charge_rates": {"reduction_bytes_per_s": 1e6},
+                                                    "smpi_config": {"smpi/os": "0:1e-5:0"}}))
+    out = run_cli(*args).stdout
+    assert "1 stored point(s) measured again: they were measured with another smpi_config" in out, out
+    assert "0 launches" in run_cli(*args).stdout

@@ -85,6 +85,8 @@ def test_tune_both_chooses_the_best_deployable_arm(workdir):
     from colltune import platforms
     assert m["launch"]["COLLTUNE_SMPIRUN_ARGS"] == " ".join(
         [*platforms.load("small").smpirun_cfg_args(), "--cfg=smpi/coll-selector:ompi"])
+    assert (m["launch"]["COLLTUNE_REDUCE_RATE"], m["launch"]["COLLTUNE_COPY_RATE"]) == \
+        ("4000000000.0", "8000000000.0")        # the rates colltune's points were charged at
     assert "export COLLTUNE_LDFLAGS=" in (out / "env.sh").read_text()
     proc = run_cli("verify", "--deployment", str(out), check=False)
     assert proc.returncode == 2 and "cannot be verified on a real library" in proc.stderr
@@ -471,3 +473,27 @@ def test_report_of_a_both_campaign_leaves_out_what_its_table_cannot_choose(workd
     best = re.findall(r"<tr><td class=\"\">\d+</td><td class=\"\">\d+</td><td class=\"\">\d+</td>"
                       r"<td class=\"l\">([^<]+)</td>", html)
     assert best and not {"binomial_tree", "flattree"} & set(best), best
+
+
+def test_smpi_deployment_takes_the_tables_own_simulation_settings(tmp_path):
+    """A table tuned on a user platform gets its own SMPI settings and charge rates in
+    env.sh, from the table's provenance: deploy had reloaded the platform by name, so a
+    user file called small.xml got the bundled small's settings and any other name none
+    (an HPC centre engineer's review)."""
+    table = json.loads(open(mixed_table(tmp_path / "t.json", "openmpi")).read())
+    table["provenance"] = {"backend": "sim", "platform": "small", "mpi_library": "SimGrid SMPI",
+                           "mpi_version": "3.32", "smpi_config": {"smpi/os": "0:3e-7:0"},
+                           "charge_rates": {"COLLTUNE_REDUCE_RATE": "5000000000.0",
+                                            "COLLTUNE_COPY_RATE": "1e10"}}
+    for e in table["entries"]:
+        e["rules"] = [r for r in e["rules"] if r["provider"] == "colltune"]
+        e["rules"][0]["min_size"] = 0
+    (tmp_path / "mine.json").write_text(json.dumps(table))
+    out = tmp_path / "dep"
+    run_cli("deploy", "--table", str(tmp_path / "mine.json"), "--library", "smpi", "-o", str(out))
+    launch = json.loads((out / "deployment.json").read_text())["launch"]
+    assert launch["COLLTUNE_SMPIRUN_ARGS"] == "--cfg=smpi/os:0:3e-7:0"
+    assert (launch["COLLTUNE_REDUCE_RATE"], launch["COLLTUNE_COPY_RATE"]) == ("5000000000.0", "1e10")
+    env = (out / "env.sh").read_text()
+    assert 'export COLLTUNE_REDUCE_RATE="5000000000.0"' in env or \
+        "export COLLTUNE_REDUCE_RATE=5000000000.0" in env, env

@@ -395,3 +395,38 @@ def test_fattree_carries_shifts_at_link_rate(tmp_path):
         blocked = run_flows(ft, str(cables), exe, src, dst, tmp_path)["gbytes_per_s"] * 1e9
         assert full >= 0.95 * bw, (name, full)
         assert blocked <= 0.6 * bw, (name, blocked)
+
+
+@pytest.mark.parametrize("side, msg", [
+    ({"smpi_confg": {"smpi/os": "0:1e-7:0"}}, r"unknown key\(s\) 'smpi_confg'; a platform sidecar has"),
+    ({"charge_rate": {}}, r"unknown key\(s\) 'charge_rate'"),
+    ({"smpi_config": {"smpi/os": 0.3}}, r"smpi_config 'smpi/os': 0.3: expected an SMPI setting"),
+    ({"smpi_config": {"os": "0:1e-7:0"}}, r"smpi_config 'os'"),
+    ({"charge_rates": {"reduction_bytes_per_sec": 1e9}}, r"charge_rates: unknown key 'reduction_bytes_per_sec'"),
+    ({"charge_rates": {"reduction_bytes_per_s": -1}}, r"'reduction_bytes_per_s': -1: expected a positive"),
+])
+def test_sidecar_typos_are_refused(tmp_path, side, msg):
+    """A misspelt sidecar key had left SMPI's defaults (or the default charge rates) in
+    force without a word (an HPC centre engineer's review)."""
+    f = tmp_path / "mine.xml"
+    f.write_text(USER_XML)
+    f.with_suffix(".json").write_text(json.dumps(side))
+    with pytest.raises(PlatformError, match=msg):
+        platforms.load(str(f))
+
+
+def test_charge_env_is_the_sidecars_else_the_default_and_the_environment_wins(tmp_path, monkeypatch):
+    """libcolltune's charge rates come from the platform a launch runs on (they had been
+    4e9 / 8e9 whatever the sidecar said); an explicit COLLTUNE_*_RATE (0: charge nothing)
+    still wins."""
+    monkeypatch.delenv("COLLTUNE_REDUCE_RATE", raising=False)
+    monkeypatch.delenv("COLLTUNE_COPY_RATE", raising=False)
+    f = tmp_path / "mine.xml"
+    f.write_text(USER_XML)
+    assert platforms.load(str(f)).charge_env() == {"COLLTUNE_REDUCE_RATE": "4000000000.0",
+                                                   "COLLTUNE_COPY_RATE": "8000000000.0"}
+    f.with_suffix(".json").write_text(json.dumps({"charge_rates": {"reduction_bytes_per_s": 1e6}}))
+    p = platforms.load(str(f))
+    assert p.charge_env() == {"COLLTUNE_REDUCE_RATE": "1000000.0", "COLLTUNE_COPY_RATE": "8000000000.0"}
+    monkeypatch.setenv("COLLTUNE_REDUCE_RATE", "0")
+    assert p.charge_env()["COLLTUNE_REDUCE_RATE"] == "0"

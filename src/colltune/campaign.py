@@ -59,6 +59,7 @@ class CampaignSummary:
     skipped_failures: dict[str, int] = field(default_factory=dict)
     remeasured: int = 0                     # stored points lacking the check (or time) asked for
     measured_otherwise: int = 0             # stored points measured in another way (reuse_labels)
+    other_settings: dict = field(default_factory=dict)  # points measured again, by setting that differed
     past_deadline: int = 0                  # jobs not started: Campaign.deadline had passed
     past_deadline_colls: set = field(default_factory=set)    # their collectives
     measured: dict[str, int] = field(default_factory=dict)
@@ -80,7 +81,11 @@ class Campaign:
         self.placer = placer
         self.show_progress, self.retry_failed = show_progress, retry_failed
         self.provenance = backend.provenance()
-        self.context = {k: v for k, v in self.provenance.items() if k != "smpi_config"}
+        # how the backend measures beyond the key (Backend.run_settings): recorded in each
+        # run's settings; a stored point measured otherwise is measured again
+        settings_only = ("smpi_config", *backend.run_settings)
+        self.run_settings = {k: self.provenance.get(k) for k in settings_only}
+        self.context = {k: v for k, v in self.provenance.items() if k not in settings_only}
         self._lock = threading.Lock()       # guards the summary and the store across workers
         self._stopping = False              # interrupted: launches that end are not stored
         # store keys of points this campaign skipped as already measured (by any campaign):
@@ -109,6 +114,12 @@ class Campaign:
             other = self.store.mismatched_keys(stored, provider.reuse_labels(spec.algorithm),
                                                UNKNOWN_WHEN_ABSENT)
             summary.measured_otherwise += len(other)
+            # ... and one measured with other settings of the backend (Backend.run_settings)
+            elsewise = self.store.keys_run_otherwise(set(stored) - other, {
+                k: self.run_settings[k] for k in self.backend.run_settings})
+            for k in elsewise.values():
+                summary.other_settings[k] = summary.other_settings.get(k, 0) + 1
+            other |= set(elsewise)
             stored = {k: st for k, st in stored.items() if k not in other}
             done = set(stored)
             failed = {k for k, st in stored.items() if st != OK}
@@ -292,7 +303,7 @@ class Campaign:
             "algorithm": spec.algorithm.label, "algorithm_kind": spec.algorithm.kind,
             "nodes": spec.nodes, "ppn": spec.ppn, "nprocs": spec.nprocs, "scenario": spec.scenario,
             "settings_json": json.dumps({"check": job.check, **self.context["bench"],
-                                         "smpi_config": prov.get("smpi_config"),
+                                         **self.run_settings,
                                          **({"placement": placed} if placed else {})}),
             "colltune_version": __version__, "exit_code": result.exit_code,
             "error": None if result.clean else _failure_text(result),

@@ -289,6 +289,9 @@ def reuse_notes(summary) -> list[str]:
     if otherwise:
         out.append(f"{otherwise} stored point(s) measured again: they were measured with another "
                    f"build of colltune's algorithms (its native sources changed since)")
+    for setting, n in sorted((getattr(summary, "other_settings", None) or {}).items()):
+        out.append(f"{n} stored point(s) measured again: they were measured with another "
+                   f"{setting} (the platform's sidecar or the environment changed since)")
     late = getattr(summary, "past_deadline", 0)
     if late:
         out.append(f"{late} job(s) of launches not started: the tuning budget was spent "

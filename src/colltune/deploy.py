@@ -206,8 +206,8 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     lib = out / "lib" / built.name
     shutil.copyfile(built, lib)
     if is_smpi(impl):
-        launch = {"COLLTUNE_LDFLAGS": shlex.join(link_args(lib))}
-        smpirun = smpirun_args(table)
+        smpirun, rates = smpi_settings(table)
+        launch = {"COLLTUNE_LDFLAGS": shlex.join(link_args(lib)), **rates}
         if arms.get("library_default"):
             smpirun.append(f"--cfg=smpi/coll-selector:{arms['library_default']}")
         if smpirun:
@@ -239,19 +239,21 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     return manifest
 
 
-def smpirun_args(table: DecisionTable) -> list[str]:
-    """The SMPI settings of the bundled platform the table was tuned on (per-message
-    overheads, bandwidth factors: platforms/data/NAME.json), which a job launched by
-    hand with smpirun needs to simulate the machine the tuner measured; [] for a
-    table of another backend or platform."""
+def smpi_settings(table: DecisionTable) -> tuple[list[str], dict[str, str]]:
+    """How the table's points were simulated, as a job launched by hand with smpirun needs
+    them to run on the machine the tuner measured: the SMPI settings (per-message
+    overheads, bandwidth factors) as smpirun arguments, and the rates colltune's
+    algorithms were charged at (COLLTUNE_REDUCE_RATE / COLLTUNE_COPY_RATE), both from the
+    table's provenance, i.e. the platform file and sidecar it was tuned with, whatever
+    its name. A table from before the provenance held the charge rates gets the rates
+    libcolltune defaults to; one of another backend gets nothing."""
     from . import platforms
     prov = table.provenance or {}
-    if prov.get("backend") != "sim" or not prov.get("platform"):
-        return []
-    try:
-        return list(platforms.load(prov["platform"]).smpirun_cfg_args())
-    except platforms.PlatformError:
-        return []
+    if prov.get("backend") != "sim":
+        return [], {}
+    rates = {var: str(v) for var, v in (prov.get("charge_rates") or {}).items()
+             if var in platforms.CHARGE_ENV.values()}
+    return platforms.cfg_args(prov.get("smpi_config") or {}), rates
 
 
 def _dquote(text: str) -> str:

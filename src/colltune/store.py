@@ -174,6 +174,26 @@ class Store:
                 out.add(r["key"])
         return out
 
+    def keys_run_otherwise(self, keys: Iterable[str], want: Mapping[str, Any]) -> dict[str, str]:
+        """Stored points whose run recorded another value of a setting in `want`
+        (Backend.run_settings; settings_json), key -> the first such setting. A setting
+        the run did not record (stored before it was) is not held against the point."""
+        if not want:
+            return {}
+        out: dict[str, str] = {}
+        canon = {k: json.dumps(v, sort_keys=True) for k, v in want.items()}
+        for r in self._rows_in("SELECT m.key, r.settings_json FROM measurements m "
+                               "JOIN runs r ON r.run_id = m.run_id", "m.key", keys):
+            try:
+                got = json.loads(r["settings_json"] or "{}")
+            except ValueError:
+                got = {}
+            for k, v in canon.items():
+                if k in got and json.dumps(got[k], sort_keys=True) != v:
+                    out[r["key"]] = k
+                    break
+        return out
+
     def forget(self, keys: Iterable[str]) -> None:
         """Drop points (e.g. failures to be retried)."""
         for k in keys:

@@ -174,6 +174,10 @@ def apply_labels(launch: Launch, result: LaunchResult) -> None:
 class Backend:
     name = "?"
     description = ""
+    # provenance items that are not part of a point's store key but say how it was
+    # measured (its run's settings record them): a stored point measured with other
+    # values is measured again (e.g. a platform sidecar's SMPI settings, edited since)
+    run_settings: tuple[str, ...] = ()
 
     def prepare(self) -> None:
         """Check/install what this backend needs; raise BackendError naming what is missing."""

@@ -21,6 +21,7 @@ SHARED_BLOCK = "--cfg=smpi/shared-malloc-blocksize:16777216"
 class SimBackend(Backend):
     name = "sim"
     description = "simulated cluster on SimGrid SMPI (deterministic timings)"
+    run_settings = ("smpi_config", "charge_rates")
 
     def __init__(self, settings, platform: str | None = None):
         self.settings = settings
@@ -67,6 +68,7 @@ class SimBackend(Backend):
             "mpi_library": "SimGrid SMPI",
             "mpi_version": self.impl.version,
             "smpi_config": self.platform.smpi_config,
+            "charge_rates": self.platform.charge_env(),
         }
 
     def run(self, launch: Launch, workdir: str) -> LaunchResult:
@@ -81,7 +83,7 @@ class SimBackend(Backend):
                *self.platform.smpirun_cfg_args(), *QUIET_LOGS, SHARED_BLOCK, *launch.mods.launcher_args,
                launch.mods.program or str(self.bench), *launch.bench_args, "--shared-buffers",
                "--json", json_path]
-        env = self.impl.run_env()
+        env = {**self.platform.charge_env(), **self.impl.run_env()}
         env.update(launch.mods.env)
         result = run_process(cmd, env, launch.timeout, workdir, json_path)
         apply_labels(launch, result)

@@ -32,12 +32,25 @@ __all__ = ["Platform", "PlatformError", "available", "load", "DATA_DIR"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SIDECAR_KEYS = ("name", "description", "nodes", "cores_per_node", "topology", "smpi_config",
-                "charge_rates", "sources")
+                "smpi_config_notes", "charge_rates", "sources")
+CHARGE_RATE_KEYS = ("host_speed_flops", "reduction_bytes_per_s", "memcpy_bytes_per_s",
+                    "node_memcpy_bytes_per_s")
+# The rates (bytes/s) colltune's algorithms are charged at for their reductions and copies
+# on a platform whose sidecar gives none: the bundled platforms' (Haswell-EP STREAM
+# estimates, data/small.json), the same defaults as native/algorithms/charge.c.
+DEFAULT_CHARGE_RATES = {"reduction_bytes_per_s": 4e9, "memcpy_bytes_per_s": 8e9}
+# the environment variables libcolltune reads them from (charge.c)
+CHARGE_ENV = {"reduction_bytes_per_s": "COLLTUNE_REDUCE_RATE", "memcpy_bytes_per_s": "COLLTUNE_COPY_RATE"}
 _RAD = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
 class PlatformError(Exception):
     """A platform cannot be found, parsed or used as asked."""
+
+
+def cfg_args(smpi_config: dict) -> list[str]:
+    """smpirun's --cfg=key:value arguments of SMPI settings (a platform's smpi_config)."""
+    return [f"--cfg={k}:{v}" for k, v in smpi_config.items()]
 
 
 def available() -> list[str]:
@@ -95,7 +108,7 @@ class Platform:
 
     def smpirun_cfg_args(self) -> list[str]:
         """The platform's --cfg=key:value arguments for smpirun (part of its provenance)."""
-        return [f"--cfg={k}:{v}" for k, v in self.smpi_config.items()]
+        return cfg_args(self.smpi_config)
 
     def leaf_of(self, host: str) -> str:
         """Leaf switch / dragonfly group / single switch the host hangs off (module docstring)."""
@@ -110,6 +123,18 @@ class Platform:
         out: dict[str, list[str]] = {}
         for h in self.hosts:
             out.setdefault(self._leaves[h], []).append(h)
+        return out
+
+    def charge_env(self, environ: dict | None = None) -> dict[str, str]:
+        """COLLTUNE_REDUCE_RATE / COLLTUNE_COPY_RATE for a launch on this platform: the
+        sidecar's charge_rates, else DEFAULT_CHARGE_RATES; a value already in `environ`
+        (default os.environ: the user's or a benchmark's, e.g. 0 to charge nothing) wins.
+        What a point was charged at is part of how it was measured (its run's settings)."""
+        environ = os.environ if environ is None else environ
+        out = {}
+        for key, var in CHARGE_ENV.items():
+            given = environ.get(var)
+            out[var] = given if given else repr(float(self.charge_rates.get(key) or DEFAULT_CHARGE_RATES[key]))
         return out
 
     def flops_to_charge(self, kind: str, nbytes: float) -> float:
@@ -159,9 +184,8 @@ def _load_xml(xml: Path) -> Platform:
         for key, actual in (("nodes", len(hosts)), ("cores_per_node", cores)):
             if key in side and side[key] != actual:
                 raise PlatformError(f"{sidecar_path}: {key}={side[key]!r} but {xml.name} describes {actual}")
+    _check_sidecar(side, sidecar_path)
     cfg = side.get("smpi_config") or {}
-    if not isinstance(cfg, dict):
-        raise PlatformError(f"{sidecar_path}: smpi_config must be an object of --cfg settings")
     kind = clusters[0]["kind"] if len(clusters) == 1 else "MULTI"
     topology = dict(side.get("topology") or {})
     if topology.get("kind", kind) != kind:
@@ -177,6 +201,33 @@ def _load_xml(xml: Path) -> Platform:
                     cores_per_node=cores, smpi_config={str(k): str(v) for k, v in cfg.items()},
                     charge_rates=dict(side.get("charge_rates") or {}), provenance=provenance,
                     topology=topology, _leaves=leaves)
+
+
+def _check_sidecar(side: dict, path: Path) -> None:
+    """A sidecar's keys and the types of its settings: a misspelt key would otherwise
+    leave SMPI's defaults (or the default charge rates) in force without a word."""
+    unknown = sorted(set(side) - set(SIDECAR_KEYS))
+    if unknown:
+        raise PlatformError(f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                            f"a platform sidecar has {', '.join(SIDECAR_KEYS)}")
+    cfg = side.get("smpi_config") or {}
+    if not isinstance(cfg, dict):
+        raise PlatformError(f"{path}: smpi_config must be an object of --cfg settings")
+    for k, v in cfg.items():
+        if not isinstance(v, str) or not k.startswith("smpi/"):
+            raise PlatformError(f"{path}: smpi_config {k!r}: {v!r}: expected an SMPI setting "
+                                f"'smpi/...' with a string value, as smpirun's --cfg=smpi/NAME:VALUE takes it")
+    rates = side.get("charge_rates") or {}
+    if not isinstance(rates, dict):
+        raise PlatformError(f"{path}: charge_rates must be an object")
+    for k, v in rates.items():
+        if k in ("how_to_charge", "sources"):
+            continue
+        if k not in CHARGE_RATE_KEYS:
+            raise PlatformError(f"{path}: charge_rates: unknown key {k!r}; expected "
+                                f"{', '.join(CHARGE_RATE_KEYS)} (and how_to_charge, sources)")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise PlatformError(f"{path}: charge_rates {k!r}: {v!r}: expected a positive number")
 
 
 def _radicals(text: str, where: str) -> list[int]:

@@ -66,7 +66,8 @@ class SimRunner(Runner):
                *plat.smpirun_cfg_args(), *trace, *QUIET_LOGS, "--log=smpi_colls.thres:warning",
                "--log=smpi_coll.thres:warning", app, *program[1:]]
         self._abort = os.path.join(scratch, "abort-status")     # libcolltune's MPI_Abort writes it
-        return cmd, {**impl.run_env(library_choices=False), **env, "COLLTUNE_ABORT_STATUS": self._abort}, ranks
+        return cmd, {**plat.charge_env(), **impl.run_env(library_choices=False), **env,
+                     "COLLTUNE_ABORT_STATUS": self._abort}, ranks
 
     def exit_status(self, rc: int) -> int:
         """smpirun exits 0 after an MPI_Abort: the program's error code, as mpirun gives."""

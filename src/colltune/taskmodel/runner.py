@@ -46,7 +46,7 @@ class TaskRunner:
                str(self.exe), "--coll", coll, "--bytes", str(nbytes),
                "--params", params_arg(params), "--reps", str(reps), "--warmup", str(warmup),
                *what, *(["--check"] if whole else []), *extra]
-        res = run_process(cmd, b.impl.run_env(), float(self.settings.timeout), self.workdir,
+        res = run_process(cmd, {**b.platform.charge_env(), **b.impl.run_env()}, float(self.settings.timeout), self.workdir,
                           os.path.join(self.workdir, "none.jsonl"))
         with open(os.path.join(self.workdir, "launch.log"), errors="replace") as fh:
             recs = [json.loads(line) for line in fh if line.startswith('{"kind"')]
