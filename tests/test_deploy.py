@@ -497,3 +497,20 @@ def test_smpi_deployment_takes_the_tables_own_simulation_settings(tmp_path):
     env = (out / "env.sh").read_text()
     assert 'export COLLTUNE_REDUCE_RATE="5000000000.0"' in env or \
         "export COLLTUNE_REDUCE_RATE=5000000000.0" in env, env
+
+
+def test_verify_takes_the_backend_from_the_environment_and_refuses_what_it_cannot_run(tmp_path):
+    """verify read --backend / --platform from the command line only, and --rules ignored
+    them: COLLTUNE_BACKEND=netns (or a typo, nets) verified on this host and passed (an
+    HPC centre engineer's review). The settings' precedence now holds, and what verify
+    cannot run is an error."""
+    out = deploy(tmp_path, "openmpi")
+    proc = run_cli("verify", "--deployment", str(out), env={"COLLTUNE_BACKEND": "nets"}, check=False)
+    assert proc.returncode == 2 and "backend 'nets' (environment COLLTUNE_BACKEND)" in proc.stderr, proc.stderr
+    proc = run_cli("verify", "--deployment", str(out), check=False,
+                   env={"COLLTUNE_BACKEND": "netns", "COLLTUNE_PLATFORM": "zz9"})
+    assert proc.returncode != 0 and "zz9" in proc.stderr and "PASS" not in proc.stdout, proc.stdout + proc.stderr
+    rules = out / "openmpi-tuned.rules"
+    for extra in (["--backend", "netns"], ["--hosts", "2"]):
+        proc = run_cli("verify", "--rules", str(rules), "--library", "openmpi", *extra, check=False)
+        assert proc.returncode == 2 and "verify --rules runs the library on this host" in proc.stderr

@@ -36,8 +36,13 @@ def run(args, cli) -> int:
     from ..session import Session
     from ..verify import VERIFIERS
     session = Session(cli, args.config)
+    backend, platform = _where(session.settings)
     if args.deployment:
-        return _deployment(args, session)
+        return _deployment(args, session, backend, platform)
+    if backend != "local" or args.hosts is not None:
+        raise ConfigError(f"verify --rules runs the library on this host: "
+                          f"{'--hosts' if args.hosts is not None else f'backend {backend!r}'} is for "
+                          f"verify --deployment --backend netns (docs/deploy.md)")
     if not args.library:
         raise ConfigError("--rules needs --library (openmpi or mpich)")
     cls = VERIFIERS.get(args.library)
@@ -103,15 +108,24 @@ def _tuned_ranks(deployment: str, hosts: int, hi: int = 4) -> int:
                default=2 * hosts)
 
 
-def _deployment(args, session) -> int:
+def _where(settings) -> tuple[str, str | None]:
+    """(backend, netns cluster) of a verify run: the backend setting (CLI > environment >
+    config file) where one was given, else this host (local); the platform setting names
+    the cluster of netns."""
+    given = lambda k: settings.source_of(k) != "default"      # noqa: E731
+    backend = settings.values["backend"] if given("backend") else "local"
+    return backend, settings.values["platform"] if backend == "netns" and given("platform") else None
+
+
+def _deployment(args, session, backend: str, platform: str | None) -> int:
     from ..errors import ConfigError
     from ..verify.deployment import verify_deployment
     if args.fmt or args.table or args.library:
         raise ConfigError("--deployment takes its library, rules files and table from the "
                           "deployment's manifest: drop --library / --format / --table")
-    backend = getattr(args, "backend", None) or "local"
     if backend not in ("local", "netns"):
-        raise ConfigError(f"--backend {backend}: verify --deployment runs the real library on "
+        raise ConfigError(f"backend {backend!r} ({session.settings.source_of('backend')}): verify "
+                          f"--deployment runs the real library on "
                           f"this host (local) or across emulated hosts (netns)")
     hosts = (args.hosts or 2) if backend == "netns" else 1
     if args.hosts is not None and backend != "netns":
@@ -122,7 +136,6 @@ def _deployment(args, session) -> int:
     if ranks % hosts:
         raise ConfigError(f"--ranks {ranks} cannot be spread evenly over --hosts {hosts}")
     report = verify_deployment(args.deployment, session.settings.cache_dir, ranks,
-                               args.reps, session.settings.timeout, hosts,
-                               getattr(args, "platform", None) if backend == "netns" else None)
+                               args.reps, session.settings.timeout, hosts, platform)
     print(report.render())
     return 0 if report.ok else 1
