@@ -122,6 +122,13 @@ def test_tune_says_where_the_library_default_beat_every_algorithm(workdir):
                    "--campaign", "flat", "-q")
     assert "note: at 1 point(s) the library default 'ompi' beat every algorithm measured" \
         in proc.stdout, proc.stdout
+    assert "`tune --provider both` lets the table keep the default" in proc.stdout
+    # a --provider both campaign was told to run --provider both (an HPC centre engineer's
+    # review): its table keeps the default where it wins, no advice
+    proc = run_cli("tune", "--platform", "small", "--provider", "both", "--collectives", "bcast",
+                   "--algorithms", "colltune:linear", "--baselines", "ompi", "--layouts", "2x4",
+                   "--sizes", "64K", "--campaign", "flat-both", "-q")
+    assert "--provider both` lets" not in proc.stdout, proc.stdout
 
 
 def test_mpi_abort_is_the_runs_exit_status(tmp_path):

@@ -402,7 +402,8 @@ def cmd_tune(args, cli) -> int:
               f"failures with their reasons)", file=sys.stderr)
         return 1
     path = table.save(args.table or session.output_path(f"{name}.table.json"))
-    _print_outcome(name, summary, results, baselines, path, None)
+    _print_outcome(name, summary, results, baselines, path, None,
+                   _keep_default_hint(table, session.settings.backend))
     line = table_vs_default(table, results)
     if line:
         print(line)
@@ -458,7 +459,22 @@ def table_vs_default(table, results) -> str | None:
             f"geomean speedup {gm:.3f}x, worst {min(ratios):.3f}x over {len(ratios)} measured points")
 
 
-def _print_outcome(name, summary, results, baselines, table_path, report_path) -> None:
+def _keep_default_hint(table, backend_name: str) -> str:
+    """What lets a table keep the library default where it beat every algorithm measured:
+    a --provider both campaign, where the backend runs colltune's algorithms ("" when this
+    campaign was one, or none can be)."""
+    from .providers.both import BothProvider
+    arms = ((table.provenance if table is not None else None) or {}).get("arms") or {}
+    if arms.get("provider") == "both":
+        return ""
+    if backend_name not in BothProvider.backends:
+        return (f"; a table can keep the default only from `tune --provider both`, which backend "
+                f"{backend_name!r} does not run (backends {', '.join(BothProvider.backends)})")
+    return "; `tune --provider both` lets the table keep the default (docs/deploy.md)"
+
+
+def _print_outcome(name, summary, results, baselines, table_path, report_path,
+                   keep_default: str = "") -> None:
     fails = results.failures()
     print(f"\ncampaign {name}: {summary.launches} launches in {summary.wall_s:.0f} s, "
           f"points {summary.measured}, {summary.skipped_points} reused from the store")
@@ -479,7 +495,7 @@ def _print_outcome(name, summary, results, baselines, table_path, report_path) -
         if slower:
             print(f"note: at {slower} point(s) the library default {name!r} beat every algorithm "
                   f"measured, so the table's choice there is slower than leaving the library "
-                  f"alone; `tune --provider both` lets the table keep the default (docs/deploy.md)")
+                  f"alone{keep_default}")
 
 
 def cmd_report(args, cli) -> int:
