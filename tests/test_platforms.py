@@ -430,3 +430,18 @@ def test_charge_env_is_the_sidecars_else_the_default_and_the_environment_wins(tm
     assert p.charge_env() == {"COLLTUNE_REDUCE_RATE": "1000000.0", "COLLTUNE_COPY_RATE": "8000000000.0"}
     monkeypatch.setenv("COLLTUNE_REDUCE_RATE", "0")
     assert p.charge_env()["COLLTUNE_REDUCE_RATE"] == "0"
+
+
+@pytest.mark.parametrize("attr, value, msg", [
+    ("bw", "25GBs", r"<cluster id='c'> bw='25GBs': unknown unit 'GBs' in '25GBs': SimGrid reads a bandwidth"),
+    ("lat", "1usec", r"lat='1usec': unknown unit 'usec'"),
+    ("speed", "1Gf,fast", r"speed='1Gf,fast': cannot read a number from 'fast'"),
+])
+def test_a_value_simgrid_cannot_read_is_refused_when_the_platform_loads(tmp_path, attr, value, msg):
+    """bw="25GBs" loaded, then every algorithm of every campaign on it was stored as
+    crashed ('unknown unit') (an HPC centre engineer's review)."""
+    f = tmp_path / "mine.xml"
+    old = {"bw": 'bw="10GBps"', "lat": 'lat="1us"', "speed": 'speed="1Gf"'}[attr]
+    f.write_text(USER_XML.replace(old, f'{attr}="{value}"'))
+    with pytest.raises(PlatformError, match=msg):
+        platforms.load(str(f))

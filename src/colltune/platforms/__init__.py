@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import units
+
 __all__ = ["Platform", "PlatformError", "available", "load", "DATA_DIR"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -171,6 +173,7 @@ def _load_xml(xml: Path) -> Platform:
         raise PlatformError(f"{xml}: malformed XML: {exc}") from None
     if root.tag != "platform":
         raise PlatformError(f"{xml}: root element is <{root.tag}>, expected <platform>")
+    _check_units(root, xml)
     hosts, cores, leaves, clusters = _read_hosts(root, xml)
     sidecar_path = xml.with_suffix(".json")
     side: dict[str, Any] = {}
@@ -201,6 +204,29 @@ def _load_xml(xml: Path) -> Platform:
                     cores_per_node=cores, smpi_config={str(k): str(v) for k, v in cfg.items()},
                     charge_rates=dict(side.get("charge_rates") or {}), provenance=provenance,
                     topology=topology, _leaves=leaves)
+
+
+# attribute -> what it holds (platforms.units): a value SimGrid cannot read makes every
+# smpirun of the platform fail ("unknown unit"), so it is refused when the platform
+# loads, not recorded as a crash of every algorithm measured on it
+_UNIT_OF = {"bw": "bandwidth", "bandwidth": "bandwidth", "bb_bw": "bandwidth", "loopback_bw": "bandwidth",
+            "limiter_link": "bandwidth", "lat": "time", "latency": "time", "bb_lat": "time",
+            "loopback_lat": "time", "speed": "speed"}
+_EXAMPLE = {"bandwidth": "25GBps or 100Gbps", "time": "1us or 150ns", "speed": "40Gf"}
+
+
+def _check_units(root: ET.Element, xml: Path) -> None:
+    parse = {"bandwidth": units.parse_bandwidth, "time": units.parse_time, "speed": units.parse_speed}
+    for el in root.iter():
+        for attr, kind in _UNIT_OF.items():
+            text = el.get(attr)
+            for value in (text.split(",") if kind == "speed" else [text]) if text is not None else ():
+                try:                                      # speed: one value per pstate
+                    parse[kind](value, f"{attr}={text!r}")
+                except units.UnitError as exc:
+                    ident = el.get("id") or el.get("prefix") or ""
+                    raise PlatformError(f"{xml}: <{el.tag}{f' id={ident!r}' if ident else ''}> {exc}: "
+                                        f"SimGrid reads a {kind} such as {_EXAMPLE[kind]}") from None
 
 
 def _check_sidecar(side: dict, path: Path) -> None:

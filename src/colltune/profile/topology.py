@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..platforms import units
+
 __all__ = ["Node", "Link", "Topology", "TopologyError", "load_topology", "parse_bandwidth",
            "parse_time", "KINDS"]
 
@@ -241,48 +243,22 @@ class Topology:
 # ---------------------------------------------------------------------------
 # SimGrid value parsing (xbt_parse_units.cpp of 3.32: strtod prefix, then a unit)
 
-_NUM = re.compile(r"^\s*[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)")
-
-
-def _unit_table(units: Iterable[tuple[str, float, int]]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for unit, value, base in units:
-        if base == 0:
-            out.setdefault(unit, value)
-            continue
-        mult, prefixes = ((1024.0, ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"]) if base == 2 else
-                          (1000.0, ["k", "M", "G", "T", "P", "E", "Z", "Y"]))
-        out.setdefault(unit, value)
-        v = value
-        for p in prefixes:
-            v *= mult
-            out.setdefault(p + unit, v)
-    return out
-
-
-_BW_UNITS = _unit_table([("bps", 0.125, 2), ("bps", 0.125, 10), ("Bps", 1.0, 2), ("Bps", 1.0, 10)])
-_TIME_UNITS = {"w": 7 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3,
-               "us": 1e-6, "ns": 1e-9, "ps": 1e-12}
-
-
-def _parse_unit(text: str, units: dict[str, float], default: str, what: str) -> float:
-    m = _NUM.match(text)
-    if not m:
-        raise TopologyError(f"{what}: cannot read a number from '{text}'")
-    unit = text[m.end():] or default
-    if unit not in units:
-        raise TopologyError(f"{what}: unknown unit '{unit}' in '{text}'")
-    return float(m.group(0)) * units[unit]
 
 
 def parse_bandwidth(text: str, what: str = "bandwidth") -> float:
     """SimGrid bandwidth ('12.5GBps', '100Gbps', '1MiBps'; bare numbers are Bps) -> bytes/s."""
-    return _parse_unit(text, _BW_UNITS, "Bps", what)
+    try:
+        return units.parse_bandwidth(text, what)
+    except units.UnitError as exc:
+        raise TopologyError(str(exc)) from None
 
 
 def parse_time(text: str, what: str = "time") -> float:
     """SimGrid time ('0.2us', '5ms', '1m' is a minute; bare numbers are s) -> seconds."""
-    return _parse_unit(text, _TIME_UNITS, "s", what)
+    try:
+        return units.parse_time(text, what)
+    except units.UnitError as exc:
+        raise TopologyError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------
