@@ -514,3 +514,25 @@ def test_verify_takes_the_backend_from_the_environment_and_refuses_what_it_canno
     for extra in (["--backend", "netns"], ["--hosts", "2"]):
         proc = run_cli("verify", "--rules", str(rules), "--library", "openmpi", *extra, check=False)
         assert proc.returncode == 2 and "verify --rules runs the library on this host" in proc.stderr
+
+
+def test_redeploying_replaces_the_earlier_deployment_and_never_a_users_folder(tmp_path):
+    """A deployment written over an earlier one had kept the earlier's library rules file
+    (an HPC centre engineer's review); a folder holding something else is refused."""
+    out = deploy(tmp_path, "openmpi")
+    assert (out / "openmpi-tuned.rules").exists()
+    table = json.loads(open(mixed_table(tmp_path / "c.json", "openmpi")).read())
+    for e in table["entries"]:
+        e["rules"] = [r for r in e["rules"] if r["provider"] == "colltune"]
+        e["rules"][0]["min_size"] = 0
+    (tmp_path / "conly.json").write_text(json.dumps(table))
+    run_cli("deploy", "--table", str(tmp_path / "conly.json"), "--library", "openmpi", "-o", str(out))
+    m = json.loads((out / "deployment.json").read_text())
+    assert m["files"]["library_rules"] is None and not (out / "openmpi-tuned.rules").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    proc = run_cli("deploy", "--table", str(tmp_path / "conly.json"), "--library", "openmpi",
+                   "-o", str(mine), check=False)
+    assert proc.returncode == 2 and "not empty and holds no deployment" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]

@@ -159,6 +159,7 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     out = Path(out_dir).resolve()
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out_dir}: exists and is not a folder")
+    earlier = _earlier_deployment(out, out_dir)
     (out / "lib").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(table_path, out / TABLE_COPY)
     notes: list[str] = []
@@ -236,7 +237,33 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         "dir": str(out),
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    # an earlier deployment's files this one does not have (its library rules file, where
+    # the new table has no library part) would be taken for part of it
+    for stale in earlier - _listed(files):
+        (out / stale).unlink(missing_ok=True)
     return manifest
+
+
+def _listed(files: dict) -> set[str]:
+    """The file names of a manifest's "files" (library_format names a format)."""
+    return {f for k, f in files.items() if k != "library_format" and isinstance(f, str)}
+
+
+def _earlier_deployment(out: Path, given: str) -> set[str]:
+    """The files of the deployment already in `out` (replaced by the new one), or set()
+    for a new or empty folder; a folder holding something else is refused, so deploy
+    never mixes its files with a user's."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return set()
+    try:
+        old = json.loads((out / MANIFEST).read_text())
+        listed = _listed(old.get("files") or {})
+    except (OSError, ValueError, AttributeError):
+        raise InputError(f"-o {given}: a folder that is not empty and holds no deployment "
+                         f"({MANIFEST}): give a new or empty folder, or an earlier deployment's "
+                         f"to replace it") from None
+    # only names inside the folder (a manifest's entries are relative)
+    return {f for f in listed if not Path(f).is_absolute() and ".." not in Path(f).parts}
 
 
 def smpi_settings(table: DecisionTable) -> tuple[list[str], dict[str, str]]:
