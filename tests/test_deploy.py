@@ -536,3 +536,14 @@ def test_redeploying_replaces_the_earlier_deployment_and_never_a_users_folder(tm
                    "-o", str(mine), check=False)
     assert proc.returncode == 2 and "not empty and holds no deployment" in proc.stderr, proc.stderr
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def test_deploy_refuses_a_target_of_another_release_series(tmp_path):
+    """A table without a library part deployed with --target 4.1.5 said 'deployment for
+    openmpi 5.0.11' and recorded target 4.1.5 (an HPC centre engineer's review): the
+    interposer is built against the installed library, so the target must be its series."""
+    proc = run_cli("deploy", "--table", mixed_table(tmp_path / "t.json", "openmpi"), "--library",
+                   "openmpi", "--target", "4.1.5", "-o", str(tmp_path / "dep"), check=False)
+    assert proc.returncode == 2 and "--target 4.1.5: a deployment runs the installed openmpi 5.0." \
+        in proc.stderr, proc.stderr
+    assert not (tmp_path / "dep").exists()

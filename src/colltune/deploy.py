@@ -154,6 +154,14 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         raise BackendError(str(exc)) from None
     except ValueError as exc:
         raise InputError(f"--library: {exc}") from None
+    if target is not None and not is_smpi(impl):
+        from .exporters.openmpi_tuned import parse_version
+        if parse_version(target)[:2] != parse_version(impl.version)[:2]:
+            # the interposer is built against the installed library, and the library's
+            # rules file is checked against it: a deployment is for the library it runs on
+            raise InputError(f"--target {target}: a deployment runs the installed {library} "
+                             f"{impl.version} (its interposer is built against it); deploy for "
+                             f"another release series where that release is installed")
     rules_exp = colltune_rules_exporter(impl, cache_dir, guard)
     check_colltune_names(table, table_path, rules_exp.catalogue)     # before writing anything
     out = Path(out_dir).resolve()

@@ -78,7 +78,8 @@ def parse_version(target: str | None, default: tuple[int, ...] = (5, 0, 11)) -> 
         return default
     m = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?\S*", target.strip())
     if not m:
-        raise InputError(f"--target {target!r}: expected a library version such as 5.0.7")
+        raise InputError(f"--target {target!r}: expected a library version MAJOR.MINOR[.PATCH], "
+                         f"such as 5.0.11 (Open MPI) or 5.0.2 (MPICH)")
     return tuple(int(g or 0) for g in m.groups())
 
 
