@@ -134,3 +134,20 @@ def test_clear_errors(two):
     # the agent refuses hosts of other clusters
     stray = subprocess.run([two.agent, "other-n0", "true"], capture_output=True, text=True)
     assert stray.returncode == 255 and "no host other-n0" in stray.stderr
+
+
+def test_netns_cluster_setting_leaves_a_simulated_platform_to_the_sim_backend(tmp_path):
+    """One `platform` setting serves both backends: a config file's simulated platform
+    (an XML path) had been taken for the netns cluster's name ('use 1-9 lower-case
+    letters'), and the only cluster up never applied (an HPC centre engineer's review)."""
+    from colltune import config
+    from colltune.backends.netns import cluster_setting
+    from colltune.errors import ConfigError
+    cfg = tmp_path / "colltune.toml"
+    cfg.write_text('platform = "plat/mine.xml"\n')
+    assert cluster_setting(config.load({}, {}, str(cfg))) is None
+    assert cluster_setting(config.load({}, {"COLLTUNE_PLATFORM": "dragonfly"})) is None
+    assert cluster_setting(config.load({}, {})) is None
+    assert cluster_setting(config.load({"platform": "ct"}, {})) == "ct"
+    with pytest.raises(ConfigError, match="--platform small: a simulated platform; with the netns"):
+        cluster_setting(config.load({"platform": "small"}, {}))

@@ -17,7 +17,7 @@ import os
 from typing import Any, Callable
 
 from .. import cluster as emu
-from ..errors import BackendError
+from ..errors import BackendError, ConfigError
 from . import BACKENDS
 from .base import Launch
 from .local import OVERSUBSCRIBE_ARGS, LocalBackend, host_cores, max_ranks, oversubscribed
@@ -74,6 +74,25 @@ def find_cluster(name: str | None) -> emu.Cluster:
     return c
 
 
+def cluster_setting(settings) -> str | None:
+    """The emulated cluster the platform setting names, None for the only one up. A
+    simulated platform there (a bundled name or an XML file, e.g. a config file's for
+    the sim backend) names no cluster: from a config file or the environment it is left
+    to the sim backend; given on the command line with netns, it is an error."""
+    source = settings.source_of("platform")
+    value = settings.platform
+    if source == "default":
+        return None
+    from .. import platforms
+    if value in platforms.available() or value.endswith(".xml") or "/" in value:
+        if source == "command line":
+            raise ConfigError(f"--platform {value}: a simulated platform; with the netns "
+                              f"backend --platform names an emulated cluster (`colltune cluster "
+                              f"status`), or leave it out for the only one up")
+        return None
+    return value
+
+
 @BACKENDS.register("netns")
 class NetnsBackend(LocalBackend):
     name = "netns"
@@ -82,8 +101,7 @@ class NetnsBackend(LocalBackend):
 
     def __init__(self, settings, platform: str | None = None):
         super().__init__(settings, platform)
-        explicit = settings.source_of("platform") != "default"
-        self.cluster_name = platform or (settings.platform if explicit else None)
+        self.cluster_name = platform or cluster_setting(settings)
         self.cluster: emu.Cluster | None = None
 
     def prepare(self) -> None:

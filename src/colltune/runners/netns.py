@@ -20,7 +20,7 @@ class NetnsRunner(LocalRunner):
 
     def command(self, env, program, scratch):
         from .. import cluster as emu
-        from ..backends.netns import PLACEMENT, find_cluster
+        from ..backends.netns import PLACEMENT, cluster_setting, find_cluster
         from ..errors import ConfigError
         args, settings = self.args, self.settings
         cmd, full_env, ranks = super().command(env, program, scratch)
@@ -29,8 +29,7 @@ class NetnsRunner(LocalRunner):
         impl_name = settings.mpi
         if impl_name not in PLACEMENT:
             raise ConfigError(f"the netns backend runs {' or '.join(PLACEMENT)}, not {impl_name!r}")
-        explicit = settings.source_of("platform") != "default"
-        c = find_cluster(settings.platform if explicit else None)
+        c = find_cluster(cluster_setting(settings))
         if not args.layout:
             raise ConfigError(f"the netns backend needs --layout NODESxPPN (cluster {c.name!r} has "
                               f"{len(c.hosts)} hosts)")

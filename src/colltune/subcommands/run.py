@@ -274,7 +274,10 @@ def _profile_machine(path: str, settings) -> None:
     if settings.backend not in ("sim", "netns"):
         return
     plat = settings.platform
-    if plat.endswith(".xml"):
+    if settings.backend == "netns":          # the cluster the run used (the only one up if unnamed)
+        from ..backends.netns import cluster_setting, find_cluster
+        plat = find_cluster(cluster_setting(settings)).name
+    elif plat.endswith(".xml"):
         plat = os.path.abspath(plat)
     doc = {"backend": settings.backend, "platform": plat}
     if settings.backend == "netns":

@@ -112,9 +112,9 @@ def _where(settings) -> tuple[str, str | None]:
     """(backend, netns cluster) of a verify run: the backend setting (CLI > environment >
     config file) where one was given, else this host (local); the platform setting names
     the cluster of netns."""
-    given = lambda k: settings.source_of(k) != "default"      # noqa: E731
-    backend = settings.values["backend"] if given("backend") else "local"
-    return backend, settings.values["platform"] if backend == "netns" and given("platform") else None
+    from ..backends.netns import cluster_setting
+    backend = settings.values["backend"] if settings.source_of("backend") != "default" else "local"
+    return backend, cluster_setting(settings) if backend == "netns" else None
 
 
 def _deployment(args, session, backend: str, platform: str | None) -> int:
