@@ -116,3 +116,22 @@ def test_report_keeps_sweeps_and_sub_communicators_out_of_the_summary(workdir):
     bad = run_cli("report", "--campaign", "d", "--baselines", "foo", check=False)
     assert bad.returncode == 2 and "measured none of them (its library default selectors: ompi)" \
         in bad.stderr
+
+
+def test_info_describes_the_platform_a_campaign_would_simulate(tmp_path):
+    """No command showed a platform's nodes, SMPI settings and charge rates, nor said that
+    a platform without a sidecar runs on SMPI's defaults (an HPC centre engineer's review).
+    info --json has a format and version."""
+    from colltune import platforms
+    info = json.loads(run_cli("info", "--json").stdout)
+    assert (info["format"], info["version"]) == ("colltune.info", 1)
+    p = info["platform"]
+    assert (p["name"], p["nodes"], p["cores_per_node"], p["topology"]) == ("small", 8, 4, "FLAT")
+    assert p["smpirun_args"] == platforms.load("small").smpirun_cfg_args()
+    assert p["charge_env"]["COLLTUNE_REDUCE_RATE"] == "4000000000.0" and p["charge_rates_from"] == "the sidecar"
+    mine = tmp_path / "mine.xml"
+    mine.write_text(open(platforms.load("small").xml_path).read())
+    proc = run_cli("info", "--platform", str(mine))
+    assert "sidecar none: SMPI defaults" in proc.stdout and "(no --cfg: SMPI defaults)" in proc.stdout
+    assert "(colltune's defaults (DEFAULT_CHARGE_RATES))" in proc.stdout
+    assert "has no SMPI settings (no sidecar mine.json with smpi_config)" in proc.stderr, proc.stderr

@@ -106,7 +106,14 @@ def cmd_info(args, cli) -> int:
         info["providers"].setdefault(provider.name, _listing(provider))
     if errors:
         info["local_providers_unavailable"] = errors
+    if session.settings.backend == "sim":           # the machine a campaign would simulate
+        from . import platforms
+        try:
+            info["platform"] = platforms.load(session.settings.platform).summary()
+        except platforms.PlatformError as exc:
+            info["platform_error"] = str(exc)
     if args.json:
+        info = {"format": "colltune.info", "version": 1, **info}
         json.dump(info, sys.stdout, indent=1)
         print()
         return 0
@@ -122,6 +129,16 @@ def cmd_info(args, cli) -> int:
     print("MPI implementations found:")
     for m in info["mpi"] or [{"describe": "(none)"}]:
         print(f"  {m['describe']}")
+    if "platform" in info:
+        p = info["platform"]
+        print(f"Platform {p['name']} ({p['xml']}, sidecar {p['sidecar'] or 'none: SMPI defaults'}): "
+              f"{p['nodes']} nodes x {p['cores_per_node']} cores, {p['topology']}, "
+              f"{p['leaf_units']} leaf unit(s)")
+        print(f"  smpirun {' '.join(p['smpirun_args']) or '(no --cfg: SMPI defaults)'}")
+        print(f"  colltune's reductions and copies charged at "
+              f"{', '.join(f'{k}={v}' for k, v in p['charge_env'].items())} ({p['charge_rates_from']})")
+    elif "platform_error" in info:
+        print(f"Platform: {info['platform_error']}")
     if "providers_error" in info:
         print(f"Algorithm providers: unavailable: {info['providers_error']}")
     for pname, why in info.get("local_providers_unavailable", {}).items():

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from .. import native
@@ -15,6 +17,16 @@ QUIET_LOGS = ["--log=xbt_cfg.thres:warning", "--log=smpi_config.thres:error"]
 # maps must stay below vm.max_map_count (65530): 1 MiB blocks ran out at 256 ranks x
 # 64 MiB of buffers and scratch; 16 MiB blocks map 16x less. Memory only: no timing.
 SHARED_BLOCK = "--cfg=smpi/shared-malloc-blocksize:16777216"
+
+
+_noted: set[str] = set()
+
+
+def _note_once(text: str) -> None:
+    """One stderr line per process (a campaign prepares its backend more than once)."""
+    if text not in _noted:
+        _noted.add(text)
+        print(text, file=sys.stderr)
 
 
 @BACKENDS.register("sim")
@@ -41,6 +53,11 @@ class SimBackend(Backend):
             self.platform = platforms.load(self.platform_name)
         except platforms.PlatformError as exc:
             raise BackendError(str(exc)) from None
+        if not self.platform.smpi_config:
+            _note_once(f"colltune: platform {self.platform.name!r} has no SMPI settings (no sidecar "
+                       f"{Path(self.platform.xml_path).with_suffix('.json').name} with smpi_config): "
+                       f"SMPI's defaults simulate it (no per-message overheads, Ethernet-calibrated "
+                       f"bandwidth and latency factors; docs/platforms.md)")
         self.bench = native.build(self.impl, "bench", self.settings.cache_dir)
 
     def provider(self):

@@ -127,6 +127,19 @@ class Platform:
             out.setdefault(self._leaves[h], []).append(h)
         return out
 
+    def summary(self) -> dict[str, Any]:
+        """What a campaign on this platform simulates (`colltune info`): the machine, the
+        SMPI settings and the charge rates that go with every launch, and where each comes
+        from (a platform without a sidecar: SMPI's defaults and colltune's default rates)."""
+        sidecar = "sidecar_sha256" in self.provenance
+        return {"name": self.name, "xml": self.xml_path, "sha256": self.provenance.get("sha256"),
+                "sidecar": str(Path(self.xml_path).with_suffix(".json")) if sidecar else None,
+                "nodes": self.nodes, "cores_per_node": self.cores_per_node,
+                "topology": self.topology.get("kind"), "leaf_units": len(self.groups()),
+                "smpirun_args": self.smpirun_cfg_args(), "charge_env": self.charge_env(),
+                "charge_rates_from": ("the sidecar" if any(self.charge_rates.get(k) for k in CHARGE_ENV)
+                                      else "colltune's defaults (DEFAULT_CHARGE_RATES)")}
+
     def charge_env(self, environ: dict | None = None) -> dict[str, str]:
         """COLLTUNE_REDUCE_RATE / COLLTUNE_COPY_RATE for a launch on this platform: the
         sidecar's charge_rates, else DEFAULT_CHARGE_RATES; a value already in `environ`
