@@ -547,3 +547,16 @@ def test_deploy_refuses_a_target_of_another_release_series(tmp_path):
     assert proc.returncode == 2 and "--target 4.1.5: a deployment runs the installed openmpi 5.0." \
         in proc.stderr, proc.stderr
     assert not (tmp_path / "dep").exists()
+
+
+def test_run_names_a_rules_file_edited_since_deploying(tmp_path):
+    """A rules file edited after deploying ran without a word, and one the library
+    rejects aborted the job (an HPC centre engineer's review): the manifest records the
+    rules files' sha256, run --deployment names an edited one and points at verify."""
+    out = deploy(tmp_path, "openmpi")
+    rules = out / "openmpi-tuned.rules"
+    rules.write_text(rules.read_text() + "# a site's note\n")
+    proc = run_cli("run", "--backend", "local", "--mpi", "openmpi", "--deployment", str(out), "-n", "2",
+                   "--", "src/colltune/apps/collmix.c", "1")
+    assert f"{rules} was edited since `colltune deploy` wrote it" in proc.stderr, proc.stderr
+    assert "colltune.rules was edited" not in proc.stderr

@@ -242,6 +242,8 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         "table": {"source": os.path.abspath(table_path), "sha256": _sha256(table_path),
                   "tuner": table.tuner, "arms": arms, "rules": counts(table)},
         "files": files, "env": env, "launch": launch, "notes": notes, "guard": guard,
+        # the rules files as written: `run --deployment` names one edited since
+        "sha256": {f: _sha256(str(out / f)) for f in (files.get("library_rules"), COLLTUNE_RULES) if f},
         "dir": str(out),
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -356,6 +358,11 @@ def load(deployment_dir: str) -> tuple[dict, Path]:
     if sha and _sha256(str(d / manifest["files"]["table"])) != sha:
         raise InputError(f"{d / manifest['files']['table']}: changed since it was deployed "
                          f"(sha256 differs from {where}'s); deploy the table again")
+    # rules files edited by hand since (a site's own change, or a mistake): said, not
+    # refused; `verify --deployment` proves what the files make the library run
+    shas = manifest.get("sha256") if isinstance(manifest.get("sha256"), dict) else {}
+    manifest["edited"] = sorted(f for f, s in shas.items()
+                                if isinstance(f, str) and (d / f).is_file() and _sha256(str(d / f)) != s)
     return manifest, d
 
 

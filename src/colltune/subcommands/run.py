@@ -117,6 +117,10 @@ def _deployment(args, settings, runner) -> dict:
     from .. import deploy
     from ..errors import ConfigError
     manifest, d = deploy.load(args.deployment)
+    for name in manifest["edited"]:
+        print(f"colltune run: warning: {d / name} was edited since `colltune deploy` wrote it; "
+              f"`colltune verify --deployment {args.deployment}` checks what it makes the "
+              f"library run", file=sys.stderr)
     files = manifest.get("files") or {}
     if files.get("library_rules"):
         deploy.check_library_file(d / files["library_rules"], files.get("library_format"))

@@ -180,7 +180,9 @@ def verify_deployment(deployment_dir: str, cache_dir: str, ranks: int = 2, reps:
     files = manifest["files"]
     table = DecisionTable.load(str(d / files["table"]))
     report = DeploymentReport(str(d), f"{library} {impl.version}", ranks,
-                              placement.describe(ranks), notes=list(manifest.get("notes", [])))
+                              placement.describe(ranks), notes=list(manifest.get("notes", [])) + [
+                                  f"{name} was edited since it was deployed: verified as it is now"
+                                  for name in manifest["edited"]])
     if impl.version != manifest.get("library_version"):
         report.notes.append(f"deployed for {library} {manifest.get('library_version')}, "
                             f"verified on {impl.version}")
