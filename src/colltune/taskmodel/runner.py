@@ -7,8 +7,10 @@ taskbench prints one JSON line per task (or whole call) on stdout.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import tempfile
 
 from .. import native
@@ -30,7 +32,10 @@ class TaskRunner:
                                f"not {getattr(backend, 'name', backend)!r}")
         self.backend, self.settings = backend, settings
         self.exe = native.build(backend.impl, "taskbench", settings.cache_dir)
-        self.workdir = workdir or tempfile.mkdtemp(prefix="colltune-taskbench-")
+        if workdir is None:         # its own scratch: gone when the process ends
+            workdir = tempfile.mkdtemp(prefix="colltune-taskbench-")
+            atexit.register(shutil.rmtree, workdir, True)
+        self.workdir = workdir
 
     def launch(self, coll: str, nodes: int, ppn: int, nbytes: int, params: dict,
                tasks: list[str] | None = None, whole: str | None = None,
