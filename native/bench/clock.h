@@ -23,11 +23,8 @@ void clock_wait_until(double t);
 /* A start later than its target by more than this is a late start. */
 double clock_late_tolerance(void);
 
-/* Calibrates clock_compute (call once on every rank; no-op under SMPI). */
-void clock_calibrate(void);
-
 /* Stands for `seconds` of computation with no MPI call inside: a simulated
- * computation under SMPI, a calibrated floating-point loop elsewhere. */
+ * computation under SMPI, floating-point work for that long on the wall clock elsewhere. */
 void clock_compute(double seconds);
 
 #endif

@@ -2,9 +2,8 @@
  *
  * Check patterns: data-moving collectives copy opaque bytes, so their buffers get a
  * hashed byte pattern keyed by (source rank, block, byte), which catches misplaced
- * blocks as well as missing ones. Reductions use small integers (0..3) so float
- * sums are exact; the value of element i on rank r is ((r + 3i) mod 61) mod 4, whose
- * sum over ranks depends only on 3i mod 61 and is precomputed in O(61 P).
+ * blocks as well as missing ones. Reductions use small integers so float sums are
+ * exact: rval() below, (r mod 4096) + 1 + (3i mod 61) at element i of rank r.
  * Receive buffers are poisoned with a value that differs from the expected one at
  * every position, so a collective that writes nothing cannot pass. */
 #include "colls.h"

@@ -156,7 +156,6 @@ int main(int argc, char **argv)
     }
 
     double max_offset = clock_sync(MPI_COMM_WORLD);
-    if (o.scenario == SCEN_OVERLAP) clock_calibrate();
     write_header(&o, max_offset);
 
     int points = 0, failed = 0;

@@ -18,6 +18,7 @@
 #include "stats.h"
 
 #define MAX_WINDOW_S 1.0
+#define SHRINK_AFTER 8
 
 enum { K_MAIN, K_PURE }; /* K_PURE: overlap scenario's post + immediate wait */
 
@@ -31,6 +32,11 @@ static void *xalloc(size_t bytes, int shared, MPI_Comm comm)
 #endif
     void *p = calloc(1, n); /* zeros: no NaN or denormal slows real reductions */
     if (!p) MPI_Abort(comm, 1);
+    /* written once: a calloc'd page that is only read stays Linux's one shared zero
+     * page, so a large send buffer would be read from one cache-resident page and
+     * real-MPI times of large messages come out too fast (bcast 4 MiB: 233 us against
+     * 338 us with the pages written; a methodology review) */
+    for (size_t i = 0; i < n; i += 4096) ((volatile char *)p)[i] = 0;
     return p;
 }
 
@@ -120,6 +126,7 @@ static void one_rep(const point_t *pt, const coll_args_t *a, int kind, double t_
 typedef struct {
     double *ttc[2], *rmax, *rmean;
     int n[2], warm_left, late, attempts;
+    int on_time;        /* repetitions in a row whose ranks all arrived before the start */
 } series_t;
 
 /* Rank 0: evaluates one gathered repetition; returns 1 if it was valid. A rank
@@ -142,6 +149,14 @@ static int account(const point_t *pt, const double *ase, double t_start, int kin
         dsum += en - st;
     }
     if (short_window && *window < MAX_WINDOW_S) *window *= 2;
+    /* and shrinks again (never below --sync-window-us) once SHRINK_AFTER repetitions in
+     * a row were in time: one descheduled rank no longer makes every later repetition
+     * busy-wait longer, and more of them be discarded as late */
+    s->on_time = short_window ? 0 : s->on_time + 1;
+    if (s->on_time >= SHRINK_AFTER && *window > pt->o->sync_window_us * 1e-6 * 1.5) {
+        *window /= 2;
+        s->on_time = 0;
+    }
     if (s->warm_left > 0) { s->warm_left--; return 0; }
     if (late) { s->late++; return 0; }
     int i = s->n[kind]++;
@@ -153,9 +168,10 @@ static int account(const point_t *pt, const double *ase, double t_start, int kin
     return 1;
 }
 
-/* Rank 0: the stopping rule. After warm-up, stop once (reps >= min_reps and
- * rse_median <= rse, for both series in the overlap scenario), or reps >= max_reps,
- * or the point has used its time budget. Overlap series grow in pairs. */
+/* Rank 0: the stopping rule. After warm-up, stop once (reps >= min_reps and the
+ * median's confidence interval is within +-rse of it, stats.c, for both series in the
+ * overlap scenario), or reps >= max_reps, or the point has used its time budget.
+ * Overlap series grow in pairs. */
 static int keep_going(const point_t *pt, const series_t *s, double t0)
 {
     const options_t *o = pt->o;
@@ -168,10 +184,10 @@ static int keep_going(const point_t *pt, const series_t *s, double t0)
     if (n < o->min_reps) return 1;
     stats_t st;
     stats_compute(s->ttc[K_MAIN], n, &st);
-    if (st.rse_median > o->rse) return 1;
+    if (st.ci_rel > o->rse) return 1;
     if (overlap) {
         stats_compute(s->ttc[K_PURE], n, &st);
-        if (st.rse_median > o->rse) return 1;
+        if (st.ci_rel > o->rse) return 1;
     }
     return 0;
 }

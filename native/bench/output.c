@@ -130,6 +130,8 @@ void out_record(const options_t *o, const record_t *r)
     put_time("ttc_max_s", r->ttc.max, t);
     put_time("ttc_stddev_s", r->ttc.stddev, t);
     put_num("rse_median", r->ttc.rse_median, t);
+    put_time("ttc_median_ci_lo_s", r->ttc.ci_lo, t);
+    put_time("ttc_median_ci_hi_s", r->ttc.ci_hi, t);
     put_time("rank_max_mean_s", r->rank_max_mean_s, t);
     put_time("rank_mean_mean_s", r->rank_mean_mean_s, t);
     put_time("pure_median_s", r->pure_median_s, t && r->has_pure);

@@ -52,7 +52,7 @@ def add_globals(p: argparse.ArgumentParser, measuring: bool = True) -> None:
                    help=f"timed repetitions at least (default {DEFAULTS['min_reps']})")
     g.add_argument("--max-reps", dest="max_reps", type=int,
                    help=f"timed repetitions at most, until --rse is met (default {DEFAULTS['max_reps']})")
-    g.add_argument("--rse", type=float, help="target relative standard error of the median")
+    g.add_argument("--rse", type=float, help="stop a point once its median's confidence interval is within +-RSE of it (docs/bench.md)")
     g.add_argument("--check", choices=["none", "first", "only"], help="verify result data")
     g.add_argument("--reduction-op", dest="reduction_op", choices=REDUCTION_OPS,
                    help="reductions: sum (MPI_SUM, default) or charged-sum (a user-defined sum "
