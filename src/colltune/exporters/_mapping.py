@@ -181,7 +181,7 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
     elif rule.provider == "colltune":
         problem = f"rules of provider {rule.provider!r} cannot be expressed for {library}"
     else:       # another library's algorithm: a namesake is another implementation
-        problem = (f"measured on {rule.provider}, not {library}: a {library} rules file names "
+        problem = (f"measured on {rule.provider}, not {library}: the rules file of {library} names "
                    f"only {library}'s own algorithms (tune on {library} for its table)")
     if allow_substitute:
         return Resolved(DEFAULT, f"{describe(entry, rule)} -> substituted by "
