@@ -213,8 +213,8 @@ def test_mpich_errors_name_the_rule(tmp_path):
     # another library's namesake is another implementation (a user review found the old
     # wording refuse a name it listed as known)
     with pytest.raises(InputError, match=r"bcast layout 1x2 from 0 B/rank: openmpi algorithm "
-                                         r"'chain': measured on openmpi, not mpich: a mpich rules "
-                                         r"file names only mpich's own algorithms .*; "
+                                         r"'chain': measured on openmpi, not mpich: the rules "
+                                         r"file of mpich names only mpich's own algorithms .*; "
                                          r"--allow-substitute would leave it to mpich's own "
                                          r"selection \(its built-in CSEL branch\) there"):
         mpich([("bcast", 1, 2, [(0, "chain", "openmpi", {})])], "5.0.2", tmp_path)
