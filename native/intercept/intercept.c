@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -401,6 +402,25 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
 /* colltune's allgather takes one count and type for both sides: the decision
  * uses the receive side (agreed on all ranks); a send side that differs is
  * first copied into this rank's own block, then the call runs in place. */
+/* The bytes n elements of type t at p touch, [p + true_lb, + (n-1)*extent + true_extent),
+ * and those of m of u at q, share one. */
+static int spans_overlap(const void *p, long long n, MPI_Datatype t, const void *q, long long m,
+                         MPI_Datatype u)
+{
+    MPI_Aint lb, ext, tlb, text, ulb, uext, utlb, utext;
+    if (n <= 0 || m <= 0 || PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS
+        || PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS
+        || PMPI_Type_get_extent(u, &ulb, &uext) != MPI_SUCCESS
+        || PMPI_Type_get_true_extent(u, &utlb, &utext) != MPI_SUCCESS)
+        return 0;
+    /* spans of a type with a negative extent run downwards: take both ends */
+    intptr_t a0 = (intptr_t)p + tlb, a1 = a0 + (intptr_t)((n - 1) * ext);
+    intptr_t b0 = (intptr_t)q + utlb, b1 = b0 + (intptr_t)((m - 1) * uext);
+    intptr_t alo = a0 < a1 ? a0 : a1, ahi = (a0 < a1 ? a1 : a0) + (intptr_t)text;
+    intptr_t blo = b0 < b1 ? b0 : b1, bhi = (b0 < b1 ? b1 : b0) + (intptr_t)utext;
+    return text > 0 && utext > 0 && alo < bhi && blo < ahi;
+}
+
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm)
 {
@@ -411,16 +431,26 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     CT_PROF_COLL(ct_prof_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
     if (!active[CT_ALLGATHER] || inside)
         return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-    /* the send side must carry what the receive side expects (else the
-     * library reports it); then the receive side's checks cover both */
-    ct_args chk = {sbuf, rbuf, rcount, rtype, MPI_OP_NULL, 0, comm};
-    int ssize = 0, rsize = 0;
+    /* the receive side's checks (ct_check_args); the send side has a type of its
+     * own: it must carry what the receive side expects (else the library reports
+     * it), and its overlap with the receive buffer is measured with its own type
+     * (with the receive type's extent, a send buffer just before a receive buffer
+     * whose type has gaps was "overlapping" on that rank alone: it called the
+     * library while the others ran colltune's algorithm, and the job hung) */
+    ct_args chk = {MPI_IN_PLACE, rbuf, rcount, rtype, MPI_OP_NULL, 0, comm};
+    int ssize = 0, rsize = 0, nranks = 0;
     const char *why = ct_check_args(CT_ALLGATHER, &chk);
     if (!why && sbuf != MPI_IN_PLACE
         && (scount < 0 || stype == MPI_DATATYPE_NULL || PMPI_Type_size(stype, &ssize) != MPI_SUCCESS
             || PMPI_Type_size(rtype, &rsize) != MPI_SUCCESS
             || (long long)scount * ssize != (long long)rcount * rsize))
         why = "send side differs from the receive side";
+    if (!why && sbuf != MPI_IN_PLACE && rcount > 0) {
+        PMPI_Comm_size(comm, &nranks);
+        if (sbuf == NULL) why = "null buffer";
+        else if (spans_overlap(sbuf, scount, stype, rbuf, (long long)rcount * nranks, rtype))
+            why = "send and receive buffers overlap";
+    }
     if (to_library(CT_ALLGATHER, why))
         return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
     /* the decision on bytes per rank (see view_bytes); this rank's own block
