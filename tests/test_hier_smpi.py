@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -345,6 +346,20 @@ def test_han_allgather_real_mpi_virtual_nodes(mpi, tmp_path, han_catalogue):
     algs = [a for a in han_catalogue if a["coll"] == "allgather"]
     check_run(r.stdout, expected_cases(algs, 5, 5, False, counts, "blocking"))
     assert "library fallback ran in 0 cases" in r.stdout
+
+
+@pytest.mark.parametrize("params", ["imod=2,smod=2", "imod=2,smod=2,ss=100", "imod=1,smod=2"])
+def test_han_allgather_leaders_with_shared_memory_inside_nodes_smpi(smpi, params):
+    """Bruck among 4 leaders with the shared-memory bcast inside the nodes: a step's
+    node blocks that wrap around are two ranges broadcast at once, and both used one
+    place of the shared segment, so the second overwrote the first (every case wrong;
+    a correctness review). The matrix varies one parameter at a time and the presets
+    keep smod=1, so the pair had never run. WORLD of 16 on 4 hosts of 4, and 13."""
+    for n in (16, 13):
+        out = smpi(n, "colltune-algotest", ["-a", "allgather/han", "-s", "0", "-r", "few", "-m", "blocking",
+                                            "-d", "-b", params, "-c", "1,7,1031"], 0)
+        assert re.search(r"\b[1-9]\d* passed, 0 failed", out), out[-2000:]
+        assert "library fallback ran in 0 cases" in out
 
 
 def test_han_allgather_through_interposer_smpi(tmp_path):

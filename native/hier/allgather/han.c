@@ -49,7 +49,8 @@ typedef struct {
     MPI_Aint ext, blk;      /* bytes of one rank's block */
     int *off;               /* node n's first position in the node-ordered layout (nnodes+1) */
     char *work;             /* node-ordered layout (recvbuf when it is the same order) */
-    char *shm;              /* the node's shared segment (smod = SHM) */
+    char *shm;              /* the node's shared segment (smod = SHM): two places of */
+    MPI_Aint slot;          /* slot bytes, one per range a task broadcasts at once */
     int *vcounts;           /* imod = LIBRARY: Iallgatherv counts and displs (kept to the end) */
     nb_op *live;            /* started ops, possibly still sending */
 } ag_call;
@@ -103,8 +104,11 @@ static int progress(ag_call *g, nb_op **mine, int n)
 }
 
 /* sb of positions r on the node (root: the leader); NULL with smod = LIBRARY
- * (then *rc holds the blocking PMPI_Bcast's result). */
-static nb_op *start_sb(ag_call *g, ag_range r, int k, int *rc)
+ * (then *rc holds the blocking PMPI_Bcast's result). place: which of the shared
+ * segment's places it uses (a Bruck step's blocks that wrap around are two ranges
+ * broadcast at once: in one place the second overwrote the first before the other
+ * ranks had copied it; a correctness review). */
+static nb_op *start_sb(ag_call *g, ag_range r, int k, int place, int *rc)
 {
     const ct_args *a = g->a;
     *rc = MPI_SUCCESS;
@@ -123,7 +127,7 @@ static nb_op *start_sb(ag_call *g, ag_range r, int k, int *rc)
     o->tag = AG_TAG_SB + k % 4096;
     o->parent = g->salg;                      /* tree value, see nb_start */
     o->sub = ct_seg_elems(g->ss, g->ext, o->count);
-    o->shm = g->shm;
+    o->shm = g->shm ? g->shm + (MPI_Aint)place * g->slot : NULL;
     o->slot = o->count * g->ext;
     *rc = nb_start(o);
     add_live(g, o);
@@ -298,7 +302,8 @@ static int han_allgather(const ct_args *a, const int *p)
     if (g.smod == CT_HAN_MOD_SHM && h->nlocal > 1) {   /* collective over the node */
         int most = 0;
         for (int k = 0; k < nseq; k++) most = seq[k].n > most ? seq[k].n : most;
-        g.shm = ct_hier_shm(h, (MPI_Aint)most * g.blk);
+        g.slot = (MPI_Aint)most * g.blk;
+        g.shm = ct_hier_shm(h, 2 * g.slot);   /* node_ranges: at most two per task */
     }
 
     rc = gather(&g);
@@ -312,8 +317,9 @@ static int han_allgather(const ct_args *a, const int *p)
             mine[n++] = g.imod == CT_HAN_MOD_LIBRARY ? library_ia(&g, &rc)
                       : g.imod == AG_IMOD_RING    ? ring_step(&g, t, &rc)
                                                   : bruck_step(&g, t, &rc);
-        for (; k < nseq && task_of[k] == t && rc == MPI_SUCCESS && rc2 == MPI_SUCCESS; k++) {
-            nb_op *o = start_sb(&g, seq[k], k, &rc2);
+        for (int place = 0; k < nseq && task_of[k] == t && rc == MPI_SUCCESS && rc2 == MPI_SUCCESS;
+             k++, place++) {
+            nb_op *o = start_sb(&g, seq[k], k, place, &rc2);
             if (o) mine[n++] = o;
         }
         int rc3 = progress(&g, mine, n);
