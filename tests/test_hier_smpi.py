@@ -405,3 +405,18 @@ def test_interposer_runs_reduce_han(mpi, tmp_path):
     assert ok(proc)
     reduces = [r for r in rep if r["collective"] == "reduce"]
     assert reduces and {r["ran"] for r in reduces} == {"han"}, reduces
+
+
+@pytest.mark.parametrize("coll", ["bcast", "reduce", "allreduce", "allgather"])
+def test_han_every_pair_of_modules_smpi(smpi, han_catalogue, coll):
+    """Every inter-node module x every intra-node module of each HAN collective
+    (the matrices vary one parameter at a time, and a pair, Bruck leaders with the
+    shared-memory bcast, gave wrong results), 16 ranks on 4 hosts: the Bruck and tree
+    steps wrap around; counts 1, 7, 1031, defaults otherwise."""
+    (alg,) = [a for a in han_catalogue if a["coll"] == coll]
+    rng = {p["name"]: range(p["min"], p["max"] + 1) for p in alg["params"] if p["name"] in ("imod", "smod")}
+    for imod in rng["imod"]:
+        for smod in rng["smod"]:
+            out = smpi(16, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few", "-m", "blocking",
+                                                 "-d", "-b", f"imod={imod},smod={smod}", "-c", "1,7,1031"])
+            assert re.search(r"\b[1-9]\d* passed, 0 failed", out), (imod, smod, out[-2000:])
