@@ -133,6 +133,29 @@ static int overlap(const void *p, MPI_Aint n, const void *q, MPI_Aint m)
     return n > 0 && m > 0 && a < b + (uintptr_t)m && b < a + (uintptr_t)n;
 }
 
+/* [lo, hi) of the bytes n elements of t at p touch: from the true lower bound, and
+ * both ends of a type whose extent is negative; 0 when they cannot be told */
+static int span_of(const void *p, long long n, MPI_Datatype t, uintptr_t *lo, MPI_Aint *len)
+{
+    MPI_Aint lb, ext, tlb, text;
+    if (n <= 0 || PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS
+        || PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS || text <= 0)
+        return 0;
+    intptr_t a0 = (intptr_t)p + tlb, a1 = a0 + (intptr_t)((n - 1) * ext);
+    *lo = (uintptr_t)(a0 < a1 ? a0 : a1);
+    *len = (MPI_Aint)((a0 < a1 ? a1 - a0 : a0 - a1) + text);
+    return 1;
+}
+
+int ct_spans_overlap(const void *p, long long n, MPI_Datatype t, const void *q, long long m,
+                     MPI_Datatype u)
+{
+    uintptr_t a, b;
+    MPI_Aint la, lb;
+    return span_of(p, n, t, &a, &la) && span_of(q, m, u, &b, &lb) &&
+           overlap((const void *)a, la, (const void *)b, lb);
+}
+
 /* Cheapest checks first: a decided call pays for this on every call, so the
  * MPI queries are made only where a check needs them. */
 const char *ct_check_args(ct_coll coll, const ct_args *a)

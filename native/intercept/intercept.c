@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -402,25 +401,6 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
 /* colltune's allgather takes one count and type for both sides: the decision
  * uses the receive side (agreed on all ranks); a send side that differs is
  * first copied into this rank's own block, then the call runs in place. */
-/* The bytes n elements of type t at p touch, [p + true_lb, + (n-1)*extent + true_extent),
- * and those of m of u at q, share one. */
-static int spans_overlap(const void *p, long long n, MPI_Datatype t, const void *q, long long m,
-                         MPI_Datatype u)
-{
-    MPI_Aint lb, ext, tlb, text, ulb, uext, utlb, utext;
-    if (n <= 0 || m <= 0 || PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS
-        || PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS
-        || PMPI_Type_get_extent(u, &ulb, &uext) != MPI_SUCCESS
-        || PMPI_Type_get_true_extent(u, &utlb, &utext) != MPI_SUCCESS)
-        return 0;
-    /* spans of a type with a negative extent run downwards: take both ends */
-    intptr_t a0 = (intptr_t)p + tlb, a1 = a0 + (intptr_t)((n - 1) * ext);
-    intptr_t b0 = (intptr_t)q + utlb, b1 = b0 + (intptr_t)((m - 1) * uext);
-    intptr_t alo = a0 < a1 ? a0 : a1, ahi = (a0 < a1 ? a1 : a0) + (intptr_t)text;
-    intptr_t blo = b0 < b1 ? b0 : b1, bhi = (b0 < b1 ? b1 : b0) + (intptr_t)utext;
-    return text > 0 && utext > 0 && alo < bhi && blo < ahi;
-}
-
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm)
 {
@@ -448,7 +428,7 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     if (!why && sbuf != MPI_IN_PLACE && rcount > 0) {
         PMPI_Comm_size(comm, &nranks);
         if (sbuf == NULL) why = "null buffer";
-        else if (spans_overlap(sbuf, scount, stype, rbuf, (long long)rcount * nranks, rtype))
+        else if (ct_spans_overlap(sbuf, scount, stype, rbuf, (long long)rcount * nranks, rtype))
             why = "send and receive buffers overlap";
     }
     if (to_library(CT_ALLGATHER, why))

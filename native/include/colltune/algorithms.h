@@ -126,6 +126,10 @@ int ct_op_accepts(MPI_Op op, MPI_Datatype t);
 /* size == extent, lower bound and true lower bound 0: elements are
  * extent-sized slots with no holes (the algorithms may ship them as bytes). */
 int ct_type_dense(MPI_Datatype t);
+/* The bytes n elements of t at p touch and those of m elements of u at q share one
+ * (from each type's true extent: a send and a receive side of different types). */
+int ct_spans_overlap(const void *p, long long n, MPI_Datatype t, const void *q, long long m,
+                     MPI_Datatype u);
 void ct_validity_init(void);   /* optional: ct_check_args calls it lazily */
 
 /* Test hook (algotest -F): while non-zero, every local reduction of this

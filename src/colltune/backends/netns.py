@@ -84,7 +84,7 @@ def cluster_setting(settings) -> str | None:
     if source == "default":
         return None
     from .. import platforms
-    if value in platforms.available() or value.endswith(".xml") or "/" in value:
+    if platforms.names_a_platform(value):
         if source == "command line":
             raise ConfigError(f"--platform {value}: a simulated platform; with the netns "
                               f"backend --platform names an emulated cluster (`colltune cluster "

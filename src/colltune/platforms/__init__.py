@@ -55,6 +55,12 @@ def cfg_args(smpi_config: dict) -> list[str]:
     return [f"--cfg={k}:{v}" for k, v in smpi_config.items()]
 
 
+def names_a_platform(value: str) -> bool:
+    """Does `value` name a simulated platform (a bundled name, or what load() reads as
+    a path to an XML file)? (The netns backend's platform setting names a cluster.)"""
+    return value in available() or value.endswith(".xml") or os.sep in value
+
+
 def available() -> list[str]:
     """Names of the bundled platforms (XML files in the data folder), sorted."""
     return sorted(p.stem for p in DATA_DIR.glob("*.xml"))
@@ -170,7 +176,7 @@ def load(name_or_path: str | os.PathLike) -> Platform:
         xml = DATA_DIR / f"{s}.xml"
     elif os.path.isfile(s):
         xml = Path(s).resolve()
-    elif s.endswith(".xml") or os.sep in s:
+    elif names_a_platform(s):
         raise PlatformError(f"platform file '{s}' does not exist (bundled platforms: {', '.join(names)})")
     else:
         raise PlatformError(f"unknown platform '{s}'; available: {', '.join(names)} "
