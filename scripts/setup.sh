@@ -38,6 +38,7 @@ APT_PACKAGES=(
                                 # ASan/LSan/UBSan runtimes (only Recommended by clang-14, so named)
   ibsim-utils libumad2sim0 opensm infiniband-diags   # a simulated InfiniBand fabric (ibsim + opensm)
                                 # whose ibnetdiscover/dump_lfts.sh dumps test the IB topology reader
+  lmod                      # loads a deployment's modulefile in its test (docs/deploy.md)
 )
 
 say()  { printf 'setup: %s\n' "$*"; }

@@ -7,6 +7,7 @@ the library rejects, or whose rules say something else than the table, fails
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -460,6 +461,56 @@ def test_linking_with_colltune_ldflags_as_a_makefile_does(tmp_path):
     proc = subprocess.run([impl.launcher, "-n", "1", str(app), "1"], capture_output=True,
                           text=True, env=env, timeout=120)
     assert proc.returncode == 0 and "interposer active" in proc.stderr, proc.stdout + proc.stderr
+
+
+LMOD_INIT = "/usr/share/lmod/lmod/init/bash"        # Debian's lmod (scripts/setup.sh)
+
+
+@pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed")
+@pytest.mark.skipif(not os.path.exists(LMOD_INIT), reason="Lmod not installed (scripts/setup.sh installs it)")
+def test_the_modulefile_sets_what_env_sh_sets_and_follows_a_moved_folder(tmp_path):
+    """An HPC centre review asked for a module: the deployment writes a Tcl modulefile
+    that real Lmod loads. Moved, it sets every variable env.sh (sourced from bash) sets,
+    pointing into the new folder; a job launched with it runs the interposer; values with
+    Tcl's special characters arrive unchanged; unloading takes everything back."""
+    import shutil
+    import subprocess
+    from colltune import mpi
+    from colltune.deploy import write_module
+    impl = mpi.find("openmpi")
+    out = deploy(tmp_path, "openmpi")
+    assert json.loads((out / "deployment.json").read_text())["files"]["module"] == "module/colltune/openmpi"
+    moved = tmp_path / "moved"
+    shutil.move(str(out), str(moved))
+    names = re.findall(r"^export (\w+)=", (moved / "env.sh").read_text(), re.M)
+    assert {"COLLTUNE_DEPLOYMENT", "COLLTUNE_RULES", "COLLTUNE_MPIRUN_ARGS"} <= set(names) | {"COLLTUNE_DEPLOYMENT"}
+    names.append("COLLTUNE_DEPLOYMENT")
+    want = subprocess.run(["bash", "-c", f'. "{moved}/env.sh" && '
+                           + " && ".join(f'printf "%s\\0" "${{{n}-<unset>}}"' for n in names)],
+                          capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+    app = tmp_path / "app"
+    subprocess.run([impl.cc, f"{REPO}/src/colltune/apps/collmix.c", "-o", str(app)], check=True,
+                   env=impl.run_env())
+    run = f'{impl.launcher} $COLLTUNE_MPIRUN_ARGS -x COLLTUNE_VERBOSE=1 -n 2 {app} 1'
+    proc = subprocess.run(["bash", "-c", f'. {LMOD_INIT} && module use "{moved}/module" && '
+                           f'module load colltune/openmpi && '
+                           + " && ".join(f'printf "%s\\0" "${{{n}-<unset>}}"' for n in names)
+                           + f" && {run} > {tmp_path}/job.log 2>&1"],
+                          capture_output=True, text=True, timeout=300, env=impl.run_env())
+    assert proc.returncode == 0 and "Lmod has detected" not in proc.stderr, proc.stderr
+    got = proc.stdout.split("\0")[:-1]
+    assert dict(zip(names, got)) == dict(zip(names, want))
+    assert got[names.index("COLLTUNE_RULES")] == f"{moved.resolve()}/colltune.rules"
+    assert "interposer active" in (tmp_path / "job.log").read_text()
+    # Tcl's special characters, a space and the folder's path inside a longer value
+    odd = {"A": 'x "$HOME" [exit 1] \\n {b} ;', "B": f"-x P={tmp_path}/m/lib/l.so -y"}
+    write_module(tmp_path / "m" / "module" / "colltune" / "x", odd, [], "x", "1")
+    proc = subprocess.run(["bash", "-c", f'. {LMOD_INIT} && module use "{tmp_path}/m/module" && '
+                           'module load colltune/x && printf "%s\\0%s\\0" "$A" "$B" && '
+                           'module unload colltune/x && printf "%s\\0" "${A-unset}"'],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\0")[:-1] == [odd["A"], odd["B"], "unset"]
 
 
 def test_report_of_a_both_campaign_leaves_out_what_its_table_cannot_choose(workdir):

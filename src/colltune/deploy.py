@@ -7,7 +7,8 @@ into one folder, everything a job needs to run what the table says —
   rule ``library`` everywhere else (the library's algorithms and its default);
 - the interposer built for the library (``lib/``), and ``env.sh``: the
   environment (rules files, MCA parameters or CVARs, the interposer's path and
-  the launcher / link arguments) to source or to put in a module;
+  the launcher / link arguments) to source; the same environment as an environment
+  module (``module/colltune/<library>``, Tcl: Lmod and Environment Modules read it);
 - ``deployment.json``, the versioned manifest that `colltune verify --deployment`
   reads, and a copy of the table.
 
@@ -37,6 +38,7 @@ from .errors import InputError
 FORMAT, VERSION = "colltune.deployment", 1
 MANIFEST, ENV_FILE, TABLE_COPY, COLLTUNE_RULES = ("deployment.json", "env.sh", "table.json",
                                                   "colltune.rules")
+MODULE_DIR = "module"              # `module use DIR/module && module load colltune/<library>`
 COLLTUNE, DEFAULT, LIBRARY = "colltune", "default", "library"
 INTERPOSER_VARS = ("COLLTUNE_RULES", "COLLTUNE_GUARD")    # what every rank must see
 GUARD_MAX = 100000                                         # native/intercept/guard.c
@@ -233,8 +235,11 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
                                       f"-Wl,-rpath,{lib.parent}"}
         usage = ["mpirun $COLLTUNE_MPIRUN_ARGS -n N ./app      (preloads the interposer)",
                  f"or link it: {Path(impl.cc).name} app.c -o app $COLLTUNE_LDFLAGS"]
-    files.update(colltune_rules=COLLTUNE_RULES, env=ENV_FILE, interposer=f"lib/{built.name}")
+    module = f"{MODULE_DIR}/colltune/{library}"
+    files.update(colltune_rules=COLLTUNE_RULES, env=ENV_FILE, module=module,
+                 interposer=f"lib/{built.name}")
     write_env(out / ENV_FILE, {**env, **launch}, usage, library, impl.version)
+    write_module(out / module, {**env, **launch}, usage, library, impl.version)
     manifest = {
         "format": FORMAT, "version": VERSION, "colltune_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -306,7 +311,7 @@ def write_env(path: Path, env: dict[str, str], usage: list[str], library: str, v
     keep the folder it was written to."""
     here = str(path.parent)
     lines = [f"# colltune {__version__} deployment for {library} {version}: source this file "
-             f"(or turn it into a module) before launching the job",
+             f"(or load module/colltune/{library}) before launching the job",
              *[f"#   {u}" for u in usage],
              f"COLLTUNE_DEPLOYMENT={shlex.quote(here)}",
              '# sourced from bash: the folder this file is in, wherever the deployment was moved',
@@ -316,6 +321,36 @@ def write_env(path: Path, env: dict[str, str], usage: list[str], library: str, v
     mark = _dquote(here + os.sep)
     lines += [f'export {k}="{_dquote(v).replace(mark, "${COLLTUNE_DEPLOYMENT}/")}"'
               for k, v in env.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _tcl_quote(text: str) -> str:
+    """text for the inside of a double-quoted Tcl word (no substitution)."""
+    for ch in '\\"$[]':
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def write_module(path: Path, env: dict[str, str], usage: list[str], library: str,
+                 version: str) -> None:
+    """The environment of env.sh as a Tcl modulefile (Lmod and Environment Modules
+    both read Tcl). Paths into the folder go through the folder the modulefile is in,
+    so a moved deployment's module points into its new place in every shell; unloading
+    it takes back what it set."""
+    here = str(path.parent.parent.parent)
+    mark = _tcl_quote(here + os.sep)
+    lines = ["#%Module1.0",
+             f"## colltune {__version__} deployment for {library} {version}:",
+             f"##   module use <deployment>/{MODULE_DIR} && module load colltune/{library}",
+             *[f"##   {u}" for u in usage],
+             f'module-whatis "colltune deployment for {_tcl_quote(library)} {_tcl_quote(version)}"',
+             "conflict colltune",
+             "# the deployment folder: three levels above this file, wherever it was moved",
+             "set root [file dirname [file dirname [file dirname "
+             "[file normalize $ModulesCurrentModulefile]]]]",
+             "setenv COLLTUNE_DEPLOYMENT $root"]
+    lines += [f'setenv {k} "{_tcl_quote(v).replace(mark, "$root/")}"' for k, v in env.items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 
 

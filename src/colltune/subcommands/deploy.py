@@ -1,5 +1,5 @@
 """`colltune deploy`: one folder with everything a job needs to run a decision
-table — the library's rules file, colltune's rules file, the interposer, env.sh
+table — the library's rules file, colltune's rules file, the interposer, env.sh, a modulefile
 and the manifest deployment.json (docs/deploy.md)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 def add_parser(sub) -> None:
     from ..cli import add_globals
     p = sub.add_parser("deploy", help="write a decision table's deployment: library rules file, "
-                                      "colltune rules file, interposer, env.sh, manifest")
+                                      "colltune rules file, interposer, env.sh, modulefile, manifest")
     p.add_argument("--table", required=True, help="decision table (JSON), e.g. from "
                                                   "colltune tune --provider both")
     p.add_argument("--library", required=True, choices=("openmpi", "mpich", "smpi"),
@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, cli) -> int:
-    from ..deploy import ENV_FILE, deploy
+    from ..deploy import ENV_FILE, MODULE_DIR, deploy
     from ..session import Session
     session = Session(cli, args.config)
     m = deploy(args.table, args.library, args.output, session.settings.cache_dir, args.target,
@@ -38,10 +38,11 @@ def run(args, cli) -> int:
     print(f"deployment for {m['library']} {m['library_version']} in {args.output}: "
           f"{n['colltune']} colltune rule(s), {n['library']} library rule(s), "
           f"{n['default']} library-default rule(s)")
-    for key in ("library_rules", "colltune_rules", "interposer", "env", "table"):
+    for key in ("library_rules", "colltune_rules", "interposer", "env", "module", "table"):
         if m["files"].get(key):
             print(f"  {key:<15} {m['files'][key]}")
     print(f"use: source {args.output}/{ENV_FILE}   (then see its first lines)")
+    print(f"  or: module use {args.output}/{MODULE_DIR} && module load colltune/{m['library']}")
     for note in m["notes"]:
         print(f"note: {note}")
     return 0
