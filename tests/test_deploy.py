@@ -344,6 +344,25 @@ def test_deploy_refuses_a_misspelt_colltune_algorithm_before_writing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed")
+def test_a_library_rule_that_does_not_export_writes_nothing(tmp_path):
+    """A rule naming no algorithm of the library failed in the exporter after deploy had
+    made the folder (lib/, table.json): the retry with the table mended was then refused
+    as 'a folder that is not empty and holds no deployment'. Now nothing is written."""
+    good = mixed_table(tmp_path / "t.json", "openmpi")
+    table = json.loads(open(good).read())
+    assert table["entries"][0]["rules"][0]["provider"] == "openmpi"
+    table["entries"][0]["rules"][0]["algorithm"] = "nosuchalg"
+    (tmp_path / "bad.json").write_text(json.dumps(table))
+    out = tmp_path / "dep"
+    proc = run_cli("deploy", "--table", str(tmp_path / "bad.json"), "--library", "openmpi",
+                   "-o", str(out), check=False)
+    assert proc.returncode == 2 and "openmpi algorithm 'nosuchalg'" in proc.stderr, proc.stderr
+    assert not out.exists()
+    run_cli("deploy", "--table", good, "--library", "openmpi", "-o", str(out))
+    assert (out / "deployment.json").exists()
+
+
 @pytest.mark.parametrize("lib", ["openmpi", "mpich"])
 def test_verify_runs_colltunes_rule_inside_a_table_rule(tmp_path, lib):
     """Found by a user review: the table's rule for binomial starts at its boundary

@@ -170,8 +170,9 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out_dir}: exists and is not a folder")
     earlier = _earlier_deployment(out, out_dir)
-    (out / "lib").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(table_path, out / TABLE_COPY)
+    # every file's text is made before the first is written: a table that does not
+    # export leaves no half-written folder (which a retry would refuse as no deployment)
+    pending: dict[Path, str] = {}
     notes: list[str] = []
     arms = (table.provenance or {}).get("arms") or {}
     if arms.get("note"):
@@ -197,7 +198,7 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         exporter.allow_substitute = allow_substitute
         exported = exporter.export(lib_table, target)
         name = f"{exporter.name}{exported.suffix}"
-        (out / name).write_text(exported.text)
+        pending[out / name] = exported.text
         env.update(exported.env_for(str(out / name)))
         files.update(library_rules=name, library_format=exporter.name)
         notes += list(exported.notes)
@@ -206,7 +207,7 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
                      f"($COLLTUNE_SMPIRUN_ARGS): the table's library arm")
     # 2. colltune's part, checked against the interposer's catalogue for this library
     exported = rules_exp.export(table, target)
-    (out / COLLTUNE_RULES).write_text(exported.text)
+    pending[out / COLLTUNE_RULES] = exported.text
     env["COLLTUNE_RULES"] = str(out / COLLTUNE_RULES)
     if guard:
         env["COLLTUNE_GUARD"] = str(guard)
@@ -214,6 +215,10 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
               and not n.startswith("run under the interposer")]
     # 3. the interposer, the environment file
     built = libcolltune(impl, cache_dir)
+    (out / "lib").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(table_path, out / TABLE_COPY)
+    for path, text in pending.items():
+        path.write_text(text)
     lib = out / "lib" / built.name
     shutil.copyfile(built, lib)
     if is_smpi(impl):
