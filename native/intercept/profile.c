@@ -174,12 +174,32 @@ const ct_interval *ct_prof_pauses(int *n)
  * Keyed by the name alone, the counts of X opened inside A and inside B went to X and the
  * run only: the parent shared by every interval of X (the reader's rule), and A lost them
  * (an analyst's review). */
+/* How much of a name is kept: at most NAME_LEN - 1 bytes, cut before a UTF-8 character
+ * that would not fit whole (a cut inside one made the rank file invalid UTF-8, which
+ * the reader refused). */
+static size_t kept(const char *name)
+{
+    size_t n = strnlen(name, NAME_LEN);
+    if (n < NAME_LEN) return n;
+    n = NAME_LEN - 1;
+    while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80) n--;   /* name[n]: first cut off */
+    return n;
+}
+
+static int same_name(const char *stored, const char *name)
+{
+    size_t n = kept(name);
+    return !strncmp(stored, name, n) && stored[n] == '\0';
+}
+
 static int region_index(const char *name, int parent)
 {
     for (int i = 0; i < nregions; i++)
-        if (parent_of[i] == parent && !strncmp(names[i], name, NAME_LEN - 1)) return i;
+        if (parent_of[i] == parent && same_name(names[i], name)) return i;
     if (nregions == MAX_REGIONS) return -1;
-    snprintf(names[nregions], NAME_LEN, "%s", name);
+    size_t n = kept(name);
+    memcpy(names[nregions], name, n);
+    names[nregions][n] = '\0';
     parent_of[nregions] = parent;
     return nregions++;
 }
@@ -200,7 +220,7 @@ static void leave(const char *name)
 {
     double t = PMPI_Wtime();
     int d = depth;
-    while (d > 0 && strncmp(names[stack[d]], name, NAME_LEN - 1)) d--;
+    while (d > 0 && !same_name(names[stack[d]], name)) d--;
     if (d == 0) {
         static int warned;
         if (ct_prof.rank == 0 && !warned++)
@@ -265,6 +285,21 @@ static void argv0_of(int *argc, char ***argv)
     }
 }
 
+/* No rank has a job id from its environment: rank 0 draws one for all (else two runs
+ * launched by hand into one folder left files that looked like one job's). */
+static void drawn_job_id(void)
+{
+    unsigned long long r[2] = {0, 0};
+    if (ct_prof.rank == 0) {
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(r, sizeof r, 1, f) != 1)
+            r[0] = (unsigned long long)time(NULL), r[1] = (unsigned long long)getpid();
+        if (f) fclose(f);
+        snprintf(ct_prof.job, sizeof ct_prof.job, "drawn:%016llx%016llx", r[0], r[1]);
+    }
+    PMPI_Bcast(ct_prof.job, (int)sizeof ct_prof.job, MPI_CHAR, 0, ct_prof.world);
+}
+
 /* The folder must be writable on every rank; else profiling is off everywhere
  * and rank 0 says why, once. */
 static int usable_dir(const char *dir)
@@ -279,8 +314,14 @@ static int usable_dir(const char *dir)
     else if (access(dir, W_OK | X_OK) != 0) snprintf(err, sizeof err, "cannot write: %s", strerror(errno));
     ok = err[0] == '\0';
     first = ok ? ct_prof.size : ct_prof.rank;
-    PMPI_Allreduce(&first, &all, 1, MPI_INT, MPI_MIN, ct_prof.world);
-    if (all == ct_prof.size) return 1;
+    /* with it, whether any rank has a job id (job_of_env): -1 where one has */
+    int mine[2] = {first, ct_prof.job[0] ? -1 : 0}, min[2];
+    PMPI_Allreduce(mine, min, 2, MPI_INT, MPI_MIN, ct_prof.world);
+    all = min[0];
+    if (all == ct_prof.size) {
+        if (min[1] == 0) drawn_job_id();
+        return 1;
+    }
     if (all != ct_prof.rank) err[0] = '\0';
     PMPI_Bcast(err, (int)sizeof err, MPI_CHAR, all, ct_prof.world);
     err[sizeof err - 1] = '\0';
@@ -293,11 +334,11 @@ static int usable_dir(const char *dir)
     return 0;
 }
 
-/* One id for every rank of the job, from the environment (no collective here: a rank
- * may lack COLLTUNE_PROFILE): `colltune run --profile` sets COLLTUNE_PROFILE_JOB; a job
- * started otherwise has its launcher's (PMIx namespace, Slurm job.step) or none. The
- * reader refuses a folder whose files name two jobs (another run's rank file had been
- * merged silently, an analyst's review). */
+/* One id for every rank of the job, from the environment: `colltune run --profile` sets
+ * COLLTUNE_PROFILE_JOB; a job started otherwise has its launcher's (PMIx namespace, Slurm
+ * job.step), or, where no rank has one (MPICH's hydra, SMPI), one rank 0 draws
+ * (usable_dir). The reader refuses a folder whose files name two jobs (another run's
+ * rank file had been merged silently, an analyst's review). */
 static void job_of_env(void)
 {
     const char *own = getenv("COLLTUNE_PROFILE_JOB"), *ns = getenv("PMIX_NAMESPACE");
@@ -315,6 +356,7 @@ void ct_prof_init(int *argc, char ***argv)
     ct_prof.world = MPI_COMM_WORLD;
     PMPI_Comm_rank(ct_prof.world, &ct_prof.rank);
     PMPI_Comm_size(ct_prof.world, &ct_prof.size);
+    job_of_env();
     if (!usable_dir(dir)) return;
     snprintf(ct_prof.dir, sizeof ct_prof.dir, "%s", dir);
     PMPI_Query_thread(&level);
@@ -331,7 +373,6 @@ void ct_prof_init(int *argc, char ***argv)
     PMPI_Get_processor_name(ct_prof.host, &len);
     ct_prof.host[len] = '\0';
     argv0_of(argc, argv);
-    job_of_env();
     time_t now = time(NULL);
     struct tm tm;
     strftime(ct_prof.started, sizeof ct_prof.started, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));

@@ -5,6 +5,7 @@
  *   profile_mon.c    Open MPI pml monitoring through MPI_T, shared-memory coll notes
  *   profile_write.c  rank-R.json / job.json, written atomically at MPI_Finalize
  *   profile_uncounted.c  non-blocking collectives and one-sided calls: counted as calls only
+ *   profile_pending.c    the application's non-blocking collectives in flight (MPI_Wait ...)
  * intercept.c only calls the hooks below; with profiling off each costs one
  * load and one predictable branch. */
 #ifndef CT_PROFILE_H
@@ -101,6 +102,12 @@ int ct_prof_ncomms(void);
 typedef struct { int region, call; uint64_t calls; } ct_uncounted;
 const ct_uncounted *ct_prof_uncounted(int *n);
 const char *ct_prof_uncounted_name(int call);
+void ct_prof_note_blind_window(int kind);     /* the lock held: a monitoring window left out */
+
+/* non-blocking collectives of the application in flight (profile_pending.c) */
+int ct_prof_pending(void);
+void ct_prof_pending_add(MPI_Request req);    /* the lock held */
+void ct_prof_pending_forget(MPI_Request req); /* MPI_Request_free */
 
 /* Open MPI pml monitoring (profile_mon.c) */
 void ct_prof_mon_init(void);
@@ -109,6 +116,7 @@ void ct_prof_mon_skip_begin(void);            /* colltune's own traffic begins: 
 void ct_prof_mon_skip_end(void);
 void ct_prof_mon_delta(int kind, int colltune_ran);  /* after it: per-peer deltas -> S_MONITORING */
 void ct_prof_mon_finalize(void);
+int ct_prof_mon_on(void);                     /* the counters are read */
 const char *ct_prof_mon_status(void);         /* "on", "off", "unavailable (...)" */
 int ct_prof_mon_notes(const char **notes, int max);
 

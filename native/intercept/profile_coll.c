@@ -135,12 +135,17 @@ static int is_root(int root, MPI_Comm comm)
     return rank == root;
 }
 
+/* a non-blocking collective of the application was in flight when the window opened:
+ * the pml's counters over the window hold its traffic too (profile_pending.c) */
+static CT_TLS int window_shared;
+
 static void begin(int kind)
 {
     ct_prof_depth = kind;
     ct_prof_ran = 0;
     call_tsize = 0;
-    ct_prof_mon_snap();
+    window_shared = ct_prof_mon_on() && ct_prof_pending();
+    if (!window_shared) ct_prof_mon_snap();
 }
 
 static int end(int rc, int kind, MPI_Comm comm, int root, long long bytes)
@@ -149,7 +154,8 @@ static int end(int rc, int kind, MPI_Comm comm, int root, long long bytes)
     if (!ct_prof_on) return rc;
     ct_prof_lock();
     if (!ct_prof_ran) record_call(kind, comm, root, bytes);  /* colltune's: counted send by send */
-    ct_prof_mon_delta(kind, ct_prof_ran);
+    if (window_shared) ct_prof_note_blind_window(kind);
+    else ct_prof_mon_delta(kind, ct_prof_ran);
     ct_prof_unlock();
     return rc;
 }

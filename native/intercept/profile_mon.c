@@ -36,6 +36,7 @@ void ct_prof_mon_skip_begin(void) {}
 void ct_prof_mon_skip_end(void) {}
 void ct_prof_mon_delta(int kind, int colltune_ran) { (void)kind, (void)colltune_ran; }
 void ct_prof_mon_finalize(void) {}
+int ct_prof_mon_on(void) { return 0; }
 #else
 static int mon_on, t_inited;
 static MPI_T_pvar_session session;
@@ -164,6 +165,8 @@ void ct_prof_mon_init(void)
     mon_on = 1;
     snprintf(status, sizeof status, "on");
 }
+
+int ct_prof_mon_on(void) { return mon_on; }
 
 void ct_prof_mon_snap(void)
 {

@@ -215,7 +215,8 @@ static int persistent_send(int rc, int dest, long long n, MPI_Datatype dt, MPI_C
                            MPI_Request *req)
 {
     int tsize = 0;
-    if (!ct_prof_on || rc != MPI_SUCCESS || dest == MPI_PROC_NULL) return rc;
+    /* followed even while paused: a start after MPI_Pcontrol(1) counts */
+    if (!ct_prof.enabled || rc != MPI_SUCCESS || dest == MPI_PROC_NULL) return rc;
     ct_prof_lock();
     PMPI_Type_size(dt, &tsize);
     track(*req, world_rank_of(comm, dest), (uint64_t)n * (uint64_t)tsize);
@@ -267,9 +268,11 @@ int MPI_Startall(int n, MPI_Request reqs[])
     return rc;
 }
 
-/* Tracked requests are forgotten here even while paused (a tombstone). */
+/* Tracked requests are forgotten here even while paused (a tombstone); so is a
+ * non-blocking collective's (profile_pending.c). */
 int MPI_Request_free(MPI_Request *req)
 {
+    if (__builtin_expect(ct_prof_pending(), 0)) ct_prof_pending_forget(*req);
     if (__builtin_expect(live > 0, 0)) {
         ct_prof_lock();
         persistent *p = find(*req);

@@ -10,14 +10,32 @@
 
 extern char **environ;
 
+/* Length of the valid UTF-8 character at s, or 0 (a stray or cut byte; overlong and
+ * surrogate forms are not told apart: Python's decoder refuses them too, so refused). */
+static int utf8_len(const unsigned char *s)
+{
+    int n = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+          : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0))) return 0;
+    if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))) return 0;
+    return n;
+}
+
+/* A JSON string; bytes that are no UTF-8 (a host name, argv[0] or region name in another
+ * encoding) become U+FFFD, so the file stays readable. */
 static void put_str(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (; s && *s; s++) {
+    while (s && *s) {
         unsigned char c = (unsigned char)*s;
+        int n = c < 0x80 ? 1 : utf8_len((const unsigned char *)s);
         if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
         else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
+        else if (n == 0) fputs("\\ufffd", f);
+        else fwrite(s, 1, (size_t)n, f);
+        s += n ? n : 1;
     }
     fputc('"', f);
 }

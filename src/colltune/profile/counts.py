@@ -197,6 +197,11 @@ def _load_json(path: str, schema: str) -> dict:
             doc = json.load(f)
     except json.JSONDecodeError as exc:
         raise ProfileError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        with open(path, "rb") as f:
+            line = f.read()[:exc.start].count(b"\n") + 1
+        raise ProfileError(f"{path}:{line}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at "
+                           f"offset {exc.start})") from None
     if not isinstance(doc, dict) or doc.get("schema") != schema:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise ProfileError(f"{path}: schema '{got}', expected '{schema}'")
@@ -468,7 +473,19 @@ def _add_rank_counts(rf: _RankFile, acc: _Accumulator, size: int) -> None:
 _UNCOUNTED_KIND = {"MPI_Ibcast": "bcast", "MPI_Ireduce": "reduce", "MPI_Iallreduce": "allreduce",
                    "MPI_Iallgather": "allgather", "MPI_Ialltoall": "alltoall", "MPI_Igather": "gather",
                    "MPI_Iscatter": "scatter", "MPI_Ibarrier": "barrier",
-                   "MPI_Ireduce_scatter_block": "reduce_scatter_block"}
+                   "MPI_Ireduce_scatter_block": "reduce_scatter_block",
+                   "MPI_Bcast_c": "bcast", "MPI_Reduce_c": "reduce", "MPI_Allreduce_c": "allreduce",
+                   "MPI_Allgather_c": "allgather", "MPI_Alltoall_c": "alltoall",
+                   "MPI_Gather_c": "gather", "MPI_Scatter_c": "scatter"}
+# a blocking collective's Open MPI monitoring window that a non-blocking collective of the
+# application shared (profile_pending.c): left out, its kind not visible; its calls are
+# already in library_calls
+_SHARED_WINDOW = " during a non-blocking collective"
+
+
+def _shared_window_kind(call: str) -> str | None:
+    kind = call[:-len(_SHARED_WINDOW)] if call.endswith(_SHARED_WINDOW) else None
+    return kind if kind in KINDS else None
 
 
 def _uncounted_entries(rf: _RankFile):
@@ -490,12 +507,13 @@ def _uncounted_coverage(files: dict, library: dict) -> None:
     kind 'exact' (an analyst's review); one-sided calls stay in the notes."""
     for rf in files.values():
         for region, call, n in _uncounted_entries(rf):
-            kind = _UNCOUNTED_KIND.get(call)
+            shared = _shared_window_kind(call)
+            kind = shared or _UNCOUNTED_KIND.get(call)
             if kind is None:
                 continue
             for name in rf.names_up(region):
                 cur = library.setdefault((name, kind), {"calls": 0, "label": "not visible"})
-                cur["calls"] += n
+                cur["calls"] += 0 if shared else n
                 cur["label"] = "not visible"
 
 
@@ -508,9 +526,13 @@ def _uncounted_notes(files: dict) -> list[str]:
             v = calls.setdefault((rf.names[region], call), [0, 0])
             v[0] += n
             v[1] += 1
-    return [f"region '{r}': {n} {call} call(s) on {k} rank(s) whose traffic no counter sees "
-            f"(non-blocking collectives and one-sided calls are counted only on SMPI): missing, "
-            f"not zero" for (r, call), (n, k) in sorted(calls.items())]
+    return [f"region '{r}': {n} {call[:-len(_SHARED_WINDOW)]} call(s) on {k} rank(s) ran while a "
+            f"non-blocking collective of the application was in flight: Open MPI's monitoring "
+            f"counters cannot tell their traffic apart, so neither is counted: missing, not zero"
+            if _shared_window_kind(call) else
+            f"region '{r}': {n} {call} call(s) on {k} rank(s) whose traffic no counter sees "
+            f"(non-blocking and large-count collectives, MPI_Alltoallw and one-sided calls are "
+            f"counted only on SMPI): missing, not zero" for (r, call), (n, k) in sorted(calls.items())]
 
 
 def _is_own(run, own, t: float) -> bool:
