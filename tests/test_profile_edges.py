@@ -167,3 +167,30 @@ def test_runs_launched_by_hand_with_hydra_have_their_own_job_ids(tmp_path):
         load_profile(tmp_path / "one")
     assert "files of 2 runs (" in str(exc.value)
     assert os.path.exists(tmp_path / "one" / "job.json")
+
+
+@pytest.mark.skipif(not have_mpi("mpich"), reason="MPICH not installed (make setup)")
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="needs root and unshare for a private mount")
+def test_a_profile_folder_that_is_not_shared_is_said(tmp_path):
+    """On a cluster, COLLTUNE_PROFILE=/tmp/... is a folder on each host: every host kept its
+    own ranks' files and the reader could only say ranks were missing. Rank 1 here sees
+    its own empty folder (a private tmpfs over it, as another host's /tmp) and says so."""
+    from colltune import mpi
+    from colltune.providers.colltune import libcolltune
+    impl = mpi.find("mpich")
+    lib = libcolltune(impl, str(tmp_path / "cache"))
+    app = tmp_path / "bcast"
+    subprocess.run([impl.cc, str(_write(tmp_path / "bcast.c", BCAST)), "-o", str(app)],
+                   check=True, env=impl.run_env())
+    prof = tmp_path / "prof"
+    prof.mkdir()
+    local = f'mount -t tmpfs none "{prof}" && exec "{app}"'
+    proc = subprocess.run([impl.launcher, "-genv", "LD_PRELOAD", str(lib), "-genv", "COLLTUNE_PROFILE",
+                           str(prof), "-n", "1", str(app), ":", "-n", "1", "unshare", "-m", "sh", "-c",
+                           local], capture_output=True, text=True, env=impl.run_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"COLLTUNE_PROFILE={prof}: rank 1 (host " in proc.stderr, proc.stderr
+    assert "does not see the files rank 0 writes there" in proc.stderr
+    assert (prof / "rank-0.json").exists() and not (prof / "rank-1.json").exists()
+    assert not list(prof.glob(".colltune-shared-*"))          # the marker is removed

@@ -285,19 +285,47 @@ static void argv0_of(int *argc, char ***argv)
     }
 }
 
-/* No rank has a job id from its environment: rank 0 draws one for all (else two runs
- * launched by hand into one folder left files that looked like one job's). */
-static void drawn_job_id(void)
+/* Rank 0 leaves a marker file in the folder and every rank looks for it: a folder that
+ * is local to each host (/tmp on a cluster) keeps each host's rank files apart, which the
+ * reader could only report as ranks missing. The first rank that does not see the marker
+ * says so, once; counting goes on (the files can be gathered by hand). Where no rank has
+ * a job id from its environment, rank 0 draws one for all with the same message (two
+ * runs launched by hand into one folder had left files that looked like one job's). */
+static void shared_check(const char *dir, int draw_job)
 {
-    unsigned long long r[2] = {0, 0};
+    struct { char token[40], job[sizeof ct_prof.job]; } msg;
+    char marker[4300];
+    memset(&msg, 0, sizeof msg);
     if (ct_prof.rank == 0) {
+        unsigned long long r[2] = {0, 0};
         FILE *f = fopen("/dev/urandom", "rb");
         if (!f || fread(r, sizeof r, 1, f) != 1)
             r[0] = (unsigned long long)time(NULL), r[1] = (unsigned long long)getpid();
         if (f) fclose(f);
-        snprintf(ct_prof.job, sizeof ct_prof.job, "drawn:%016llx%016llx", r[0], r[1]);
+        snprintf(msg.token, sizeof msg.token, "%016llx%016llx", r[0], r[1]);
+        if (draw_job) snprintf(msg.job, sizeof msg.job, "drawn:%s", msg.token);
+        snprintf(marker, sizeof marker, "%s/.colltune-shared-%s", dir, msg.token);
+        FILE *m = fopen(marker, "w");
+        if (m) fclose(m);
+        else msg.token[0] = '\0';                   /* no marker: nothing to look for */
     }
-    PMPI_Bcast(ct_prof.job, (int)sizeof ct_prof.job, MPI_CHAR, 0, ct_prof.world);
+    PMPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, ct_prof.world);
+    if (draw_job) memcpy(ct_prof.job, msg.job, sizeof ct_prof.job);
+    if (!msg.token[0]) return;
+    snprintf(marker, sizeof marker, "%s/.colltune-shared-%s", dir, msg.token);
+    int first = access(marker, F_OK) == 0 ? ct_prof.size : ct_prof.rank, blind;
+    PMPI_Allreduce(&first, &blind, 1, MPI_INT, MPI_MIN, ct_prof.world);
+    if (ct_prof.rank == 0) unlink(marker);
+    if (blind == ct_prof.rank) {
+        char host[MPI_MAX_PROCESSOR_NAME + 1];
+        int len = 0;
+        PMPI_Get_processor_name(host, &len);
+        host[len] = '\0';
+        fprintf(stderr, "colltune: warning: COLLTUNE_PROFILE=%s: rank %d (host %s) does not see "
+                "the files rank 0 writes there: a folder local to each host? Each host keeps its "
+                "own ranks' files; gather them into one folder before reading the profile, or "
+                "give a shared folder\n", dir, ct_prof.rank, host);
+    }
 }
 
 /* The folder must be writable on every rank; else profiling is off everywhere
@@ -319,7 +347,7 @@ static int usable_dir(const char *dir)
     PMPI_Allreduce(mine, min, 2, MPI_INT, MPI_MIN, ct_prof.world);
     all = min[0];
     if (all == ct_prof.size) {
-        if (min[1] == 0) drawn_job_id();
+        shared_check(dir, min[1] == 0);
         return 1;
     }
     if (all != ct_prof.rank) err[0] = '\0';
@@ -337,7 +365,7 @@ static int usable_dir(const char *dir)
 /* One id for every rank of the job, from the environment: `colltune run --profile` sets
  * COLLTUNE_PROFILE_JOB; a job started otherwise has its launcher's (PMIx namespace, Slurm
  * job.step), or, where no rank has one (MPICH's hydra, SMPI), one rank 0 draws
- * (usable_dir). The reader refuses a folder whose files name two jobs (another run's
+ * (shared_check). The reader refuses a folder whose files name two jobs (another run's
  * rank file had been merged silently, an analyst's review). */
 static void job_of_env(void)
 {
