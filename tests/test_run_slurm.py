@@ -100,3 +100,29 @@ def test_run_takes_the_allocations_tasks_and_checks_n_against_the_cpus(slurm_clu
                              "--", APP, "1")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "-n 16: 8 rank(s) per node, but the allocation's nodes have" in proc.stderr
+
+
+def test_run_starts_every_task_of_an_allocation_whose_tasks_do_not_divide(slurm_cluster, env,
+                                                                           tmp_path):
+    """A review: in `salloc -N2 -n3` (Slurm places 2 + 1) colltune run started 2 ranks,
+    silently: 3 did not divide by 2 nodes. All 3 run now, placed by Slurm (no
+    --ntasks-per-node); the interposer checks MPI_COMM_WORLD has 3 (COLLTUNE_WORLD)."""
+    proc = ok(slurm_cluster.run(["salloc", "--nodes=2", "--ntasks=3", "--quiet", sys.executable,
+                                 "-m", "colltune.cli", "run", "--backend", "slurm", "--mpi",
+                                 "mpich", "--", APP, "1"], check=False, env=env, cwd=tmp_path,
+                                timeout=180))
+    line = next(ln for ln in proc.stderr.splitlines() if "srun --job-name=" in ln)
+    assert "--nodes=2 --ntasks=3 " in line and "--ntasks-per-node" not in line, line
+    assert "COLLTUNE_WORLD=3 " in line, line
+    # -n N that does not divide by the nodes: all N too (it had been refused)
+    proc = ok(run_in_allocation(slurm_cluster, env, tmp_path, "--mpi", "mpich", "-n", "3",
+                                "--", APP, "1"))
+    assert "--nodes=2 --ntasks=3 " in proc.stderr and "COLLTUNE_WORLD=3 " in proc.stderr
+    # more ranks than the allocation's CPUs: refused before srun, with the numbers
+    proc = slurm_cluster.run(["salloc", "--nodes=2", "--ntasks=3", "--quiet", sys.executable,
+                              "-m", "colltune.cli", "run", "--backend", "slurm", "--mpi",
+                              "mpich", "-n", "5", "--", APP, "1"], check=False, env=env,
+                             cwd=tmp_path, timeout=180)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "-n 5: 5 ranks, but the allocation (job" in proc.stderr, proc.stderr
+    assert "has 3 CPUs on its 2 nodes" in proc.stderr, proc.stderr

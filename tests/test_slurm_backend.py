@@ -320,3 +320,72 @@ def test_colltunes_own_algorithms_are_refused_on_slurm(slurm_cluster, env, tmp_p
                                   "bcast", "--layouts", "2x1", "--sizes", "8", *QUICK)
     assert proc.returncode == 2
     assert "provider 'colltune' does not run on backend 'slurm'" in proc.stderr
+
+
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   "src", "colltune", "apps", "collmix.c")
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_a_batch_job_submitted_with_export_none_measures_and_runs(slurm_cluster, env,
+                                                                 tmp_path, lib):
+    """A review: in a job of `sbatch --export=NONE` (common at HPC centres) srun inherits
+    SLURM_EXPORT_ENV=NONE, so every step's tasks had no environment: Open MPI's bench
+    stopped in MPI_Init (no HOME, no OPAL_PREFIX) and was stored as a crashed point, and
+    `colltune run`'s tasks could not even find `env` (execve(): No such file or
+    directory). Every srun of colltune now says --export=ALL."""
+    store = tmp_path / "store.sqlite"
+    script = tmp_path / "job.sh"
+    # --export=NONE: nothing of this process reaches the job, so the script sets it all
+    script.write_text("#!/bin/bash\nset -eu\n"
+                      f"cd {tmp_path}\n"
+                      f"export COLLTUNE_STORE={store} COLLTUNE_CACHE_DIR={CACHE} "
+                      f"COLLTUNE_OUTPUT_DIR={tmp_path / 'out'}\n"
+                      'echo "export=$SLURM_EXPORT_ENV"\n'
+                      f"{sys.executable} -m colltune.cli bench --backend slurm --mpi {lib} "
+                      "--coll bcast --algorithms default --layouts 2x1 --sizes 8 "
+                      f"--campaign none --jobs 1 {' '.join(CHECKED)}\n"
+                      f"{sys.executable} -m colltune.cli run --backend slurm --mpi {lib} "
+                      f"--layout 2x1 -- {APP} 1\n")
+    log = tmp_path / "job.out"
+    proc = slurm_cluster.run(["sbatch", "--wait", "--export=NONE", "--nodes=2", "--exclusive",
+                              f"--output={log}", str(script)], check=False, env=env,
+                             cwd=tmp_path, timeout=240)
+    text = log.read_text() if log.exists() else ""
+    assert "export=NONE" in text, (proc.stdout, proc.stderr, text)    # what the review met
+    pts = points(str(store), "none")
+    assert [(p["status"], p["error"]) for p in pts] == [("ok", None)], (pts, text)
+    assert "checks, 0 failures" in text and "execve()" not in text, text
+    assert "--export=ALL" in pts[0]["command"]       # the recorded command replays as well
+    assert proc.returncode == 0, (proc.stdout, proc.stderr, text)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_a_step_whose_tasks_get_no_environment_is_slurms_failure(slurm_cluster, env,
+                                                                 tmp_path, lib):
+    """--export=NONE given back through slurm_srun_args (the last --export wins): the
+    tasks lack the library's environment. Not the algorithm's failure (it had been stored
+    as a crash, or for MPICH measured without the user's settings): the campaign stops
+    and stores nothing."""
+    proc = colltune_in_allocation(
+        slurm_cluster, env, tmp_path, "bench", "--backend", "slurm", "--mpi", lib,
+        "--coll", "bcast", "--algorithms", "default", "--layouts", "2x1", "--sizes", "8",
+        "--campaign", "noenv", "--jobs", "1", "--slurm-srun-args=--export=NONE", *CHECKED)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Slurm could not run step" in proc.stderr, proc.stderr
+    assert "srun gave the task no environment" in proc.stderr, proc.stderr
+    assert "--export=NONE" in proc.stderr and "this launch is not stored" in proc.stderr
+    assert points(env["COLLTUNE_STORE"], "noenv") == []
+
+
+def test_slurmstepds_execve_failure_is_told_as_slurms(slurm_cluster, env, tmp_path):
+    """slurmstepd's own words when a task's program cannot be started (here: no PATH in a
+    task of srun --export=NONE) name Slurm's failure, with why, not the algorithm's."""
+    from colltune.slurm import slurm_failure
+    proc = slurm_cluster.run(["salloc", "--nodes=1", "--quiet", "srun", "--export=NONE",
+                              "env", "true"], check=False, env=env, cwd=tmp_path, timeout=60)
+    assert proc.returncode != 0 and "execve(): env: No such file or directory" in proc.stderr, \
+        proc.stderr
+    why = slurm_failure(proc.stdout + proc.stderr)
+    assert why is not None and "execve(): env: No such file or directory" in why, proc.stderr
+    assert "could not start env" in why and "--export=NONE" in why, why

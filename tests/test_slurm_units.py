@@ -124,5 +124,10 @@ def test_slurm_failures_are_told_from_the_programs():
                  "slurmstepd-n1: error: *** STEP 9.3 ON n1 CANCELLED AT 2026-11-27T21:00:00 DUE TO TIME LIMIT ***"):
         assert slurm_failure("some output\n" + line + "\nmore") == line
     for line in ("srun: error: n1: task 0: Segmentation fault (core dumped)",
-                 "[1700000000.1] ucx: Socket timed out", "rank 0: Unable to create step"):
+                 "[1700000000.1] ucx: Socket timed out", "rank 0: Unable to create step",
+                 "env: '/x/colltune-bench': No such file or directory"):
         assert slurm_failure(line) is None
+    # the step wrapper's words in a task without srun's environment, also after srun
+    # --label's "1: " (slurmstepd's execve line: test_slurm_backend.py, real srun)
+    said = "colltune-step: srun gave the task no environment (no HOME in task 1 on n2): x"
+    assert slurm_failure("1: " + said) == said

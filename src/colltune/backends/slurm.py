@@ -6,15 +6,17 @@ allocation, chosen from a pool so that concurrent launches (``--jobs``) run on
 disjoint node sets:
 
     srun --job-name=colltune-<id> --nodes=N --ntasks=N*PPN --ntasks-per-node=PPN
-         --nodelist=<nodes> --exclusive --kill-on-bad-exit=1 --mpi=<plugin> ...
-         /bin/sh -c 'exec "$@" --label slurm_nodes=$SLURM_STEP_NODELIST ...'
+         --nodelist=<nodes> --exclusive --kill-on-bad-exit=1 --mpi=<plugin>
+         --export=ALL ... /bin/sh -c '<no HOME: fail>; exec "$@" --label ...'
          colltune-step env K=V ... colltune-bench <args>
 
 srun starts the ranks itself and the library bootstraps through Slurm's PMI
 plugin (``slurm_mpi``; ``auto`` = pmix for Open MPI 5, pmi2 for MPICH): no
 mpiexec. The forcing variables of the algorithm provider go into the ranks'
 environment (``env K=V``; MPICH's ``-genv LD_PRELOAD shim`` too, so srun itself
-is not preloaded). The bench writes its JSON records on rank 0's stdout, which
+is not preloaded); the library's own (OPAL_PREFIX, PATH) is srun's, exported to the
+tasks with --export=ALL whatever SLURM_EXPORT_ENV says (`sbatch --export=NONE` jobs set
+it to NONE). The bench writes its JSON records on rank 0's stdout, which
 srun forwards to this host: no shared folder is needed for results. Every point
 is labelled with the nodes Slurm really gave the step (``slurm_nodes``) and the
 step id (``slurm_step``). A launch that hangs is cancelled with scancel, and its
@@ -39,8 +41,18 @@ from .base import (Backend, Launch, LaunchResult, choose_provider, end_launch, r
                    start_launch)
 from .local import LIBRARY, make_provider
 
-# Runs in every task: adds the node list and step id that Slurm gave the step.
-STEP_WRAPPER = ('exec "$@" --label slurm_nodes="$SLURM_STEP_NODELIST" '
+# Runs in every task: adds the node list and step id that Slurm gave the step. A task
+# without HOME got none of srun's environment (an --export=NONE in slurm_srun_args or a
+# site's srun defaults beats ours): it stops with words slurm.slurm_failure knows, as
+# Slurm's failure, not the algorithm's (Open MPI had died in MPI_Init, stored as a crash;
+# MPICH ran without the user's variables). HOME, not a variable of colltune's own: the
+# recorded command replays from any login shell.
+STEP_WRAPPER = ('[ -n "${HOME-}" ] || { echo "' + slurm.NO_ENVIRONMENT + ' (no HOME in task '
+                '$SLURM_PROCID on $SLURMD_NODENAME): an --export=NONE or an --export list '
+                'without ALL, in slurm_srun_args or the site srun defaults, overrides the '
+                '--export=ALL of colltune; the ranks need the environment of srun" >&2; '
+                'exit 127; }; '
+                'exec "$@" --label slurm_nodes="$SLURM_STEP_NODELIST" '
                 '--label slurm_step="$SLURM_JOB_ID.$SLURM_STEP_ID"')
 # mpiexec options that only set a rank's environment (all a provider uses).
 _ENV_OPTIONS = ("-genv", "-env")
@@ -88,14 +100,21 @@ def srun_plugin(impl, setting: str) -> str:
 
 def srun_command(step_name: str, nodes: int, ppn: int, plugin: str, env: dict[str, str],
                  argv: list[str], nodelist: list[str] | None = None, extra: list[str] = (),
-                 wrapper: list[str] = ()) -> list[str]:
+                 wrapper: list[str] = (), ntasks: int | None = None) -> list[str]:
     """One srun step of nodes x ppn tasks running ``[*wrapper] env K=V ... argv``: the
-    ranks' environment set by env(1) in the tasks, not in srun itself."""
-    return [slurm.tool("srun"), f"--job-name={step_name}", f"--nodes={nodes}",
-            f"--ntasks={nodes * ppn}", f"--ntasks-per-node={ppn}",
+    ranks' environment set by env(1) in the tasks, not in srun itself. ntasks: a total
+    that nodes do not divide, placed by Slurm (no --ntasks-per-node; ppn unused)."""
+    tasks = ([f"--ntasks={nodes * ppn}", f"--ntasks-per-node={ppn}"] if ntasks is None
+             else [f"--ntasks={ntasks}"])
+    # --export=ALL: an `sbatch --export=NONE` job leaves SLURM_EXPORT_ENV=NONE to srun,
+    # whose tasks then get no environment. On the line, not as SLURM_EXPORT_ENV=ALL in
+    # srun's environment: the recorded line then replays as run. Before extra, so that
+    # slurm_srun_args can say --export=ALL,VAR=value.
+    return [slurm.tool("srun"), f"--job-name={step_name}", f"--nodes={nodes}", *tasks,
             *([f"--nodelist={','.join(nodelist)}"] if nodelist else []),
-            "--exclusive", "--kill-on-bad-exit=1", f"--mpi={plugin}", f"--chdir={os.getcwd()}",
-            *extra, *wrapper, "env", *(f"{k}={v}" for k, v in env.items()), *argv]
+            "--exclusive", "--kill-on-bad-exit=1", f"--mpi={plugin}", "--export=ALL",
+            f"--chdir={os.getcwd()}", *extra, *wrapper,
+            "env", *(f"{k}={v}" for k, v in env.items()), *argv]
 
 
 class NodePool:

@@ -38,33 +38,47 @@ class SlurmRunner(Runner):
         return self.alloc
 
     def world_layout(self) -> tuple[int, int]:
-        """--layout NODESxPPN, or every node of the allocation with -n N / nodes ranks each
-        (else the allocation's SLURM_NTASKS spread over its nodes, else
-        SLURM_NTASKS_PER_NODE, else 1); checked against the allocation's nodes and CPUs."""
+        """(nodes, ppn) of the job's world (ppn: the most ranks on a node, as the
+        interposer counts them)."""
+        return self.world()[:2]
+
+    def world(self) -> tuple[int, int, int]:
+        """(nodes, ppn, ranks): --layout NODESxPPN, or every node of the allocation with
+        -n N ranks, else the allocation's SLURM_NTASKS, else SLURM_NTASKS_PER_NODE per
+        node, else 1 per node; checked against the allocation's nodes and CPUs. Ranks that
+        the nodes do not divide (salloc -N2 -n3) all run, placed by Slurm: ppn is then the
+        largest node's under srun's block placement, ceil(ranks / nodes)."""
         from .. import slurm
         from ..errors import ConfigError
         alloc, args = self._allocation(), self.args
         if args.layout:
             nodes, ppn, _ = layout(args, 10**6, 10**6)
-            what = f"--layout {args.layout}"
+            slurm.check_fits(alloc, nodes, ppn, f"--layout {args.layout}")
+            return nodes, ppn, nodes * ppn
+        nodes = len(alloc.nodes)
+        tasks = os.environ.get("SLURM_NTASKS", "")
+        per_node = os.environ.get("SLURM_NTASKS_PER_NODE", "")
+        if args.np:
+            total, what = args.np, f"-n {args.np}"
+        elif tasks.isdigit():                                   # salloc -N2 -n4, -N2 -n3
+            total, what = int(tasks), f"the allocation's {tasks} tasks"
         else:
-            nodes = len(alloc.nodes)
-            tasks = os.environ.get("SLURM_NTASKS", "")
-            per_node = os.environ.get("SLURM_NTASKS_PER_NODE", "")
-            if args.np:
-                total, what = args.np, f"-n {args.np}"
-            elif tasks.isdigit() and int(tasks) % nodes == 0:     # salloc -N2 -n4
-                total, what = int(tasks), f"the allocation's {tasks} tasks"
-            else:
-                total = nodes * (int(per_node) if per_node.isdigit() else 1)
-                what = f"{total} ranks"
-            if total % nodes:
-                raise ConfigError(f"-n {args.np}: the allocation (job {alloc.job_id}) has "
-                                  f"{nodes} nodes; -n must be a multiple of it, or say "
-                                  f"--layout NODESxPPN")
-            ppn = total // nodes
-        slurm.check_fits(alloc, nodes, ppn, what)
-        return nodes, ppn
+            total = nodes * (int(per_node) if per_node.isdigit() else 1)
+            what = f"{total} ranks"
+        if total < 1:
+            raise ConfigError(f"{what}: at least 1 rank")
+        nodes = min(nodes, total)         # srun refuses a node without a task
+        if total % nodes == 0:
+            slurm.check_fits(alloc, nodes, total // nodes, what)
+            return nodes, total // nodes, total
+        # here nodes are all the allocation's; a --ntasks-per-node of total // nodes had
+        # silently dropped the remainder's ranks (a review)
+        cpus = sum(alloc.cpus)
+        if total > cpus:
+            raise ConfigError(f"{what}: {total} ranks, but the allocation (job {alloc.job_id}) "
+                              f"has {cpus} CPUs on its {nodes} nodes (ask salloc/sbatch for "
+                              f"more, e.g. --exclusive, or say --layout NODESxPPN)")
+        return nodes, -(-total // nodes), total
 
     def command(self, env, program, scratch):
         from .. import slurm
@@ -86,7 +100,7 @@ class SlurmRunner(Runner):
                             f"{shlex.join(f'{k}={v}' for k, v in preload.items())} ./app   "
                             f"(or link: {impl.cc} app.c -o app {lib})"], impl.run_env(), 0
         check_choices(impl, settings, args)
-        nodes, ppn = self.world_layout()
+        nodes, ppn, ranks = self.world()
         plugin = srun_plugin(impl, settings.values["slurm_mpi"])
         app = program[0]
         if app.endswith(".c"):
@@ -95,12 +109,13 @@ class SlurmRunner(Runner):
             check_linked_mpi(impl, app)
         # the interposer aborts if MPI_COMM_WORLD is not this size (a plugin that starts
         # singletons: the job ran N times over and exited 0)
-        ranks_env = {**preload, **env, "COLLTUNE_WORLD": str(nodes * ppn)}
+        ranks_env = {**preload, **env, "COLLTUNE_WORLD": str(ranks)}
         if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:
             ranks_env["OMPI_MCA_pml_monitoring_enable"] = "1"      # = mpiexec's OMPI_MONITORING
         cmd = srun_command(self.step_name, nodes, ppn, plugin, ranks_env,
-                           [app, *program[1:]], extra=srun_extra(settings))
-        return cmd, impl.run_env(library_choices=False), nodes * ppn      # the ranks get env through `env`
+                           [app, *program[1:]], extra=srun_extra(settings),
+                           ntasks=None if ranks == nodes * ppn else ranks)
+        return cmd, impl.run_env(library_choices=False), ranks      # the ranks get env through `env`
 
     def finish(self, clean: bool) -> None:
         """After an unclean end (timeout, signal, srun failed) cancel the step if Slurm

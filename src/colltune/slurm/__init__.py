@@ -19,8 +19,10 @@ from ..errors import BackendError
 TOOL_TIMEOUT = 30.0
 
 # The srun --mpi plugin each library's wheel can bootstrap from: Open MPI 5
-# speaks PMIx only (PMI-1/2 support was removed in 5.0); MPICH's built-in PMI
-# client speaks PMI-2 wire protocol (checked here with Debian's slurm 22.05).
+# speaks PMIx only (PMI-1/2 support was removed in 5.0). MPICH's built-in PMI
+# client speaks PMI-1 by default (MPIR_CVAR_PMI_VERSION=1; its wire shows `cmd=init
+# pmi_version=1`) on the PMI_FD socket that Slurm's pmi2 plugin opens, and that plugin
+# serves PMI-1 as well as PMI-2 (seen with Debian's slurm 22.05 and the 5.0.2 wheel).
 PMI_PLUGIN = {"openmpi": "pmix", "mpich": "pmi2"}
 
 
@@ -105,12 +107,29 @@ _INFRA = re.compile(r"Unable to create step|Job/step already completing or compl
 
 
 _SLURM_LINE = re.compile(r"^\s*(srun|slurmstepd(-[\w.-]+)?):")
+# slurmstepd could not start the task's program: a task with no PATH (srun --export=NONE)
+# or a program not on that node
+_EXECVE = re.compile(r"^\s*slurmstepd(?:-([\w.-]+))?: error: execve\(\): (.+?): "
+                     r"No such file or directory")
+# The start of what the slurm backend's step wrapper says in a task that got none of
+# srun's environment (backends/slurm.py: STEP_WRAPPER)
+NO_ENVIRONMENT = "colltune-step: srun gave the task no environment"
 
 
 def slurm_failure(log: str) -> str | None:
     """The line of an srun log in which srun or slurmstepd (not the program, whose own
-    errors are the algorithm's) says Slurm itself failed, or None."""
+    errors are the algorithm's) says Slurm itself failed, or in which the step wrapper
+    says the task got no environment (with why, where the line alone does not), or None."""
     for line in log.splitlines():
+        if NO_ENVIRONMENT in line:            # after srun --label's "0: " too
+            return line[line.index(NO_ENVIRONMENT):].strip()
+        m = _EXECVE.match(line)
+        if m:
+            node = f"node {m.group(1)}" if m.group(1) else "the node"
+            return (f"{line.strip()}: the task could not start {m.group(2)}: srun gave it no "
+                    f"environment (no PATH: srun --export=NONE, or SLURM_EXPORT_ENV=NONE as in "
+                    f"an `sbatch --export=NONE` job, without --export=ALL), or {m.group(2)} "
+                    f"is not on a file system {node} sees")
         if _SLURM_LINE.match(line) and _INFRA.search(line):
             return line.strip()
     return None
