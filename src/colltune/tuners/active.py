@@ -25,6 +25,7 @@ Then rules are generated from the model (tuners/active_rules.py).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import time
@@ -54,6 +55,16 @@ def point_cost(row: dict) -> float:
     return float((row.get("warmup") or 0) + (row.get("reps") or 0)) * float(row["ttc_mean_s"])
 
 
+def collective_rng(seed: int, collective: str) -> random.Random:
+    """The random stream of one collective's learner (initial points, non-power-of-two
+    sizes, random selection): seeded from (seed, collective) by SHA-256, so it does not
+    depend on which other collectives are tuned in the same call (one generator shared
+    by all had made allreduce's points depend on whether bcast was tuned with it) and
+    is the same in every interpreter (Python's hash() of a str is salted)."""
+    digest = hashlib.sha256(f"colltune-active/{int(seed)}/{collective}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
 @dataclass
 class CollectiveState:
     collective: str
@@ -69,6 +80,7 @@ class CollectiveState:
     calm: int = 0                         # consecutive iterations below the threshold
     converged_at: int | None = None       # iteration at which the criterion first held
     stop: str | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))   # collective_rng
 
 
 @dataclass
@@ -98,7 +110,6 @@ class ActiveLearner:
         self.budget_s = s.active_budget_s if budget_s is None else budget_s
         self.sizes = sorted(set(int(m) for m in sizes))
         self.layouts = sorted(set((int(n), int(p)) for n, p in layouts))
-        self.rng = random.Random(s.active_seed)
         self.groups = groups_of(campaign.backend)
         if campaign.placer is None and self.groups:
             campaign.placer = GroupAllocator(self.groups)
@@ -117,7 +128,7 @@ class ActiveLearner:
                                   f"(--layouts {','.join(f'{n}x{p}' for n, p in self.layouts)})")
             self.states[coll] = CollectiveState(coll, algs, sorted(set(grid)), CollectiveModel(
                 [self.label(a) for a in algs], s.active_trees, s.active_seed, s.active_model,
-                s.active_per_algorithm, s.active_features))
+                s.active_per_algorithm, s.active_features), rng=collective_rng(s.active_seed, coll))
         self.history: list[dict] = []
         self.schedule: list[Hold] = []
         self.sequential_s = self.makespan_s = 0.0
@@ -131,7 +142,7 @@ class ActiveLearner:
         want = [(*lay[-1], hi), (*lay[-1], lo), (*lay[len(lay) // 2], lo), (*lay[len(lay) // 2], hi)]
         out = [p for p in dict.fromkeys(want) if p in set(st.grid)]
         rest = [p for p in st.grid if p not in out]
-        self.rng.shuffle(rest)
+        st.rng.shuffle(rest)
         return (out + rest)[:self.settings.active_initial_points]
 
     def _nonpow2(self, st: CollectiveState, point: Point) -> Point:
@@ -145,7 +156,7 @@ class ActiveLearner:
         for _ in range(8):
             if not cands:
                 break
-            q = (n, p, self.rng.choice(cands))
+            q = (n, p, st.rng.choice(cands))
             if q not in st.measured:
                 return q
         return point
@@ -155,7 +166,7 @@ class ActiveLearner:
         if not todo:
             return []
         if self.select_mode == "random":
-            order = self.rng.sample(todo, len(todo))
+            order = st.rng.sample(todo, len(todo))
         else:
             var = (st.model.decision_variance(np.array(todo))
                    if self.settings.active_uncertainty == "decision"

@@ -171,10 +171,31 @@ class CollectiveModel:
         b = per_tree.shape[0]
         return ((per_tree - per_tree.mean(axis=0)) ** 2).sum(axis=0) / (b * (b - 1))
 
+    def excluded(self, points: np.ndarray) -> np.ndarray:
+        """(points, algorithms) True where the data rules an algorithm out whatever the
+        classifier says: untrusted (wrong data somewhere), failed at every measured
+        point, or failed at PPN_FAILURES points of the point's ppn and worked at none."""
+        pts = np.asarray(points, dtype=float).reshape(-1, 3)
+        out = np.zeros((len(pts), len(self.algorithms)), dtype=bool)
+        for a in (self.all_failed | self.untrusted) & set(self.algorithms):
+            out[:, self.algorithms.index(a)] = True
+        for a, bad in self.failed_ppn.items():
+            if a in self.algorithms:
+                out[np.isin(pts[:, 1], list(bad)), self.algorithms.index(a)] = True
+        return out
+
     def _candidates(self, points: np.ndarray, mean: np.ndarray) -> np.ndarray:
-        """mean with +inf for algorithms predicted to fail (all kept if every one is)."""
+        """mean with +inf for the algorithms the decision may not pick at a point: those
+        predicted to fail (probability of success < 0.5). Where none is predicted to
+        work, the fallback is the algorithms only the classifier doubts: one that
+        returned wrong data, failed everywhere or failed at its ppn (excluded) stays
+        out; all come back only where every algorithm is excluded (the table must
+        name one)."""
         works = self.ok_probability(points) >= 0.5
-        return np.where(works | ~works.any(axis=1, keepdims=True), mean, np.inf)
+        allowed = ~self.excluded(points)
+        fallback = np.where(allowed.any(axis=1, keepdims=True), allowed, True)
+        keep = np.where(works.any(axis=1, keepdims=True), works, fallback)
+        return np.where(keep, mean, np.inf)
 
     def variance(self, points: np.ndarray) -> np.ndarray:
         """(points, algorithms) jackknife variance of the forest's prediction."""
@@ -190,10 +211,14 @@ class CollectiveModel:
             return np.zeros(len(masked))
         first, second = np.argsort(masked, axis=1, kind="stable")[:, :2].T
         idx = np.arange(len(masked))
-        return self._jackknife(p[:, idx, second] - p[:, idx, first])
+        var = self._jackknife(p[:, idx, second] - p[:, idx, first])
+        # the runner-up is a candidate or there is none: an algorithm the decision may
+        # not pick is never the runner-up (one candidate left: nothing to decide)
+        return np.where(np.isfinite(masked[idx, second]), var, 0.0)
 
     def choice(self, points: np.ndarray) -> np.ndarray:
-        """Index of the predicted fastest algorithm (among those predicted to work)."""
+        """Index of the predicted fastest algorithm (among those predicted to work;
+        `_candidates`)."""
         return self._candidates(points, self.predict(points)).argmin(axis=1)
 
     def predict(self, points: np.ndarray) -> np.ndarray:
@@ -208,15 +233,9 @@ class CollectiveModel:
             col = list(self.feasible.classes_).index(True) if True in self.feasible.classes_ else None
             raw = self.feasible.predict_proba(self.rows(points))
             prob = (raw[:, col] if col is not None else np.zeros(len(raw))).reshape(k, -1)
-        for a in self.all_failed | self.untrusted:
-            prob[:, self.algorithms.index(a)] = 0.0
-        ppn = np.asarray(points, dtype=float).reshape(-1, 3)[:, 1]
-        for a, bad in self.failed_ppn.items():
-            if a in self.algorithms:
-                prob[np.isin(ppn, list(bad)), self.algorithms.index(a)] = 0.0
-        return prob
+        return np.where(self.excluded(points), 0.0, prob)
 
     def best(self, points: np.ndarray) -> list[str]:
         """Predicted fastest algorithm at each point, among those predicted to work
-        (all algorithms if none is)."""
+        (where none is: among those not excluded, `_candidates`)."""
         return [self.algorithms[i] for i in self.choice(points)]
