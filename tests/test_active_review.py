@@ -132,3 +132,42 @@ def test_when_nothing_is_predicted_to_work_the_excluded_stay_excluded():
     solo.fit({pt: {"wrong": t["wrong"], "broken": None} for pt, t in measured.items()})
     solo.untrusted = {"wrong"}
     assert solo.best(np.array([(2, 1, 8)])) == ["wrong"]
+
+
+# -- 3. what the session cost: launches, wall time, timeouts ---------------------------
+def test_the_table_records_launches_wall_time_and_timeouts(sim_backend, tmp_path):
+    """'% of exhaustive' counts simulated benchmark seconds only; the table's provenance
+    now also says how many launches the learner asked for, how many ran, the wall
+    time and the points whose launch timed out (charged at the timeout)."""
+    from colltune.tuners.active import cost_lines
+    sim_backend.settings = _settings(active_max_points=5)
+    with Store(str(tmp_path / "fresh.sqlite")) as fresh:
+        out = tune_active(sim_backend, fresh, sim_backend.settings, ["bcast"], LAYOUTS, SIZES,
+                          algorithms=ALGS, campaign="cost")
+    act = out.table.provenance["active"]
+    arms = len(out.models["bcast"].algorithms)
+    # one launch per algorithm and layout of each batch (a batch's sizes at one layout share it)
+    want = sum(arms * len({(n, p) for n, p, _ in h["new_points"]}) for h in out.history)
+    assert act["launch_specs"] == {"bcast": want} and want > len(LAYOUTS) * arms / 2
+    assert act["launches"] == out.summary.launches >= want        # fresh store: all really run
+    assert act["wall_s"] == pytest.approx(out.summary.wall_s) and 0 < act["launch_wall_s"] <= act["wall_s"]
+    assert act["timeouts"] == {"bcast": 0} and act["timeout_charged_s"] == {"bcast": 0.0}
+    assert act["benchmark_s"]["bcast"] > 0 and out.cost == {k: act[k] for k in out.cost}
+    assert out.history[-1]["launch_specs"] == want
+    lines = cost_lines(act)
+    assert f"{want} launches asked for, 0 timed out" in lines[0]
+    assert f"{out.summary.launches} launches run" in lines[1]
+    # a launch killed at the timeout: counted and charged at it; the points the campaign
+    # then gave up on without launching them (consecutive timeouts) are not charged
+    sim_backend.settings = _settings(active_max_points=3, timeout=0.001)
+    with Store(str(tmp_path / "slow.sqlite")) as slow:
+        out = tune_active(sim_backend, slow, sim_backend.settings, ["bcast"], [(2, 2)], [8, 64, 512, 4096],
+                          algorithms=ALGS[:1], campaign="timeouts")
+        rows = slow.db.execute("SELECT status, check_error FROM measurements").fetchall()
+    act = out.table.provenance["active"]
+    killed = sum(r[0] == "timeout" and not r[1].startswith("not attempted") for r in rows)
+    assert killed > 0 and any(r[1].startswith("not attempted") for r in rows)
+    assert act["timeouts"] == {"bcast": killed}
+    assert act["timeout_charged_s"] == {"bcast": pytest.approx(killed * 0.001)}
+    assert act["benchmark_s"] == {"bcast": 0.0}
+    assert f"{killed} timed out (charged 0 s at their timeout)" in cost_lines(act)[0]

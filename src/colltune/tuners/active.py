@@ -38,7 +38,7 @@ from ..decision import DecisionTable, Entry
 from ..plan import BenchSpec
 from ..placement import GroupAllocator, Hold, greedy_schedule, groups_of, makespan
 from ..results import Results
-from ..store import OK, WRONG
+from ..store import OK, TIMEOUT, WRONG
 from . import TUNERS
 from .active_model import CollectiveModel, is_pow2
 from .active_rules import bisect_choices, midpoint, rules_from_choices, rules_from_samples
@@ -49,10 +49,20 @@ Point = tuple[int, int, int]        # nodes, ppn, size
 
 def point_cost(row: dict) -> float:
     """Simulated (or wall) seconds a measured point kept its ranks busy: warm-up
-    and timed repetitions of the collective (sync windows and checks excluded)."""
+    and timed repetitions of the collective (sync windows and checks excluded).
+    Only this is what "% of exhaustive" compares: it leaves out every launch's own
+    cost (start-up, synchronisation, result checks: the wall time of a launch on
+    SMPI is mostly that) and failures; the learner counts launches, wall seconds and
+    timeouts apart (`ActiveLearner.cost`)."""
     if row.get("status") != OK or row.get("ttc_mean_s") is None:
         return 0.0
     return float((row.get("warmup") or 0) + (row.get("reps") or 0)) * float(row["ttc_mean_s"])
+
+
+def timed_out(row: dict) -> bool:
+    """A point whose launch was killed at the timeout (not one the campaign gave up
+    on without launching it, after consecutive timeouts)."""
+    return row.get("status") == TIMEOUT and not str(row.get("check_error") or "").startswith("not attempted")
 
 
 def collective_rng(seed: int, collective: str) -> random.Random:
@@ -73,6 +83,8 @@ class CollectiveState:
     model: CollectiveModel
     measured: dict[Point, dict[str, float | None]] = field(default_factory=dict)
     cost_s: float = 0.0
+    launch_specs: int = 0                 # launches asked for: one per algorithm and layout of a batch
+    timeouts: int = 0                     # points whose launch timed out (charged at the timeout)
     picks: int = 0                        # points selected so far (for the non-pow2 rule)
     variance: list[float] = field(default_factory=list)
     change: list[float] = field(default_factory=list)   # predicted cost of the previous table's choices
@@ -94,6 +106,7 @@ class ActiveOutcome:
     sequential_s: float
     makespan_s: float
     models: dict[str, CollectiveModel]
+    cost: dict = field(default_factory=dict)   # ActiveLearner.cost(): launches, wall, timeouts
 
 
 class ActiveLearner:
@@ -132,6 +145,8 @@ class ActiveLearner:
         self.history: list[dict] = []
         self.schedule: list[Hold] = []
         self.sequential_s = self.makespan_s = 0.0
+        self.summary = CampaignSummary()      # launches really run and wall time, this session
+        self.launch_wall_s = 0.0              # of the wall time: the batches' campaigns (launching)
 
     # -- point selection -------------------------------------------------------
     def _initial(self, st: CollectiveState) -> list[Point]:
@@ -202,7 +217,9 @@ class ActiveLearner:
             st = self.states[coll]
             for spec in ss:
                 dur = 0.0
+                st.launch_specs += 1
                 for row in self.campaign.measured(spec):
+                    st.timeouts += timed_out(row)
                     pt = (spec.nodes, spec.ppn, int(row["msg_size"]))
                     ok = row["status"] == OK and row["ttc_median_s"] is not None
                     st.measured.setdefault(pt, {})[self.label(spec.algorithm)] = \
@@ -249,7 +266,7 @@ class ActiveLearner:
 
     def run(self) -> ActiveOutcome:
         start = time.monotonic()
-        total = CampaignSummary()
+        total = self.summary = CampaignSummary()
         # the budget bounds the launches too: the first batch alone had run 6x over a
         # 20 s budget (a user's review of run --tune-first); a launch in flight finishes
         self.campaign.deadline = start + self.budget_s
@@ -257,6 +274,7 @@ class ActiveLearner:
         iteration = 0
         while True:
             s = self._collect(batch)
+            self.launch_wall_s += s.wall_s
             total.launches += s.launches
             total.skipped_points += s.skipped_points
             total.past_deadline += s.past_deadline
@@ -264,7 +282,7 @@ class ActiveLearner:
             for k, v in s.measured.items():
                 total.measured[k] = total.measured.get(k, 0) + v
             iteration += 1
-            wall = time.monotonic() - start
+            wall = total.wall_s = time.monotonic() - start
             for coll, st in self.states.items():
                 if st.stop or not batch.get(coll):
                     continue
@@ -281,7 +299,8 @@ class ActiveLearner:
                        "variance_sum": st.variance[-1], "table_change": st.change[-1],
                        "rel_change": abs(st.variance[-1] - prev) / prev if prev > 0 else None,
                        "wall_s": wall, "makespan_s": self.makespan_s,
-                       "sequential_s": self.sequential_s}
+                       "sequential_s": self.sequential_s, "launches": total.launches,
+                       "launch_specs": st.launch_specs, "timeouts": st.timeouts}
                 if st.converged_at is None and self._converged(st):
                     st.converged_at = iteration
                 rec["converged"] = st.converged_at is not None
@@ -311,7 +330,7 @@ class ActiveLearner:
                              {c: st.stop for c, st in self.states.items()},
                              list(self.campaign.placer.log) if self.campaign.placer else [],
                              self.schedule, self.sequential_s, self.makespan_s,
-                             {c: st.model for c, st in self.states.items()})
+                             {c: st.model for c, st in self.states.items()}, self.cost())
 
     # -- rules -----------------------------------------------------------------
     def entries(self, coll: str) -> list[Entry]:
@@ -326,20 +345,59 @@ class ActiveLearner:
                                                provider=arm[r.algorithm].provider)
                                        for r in e.rules)) for e in entries]
 
+    def cost(self) -> dict:
+        """What the session cost, beyond the simulated benchmark seconds of its points
+        (`benchmark_s`, what "% of exhaustive" compares): per collective the launches it
+        asked for (one per algorithm and layout of each batch: a fresh store needs at
+        least these; an exhaustive search needs one per algorithm and layout in all)
+        and its points whose launch timed out, charged at the timeout (wall seconds,
+        not in `benchmark_s`); for the whole session the launches really run (points
+        already in the store are read back, not launched; a crash relaunches the rest
+        of a launch's sizes) and the wall time, model fits included (`launch_wall_s`:
+        the part spent in the batches' campaigns, launching)."""
+        timeout = float(self.settings.timeout)
+        return {"benchmark_s": {c: st.cost_s for c, st in self.states.items()},
+                "launch_specs": {c: st.launch_specs for c, st in self.states.items()},
+                "timeouts": {c: st.timeouts for c, st in self.states.items()},
+                "timeout_charged_s": {c: st.timeouts * timeout for c, st in self.states.items()},
+                "launches": self.summary.launches, "wall_s": self.summary.wall_s,
+                "launch_wall_s": self.launch_wall_s}
+
     def decide(self, provenance: dict | None = None) -> DecisionTable:
         entries = [e for c in self.states for e in self.entries(c)]
         info = {"active": {
             "stops": {c: st.stop for c, st in self.states.items()},
             "converged_at_iteration": {c: st.converged_at for c, st in self.states.items()},
             "points": {c: len(st.measured) for c, st in self.states.items()},
-            "benchmark_s": {c: st.cost_s for c, st in self.states.items()},
+            **self.cost(),
             "history": [{k: h[k] for k in ("collective", "iteration", "points", "cost_s",
-                                           "variance_sum", "converged", "stop")}
+                                           "variance_sum", "converged", "stop", "launches",
+                                           "launch_specs", "timeouts", "wall_s")}
                         for h in self.history],   # report.active.active_section draws it
             "select": self.select_mode,
             "settings": {k: v for k, v in self.settings.values.items() if k.startswith("active_")}}}
         prov = {**(provenance or self.campaign.provenance), **info}
         return DecisionTable("active", prov, tuple(entries))
+
+
+def cost_lines(active: dict) -> list[str]:
+    """Lines saying what an active session cost (a table's provenance["active"], or
+    ActiveLearner.cost()): simulated benchmark seconds next to launches, wall time and
+    timeouts."""
+    out = []
+    for coll, sim in (active.get("benchmark_s") or {}).items():
+        n_to = (active.get("timeouts") or {}).get(coll, 0)
+        out.append(f"active learning, {coll}: {(active.get('points') or {}).get(coll, '?')} points, "
+                   f"{sim * 1e3:.3f} ms of benchmark time (warm-up + repetitions, simulated on SMPI), "
+                   f"{(active.get('launch_specs') or {}).get(coll, '?')} launches asked for, "
+                   f"{n_to} timed out"
+                   + (f" (charged {(active.get('timeout_charged_s') or {}).get(coll, 0):.0f} s at "
+                      f"their timeout)" if n_to else ""))
+    if "launches" in active:
+        out.append(f"active learning: {active['launches']} launches run (points already in the store "
+                   f"are read back) in {active.get('wall_s', 0):.1f} s wall, "
+                   f"{active.get('launch_wall_s', 0):.1f} s of it launching")
+    return out
 
 
 def model_entries(model: CollectiveModel, coll: str, grid: list[Point], layouts, measured,
