@@ -54,21 +54,35 @@ def measure_truth(session, store, coll: str, quiet: bool):
     return ground_truth(res, coll), res
 
 
-def evaluate(learner, coll, truth, tests):
-    """Scores of the learner's table (its active_rules setting) and, on the same
-    model, of ACCLAiM's single-midpoint rules ("midpoint_<set>"), on test points
-    the learner has not trained on."""
+def tables_of(learner, coll):
+    """The learner's table now (its active_rules setting) and, on the same model,
+    ACCLAiM's single-midpoint rules' ("midpoint_"), scored once every run is over
+    (score_curves)."""
     from colltune.decision import DecisionTable
     from colltune.tuners.active import model_entries
     st = learner.states[coll]
-    tests = {k: [p for p in v if p not in st.measured] for k, v in tests.items()}
-    table = DecisionTable("active", {}, tuple(learner.entries(coll)))
-    out = {name: score(table, coll, truth, pts) for name, pts in tests.items()}
+    out = {"": DecisionTable("active", {}, tuple(learner.entries(coll)))}
     if st.model.forest is not None and learner.settings.active_rules != "midpoint":
-        mid = DecisionTable("active", {}, tuple(model_entries(
+        out["midpoint_"] = DecisionTable("active", {}, tuple(model_entries(
             st.model, coll, st.grid, learner.layouts, st.measured, st.algorithms[0].provider, "midpoint")))
-        out.update({f"midpoint_{name}": score(mid, coll, truth, pts) for name, pts in tests.items()})
     return out
+
+
+def common_tests(tests, trained):
+    """The test sets less every point any of the compared learners trained on (a
+    learner's random non-power-of-two size can hit a test size): every learner is
+    scored on the same points. The sets used to be cut after each learner's run, so
+    the active learner and the random ones were scored on different sets."""
+    return {k: [p for p in v if p not in trained] for k, v in tests.items()}
+
+
+def score_curves(curves, coll, truth, tests):
+    """Scores every recorded table ("tables", removed) of every curve on `tests`, into
+    test_<set> / test_midpoint_<set>."""
+    for curve in curves:
+        for c in curve:
+            for prefix, table in c.pop("tables").items():
+                c.update({f"test_{prefix}{k}": score(table, coll, truth, pts) for k, pts in tests.items()})
 
 
 def run_learner(session, store, coll, truth, tests, candidates, select, seed, max_points):
@@ -78,7 +92,7 @@ def run_learner(session, store, coll, truth, tests, candidates, select, seed, ma
     curve = []
 
     def on_iteration(learner, rec):
-        curve.append({**rec, **{f"test_{k}": v for k, v in evaluate(learner, coll, truth, tests).items()}})
+        curve.append({**rec, "tables": tables_of(learner, coll)})
 
     learner = ActiveLearner(camp, session.backend().provider(), [coll], LAYOUTS, POW2,
                             candidates={coll: candidates}, select=select, on_iteration=on_iteration,
@@ -124,13 +138,17 @@ def learning(a, session, store, coll, report):
         t0 = time.monotonic()
         learner, out, curve = run_learner(session, store, coll, truth, tests, candidates, select,
                                           seed, a.max_points)
-        trained = {p for p in learner.states[coll].measured}
-        tests["nonpow2_sizes"] = [p for p in tests["nonpow2_sizes"] if p not in trained]
         runs[(select, seed)] = (learner, out, curve, time.monotonic() - t0)
+    tests = common_tests(tests, {p for r in runs.values() for p in r[0].states[coll].measured})
+    score_curves([r[2] for r in runs.values()], coll, truth, tests)
     print(f"\n=== {coll}: small platform, {len(LAYOUTS)} layouts x {len(POW2)} power-of-two sizes; "
           f"{len(candidates)} candidate points, test sets: "
           + ", ".join(f"{k} {len(v)}" for k, v in tests.items()))
-    print(f"exhaustive (power-of-two grid, all algorithms): {exhaustive_s * 1e3:.2f} ms simulated benchmark time")
+    exhaustive_launches = len(ExhaustiveTuner(session.backend().provider(),
+                                              TuningSpace((coll,), tuple(LAYOUTS), tuple(POW2)), []).plan())
+    print(f"exhaustive (power-of-two grid, all algorithms): {exhaustive_s * 1e3:.2f} ms simulated benchmark time, "
+          f"{exhaustive_launches} launches (one per algorithm and layout, every size in it; more where a "
+          f"crash relaunches the rest)")
     pow2_table = ExhaustiveTuner(session.backend().provider(), TuningSpace((coll,), tuple(LAYOUTS), tuple(POW2)), []).decide(
         gt_results.filter(msg_size=POW2), {})
     print("reference, the exhaustive table of every power-of-two point on the same test sets: "
@@ -139,8 +157,10 @@ def learning(a, session, store, coll, report):
     conv = learner.states[coll].converged_at
     at = curve[conv - 1] if conv else curve[-1]
     print(f"\nactive learner: converged at iteration {conv} ({at['points']} points, "
-          f"cost {at['cost_s'] / exhaustive_s:.1%} of exhaustive), ran to {curve[-1]['points']} points "
-          f"in {wall:.0f} s wall")
+          f"cost {at['cost_s'] / exhaustive_s:.1%} of exhaustive's simulated benchmark seconds, "
+          f"{at['launch_specs']} launches asked for against exhaustive's {exhaustive_launches}), ran to "
+          f"{curve[-1]['points']} points ({curve[-1]['launch_specs']} launches asked for) in {wall:.0f} s wall "
+          f"(reading the stored ground truth: not the wall time of a fresh run, benchmarks/active_cost.py)")
     print(f"{'':<28}{'at convergence':<52}{'at the end':<52}")
     for k in tests:
         print(f"  {k:<26}{fmt(at['test_' + k]):<52}{fmt(curve[-1]['test_' + k]):<52}")
@@ -167,7 +187,8 @@ def learning(a, session, store, coll, report):
         print(f"{c['iteration']:>4} {c['points']:>4} {c['cost_s'] / exhaustive_s:>7.1%} {c['variance_sum']:>13.4f} "
               f"{c['test_pow2']['avg_slowdown']:>11.4f} {c['test_nonpow2_sizes']['avg_slowdown']:>8.4f} | "
               + " ".join(cells) + ("  <- converged" if c["iteration"] == conv else ""))
-    report[coll] = {"exhaustive_s": exhaustive_s, "converged_at": conv,
+    report[coll] = {"exhaustive_s": exhaustive_s, "exhaustive_launches": exhaustive_launches,
+                    "converged_at": conv, "test_sets": {k: len(v) for k, v in tests.items()},
                     "curves": {f"{k[0]}-{k[1]}": [{x: y for x, y in c.items() if x != "new_points"}
                                                   for c in v[2]] for k, v in runs.items()}}
 

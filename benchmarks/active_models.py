@@ -77,17 +77,29 @@ def cv_slowdown(measured, labels, kind, trees, seed, folds, per_algorithm=False,
 
 def quick_score(model, coll, truth, tests, measured):
     """Average slowdown of the model's own choice at the test points (what the
-    bisected table gives at every size: tests/test_active.py checks it)."""
+    bisected table gives at every size: tests/test_active.py checks it), and its
+    failed picks: as score() does, a pick that failed (or was never measured) at a
+    point has no time and is counted apart, never silently dropped (a model picking
+    failing algorithms would otherwise look better). {set: (average, failed)}."""
     out = {}
     for k, pts in tests.items():
         pts = [p for p in pts if p not in measured and p[0] * p[1] > 1]
-        slow = []
+        slow, failed = [], 0
         for p, pick in zip(pts, model.best(np.array(pts))):
             ok = [t for t in truth[p].values() if t]
-            if ok and truth[p].get(pick):
+            if not ok:
+                continue
+            if truth[p].get(pick):
                 slow.append(truth[p][pick] / min(ok))
-        out[k] = sum(slow) / len(slow)
+            else:
+                failed += 1
+        out[k] = (sum(slow) / len(slow) if slow else float("nan"), failed)
     return out
+
+
+def fmt_quick(q):
+    """'1.0123 / 1.0045 f2 / ...': the average, and the failed picks where there are any."""
+    return " / ".join(f"{v:.4f}" + (f" f{f}" if f else "") for v, f in q.values())
 
 
 def stop_at(curve, rule, threshold, patience, min_points=16):
@@ -118,7 +130,8 @@ def run(session, store, coll, variant, max_points, candidates, truth=None, tests
                       "variance_sum": rec["variance_sum"], "rel_change": rec["rel_change"],
                       "table_change": rec["table_change"],
                       "quick": quick_score(st.model, coll, truth, tests, st.measured),
-                      "measured": {k: dict(v) for k, v in st.measured.items()}})
+                      "measured": {k: dict(v) for k, v in st.measured.items()},
+                      "untrusted": sorted(st.model.untrusted)})
 
     camp = Campaign(f"active-eval-variance-1-{coll}", session.backend(), store, session.settings, False)
     learner = ActiveLearner(camp, session.backend().provider(), [coll], AL.LAYOUTS, AL.POW2,
@@ -128,37 +141,43 @@ def run(session, store, coll, variant, max_points, candidates, truth=None, tests
     return learner, snaps, time.monotonic() - t0
 
 
-def table_of(learner, coll, measured):
-    """The learner's table on `measured` (refitted with its own settings: the
-    forest the learner had at that iteration)."""
-    from colltune.tuners.active import model_entries
-    st = learner.states[coll]
-    s = learner.settings
-    model = CollectiveModel(st.model.algorithms, s.active_trees, s.active_seed, s.active_model,
-                            s.active_per_algorithm, s.active_features)
-    model.fit(measured)
-    return DecisionTable("active", {}, tuple(model_entries(model, coll, st.grid, AL.LAYOUTS, measured,
-                                                           st.algorithms[0].provider, s.active_rules)))
-
-
-def model_at(learner, coll, measured):
+def model_at(learner, coll, snap):
+    """The learner's model at a snapshot (refitted with its own settings on the data
+    it had then: the forest the learner had at that iteration), with the algorithms
+    it had stopped trusting by then (active_exclude_wrong: wrong data seen)."""
     st, s = learner.states[coll], learner.settings
     model = CollectiveModel(st.model.algorithms, s.active_trees, s.active_seed, s.active_model,
                             s.active_per_algorithm, s.active_features)
-    model.fit(measured)
+    model.fit(snap["measured"])
+    model.untrusted = set(snap["untrusted"])
     return model
+
+
+def table_of(learner, coll, snap):
+    """The learner's table at a snapshot (model_at)."""
+    from colltune.tuners.active import model_entries
+    st, s = learner.states[coll], learner.settings
+    return DecisionTable("active", {}, tuple(model_entries(model_at(learner, coll, snap), coll, st.grid,
+                                                           AL.LAYOUTS, snap["measured"],
+                                                           st.algorithms[0].provider, s.active_rules)))
 
 
 def pooled_slowdown(model, measured, pool):
     """Mean slowdown of the model's picks at the pooled training points of other
-    runs that this run did not measure, from those runs' own measurements."""
+    runs that this run did not measure, from those runs' own measurements; the
+    number of points with a time, and the failed picks (counted apart, as score()
+    does)."""
     pts = [p for p in sorted(pool) if p not in measured]
-    slow = []
+    slow, failed = [], 0
     for p, pick in zip(pts, model.best(np.array(pts))):
         ok = {a: t for a, t in pool[p].items() if t}
-        if ok and pool[p].get(pick):
+        if not ok:
+            continue
+        if pool[p].get(pick):
             slow.append(pool[p][pick] / min(ok.values()))
-    return sum(slow) / len(slow), len(slow)
+        else:
+            failed += 1
+    return (sum(slow) / len(slow) if slow else float("nan")), len(slow), failed
 
 
 def cross(coll, runs, at_points):
@@ -173,8 +192,8 @@ def cross(coll, runs, at_points):
         cells = []
         for k in at_points:
             snap = next((c for c in snaps if c["points"] >= k), snaps[-1])
-            v, n = pooled_slowdown(model_at(learner, coll, snap["measured"]), snap["measured"], pool)
-            cells.append(f"{snap['points']:>4} pts {v:.4f} ({n})")
+            v, n, failed = pooled_slowdown(model_at(learner, coll, snap), snap["measured"], pool)
+            cells.append(f"{snap['points']:>4} pts {v:.4f} ({n}{f', {failed} failed' if failed else ''})")
         print(f"  {name:<70} " + "  ".join(cells))
 
 
@@ -194,7 +213,7 @@ def capacity(session, store, coll):
                 m.fit(train)
                 q = quick_score(m, coll, truth, tests, {})
                 print(f"  features {feats:<8} {kind:<11}{' per algorithm' if per else '':<14} "
-                      + "  ".join(f"{k} {v:.4f}" for k, v in q.items()))
+                      + "  ".join(f"{k} {v:.4f}" + (f" failed {f}" if f else "") for k, (v, f) in q.items()))
 
 
 def main() -> int:
@@ -219,18 +238,24 @@ def main() -> int:
     variants = [dict(kv.split("=", 1) for kv in v.split("+")) for v in a.variants.split(",")]
     candidates, tests0 = AL.split()
     for coll in a.collectives.split(","):
-        runs = []
+        runs, done = [], []
         for variant in variants:
             session = Session({"platform": "small", "store": a.store, "jobs": a.jobs, "active_batch": 4})
             with session.store as store:
                 truth, gt = AL.measure_truth(session, store, coll, True)
                 learner, snaps, wall = run(session, store, coll, variant, a.max_points, candidates,
                                            truth, tests0)
+            done.append((variant, learner, snaps, wall))
+        # every variant's tables are scored on the same sets: less every point any
+        # variant trained on (a random non-pow2 training size can hit a test size)
+        tests = AL.common_tests(tests0, {p for _, lr, _, _ in done for p in lr.states[coll].measured})
+        exhaustive_s = sum(AL.point_cost(r) for r in gt.algorithms().points.to_dict("records")
+                           if int(r["msg_size"]) in AL.POW2)
+        print(f"\n{coll}: tables scored on " + ", ".join(f"{k} {len(v)}" for k, v in tests.items())
+              + " test points (the learning curves' quick scores: less each run's own training points)")
+        for variant, learner, snaps, wall in done:
             st = learner.states[coll]
-            tests = dict(tests0, nonpow2_sizes=[p for p in tests0["nonpow2_sizes"] if p not in st.measured])
             conv = st.converged_at
-            exhaustive_s = sum(AL.point_cost(r) for r in gt.algorithms().points.to_dict("records")
-                               if int(r["msg_size"]) in AL.POW2)
             name = "+".join(f"{k}={v}" for k, v in variant.items())
             runs.append((name, learner, snaps))
             print(f"\n=== {coll}, {name}: converged at iteration {conv}, {wall:.0f} s wall")
@@ -239,22 +264,24 @@ def main() -> int:
                 q = c["quick"]
                 print(f"  {c['iteration']:>4} {c['points']:>4} {c['cost_s'] / exhaustive_s:>6.1%} "
                       f"{c['variance_sum']:>8.3f} {c['rel_change'] or 0:>6.3f} {c['table_change'] or 0:>7.4f}  "
-                      f"{q['pow2']:.4f} {q['pow2_sizes_nonpow2_nodes']:.4f} {q['nonpow2_sizes']:.4f}")
+                      + fmt_quick(q))
             for rule, th in (("variance", 0.05), ("stable", 0.01), ("stable", 0.005), ("stable", 0.002),
                              ("stable", 0.001)):
                 i = stop_at(snaps, rule, th, learner.settings.active_patience)
                 q = snaps[i]["quick"] if i is not None else None
                 print(f"  stop {rule} {th}: " + ("never" if i is None else
                       f"iteration {i + 1}, {snaps[i]['points']} pts, cost {snaps[i]['cost_s'] / exhaustive_s:.1%}: "
-                      + " / ".join(f"{v:.4f}" for v in q.values())))
+                      + fmt_quick(q)))
             for label, snap in (("at convergence", snaps[conv - 1] if conv else None), ("at the end", snaps[-1])):
                 if snap is None:
                     print(f"  {label:<15} (never)")
                     continue
-                table = table_of(learner, coll, snap["measured"])
-                sc = {k: score(table, coll, truth, v)["avg_slowdown"] for k, v in tests.items()}
+                table = table_of(learner, coll, snap)
+                sc = {k: score(table, coll, truth, v) for k, v in tests.items()}
                 print(f"  {label:<15} {snap['points']:>4} pts cost {snap['cost_s'] / exhaustive_s:6.1%}  "
-                      + "  ".join(f"{k} {v:.4f}" for k, v in sc.items()))
+                      + "  ".join(f"{k} {v['avg_slowdown']:.4f}"
+                                  + (f" failed {v['failed_picks']}" if v["failed_picks"] else "")
+                                  for k, v in sc.items()))
                 if a.cv:
                     for feats, kind, per in CV_MODELS:
                         cv, failed = cv_slowdown(snap["measured"], st.model.algorithms, kind,

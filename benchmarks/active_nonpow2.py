@@ -130,13 +130,20 @@ def summarize(rows, label, worst=15):
               f"{str(r['bestC']):<24} {r['pickC']:<24}")
 
 
-def table_at(entry, coll, measured, rules="bisect"):
-    """The learner's table refitted on `measured` (same seed and rows: the same forest)."""
+def table_at(entry, coll, snap, rules="bisect"):
+    """The learner's table refitted on a snapshot's data (same seed and rows: the same
+    forest), with the algorithms the learner had stopped trusting by then
+    (active_exclude_wrong: it had seen them return wrong data)."""
     from colltune.tuners.active import model_entries
     from colltune.tuners.active_model import CollectiveModel
+    if "untrusted" not in snap:
+        raise SystemExit("the replay was saved before the learner's untrusted algorithms were recorded: "
+                         "run again without --from-replay")
+    measured = snap["measured"]
     model = CollectiveModel(entry["labels"], entry["trees"], entry["seed"], entry.get("kind", "forest"),
                             entry.get("per_algorithm", False), entry.get("features", "acclaim"))
     model.fit(measured)
+    model.untrusted = set(snap["untrusted"])
     return DecisionTable("active", {}, tuple(model_entries(model, coll, entry["candidates"], AL.LAYOUTS,
                                                            measured, entry["provider"], *variant(rules))))
 
@@ -157,7 +164,8 @@ def learn(session, store, coll, max_points):
     def keep(learner, rec):
         st = learner.states[coll]
         snaps.append({"iteration": rec["iteration"], "converged": rec["converged"],
-                      "measured": {k: dict(v) for k, v in st.measured.items()}})
+                      "measured": {k: dict(v) for k, v in st.measured.items()},
+                      "untrusted": sorted(st.model.untrusted)})
 
     s = session.settings.values
     s["active_seed"], s["active_max_points"] = 1, max_points
@@ -186,7 +194,7 @@ def analyse(coll, entry, worst, variants=("midpoint", "bisect")):
     for label, snap in (("learner at convergence", snaps[conv - 1] if conv else snaps[-1]),
                         ("learner at the end", snaps[-1])):
         for v in variants:
-            table = table_at(entry, coll, snap["measured"], v)
+            table = table_at(entry, coll, snap, v)
             summarize(classify(table, coll, truth, tests["nonpow2_sizes"]), f"{label}, rules {v}",
                       worst if v == variants[0] else 0)
             print("  (all sets: " + ", ".join(
