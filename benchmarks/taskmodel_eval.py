@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -92,7 +93,7 @@ def validate(costs, colls, n, p, m, failures, space="han") -> dict:
             continue
         ok = [r for r in rows if r["measured_s"]]
         pb = min(rows, key=lambda r: r["predicted_s"])
-        mb = min(ok, key=lambda r: r["measured_s"])
+        mb = min(ok, key=lambda r: r["measured_s"]) if ok else None
         print(f"\n(a) {coll} {n}x{p}, {m} B: predicted vs measured whole HAN call")
         print(f"{'configuration':44s} {'predicted':>11s} {'measured':>11s} {'error':>7s}")
         for r in sorted(rows, key=lambda r: r["measured_s"] or 1e9):
@@ -100,11 +101,19 @@ def validate(costs, colls, n, p, m, failures, space="han") -> dict:
             err = f"{100 * r['error']:+.1f}%" if r["measured_s"] else ""
             print(f"{r['config']:44s} {r['predicted_s']:11.4e} {meas:>11s} {err:>7s}")
         errs = [abs(r["error"]) for r in ok]
-        print(f"mean |error| {100 * statistics.mean(errs):.1f}%, max {100 * max(errs):.1f}%; "
-              f"predicted best {pb['config']} == measured best: {pb is mb} "
-              f"(slowdown {pb['measured_s'] / mb['measured_s']:.3f})")
+        # a predicted best whose whole call failed (crash, timeout, wrong result) has no
+        # slowdown: recorded as a failure (NaN slowdown), never scored (it had crashed here)
+        failed_pick = not pb["measured_s"]
+        slowdown = math.nan if failed_pick or mb is None else pb["measured_s"] / mb["measured_s"]
+        if failed_pick:
+            failures.append(f"predicted best failed: {coll} {n}x{p} {m} {pb['config']} (validation)")
+        print((f"mean |error| {100 * statistics.mean(errs):.1f}%, max {100 * max(errs):.1f}%; "
+               if errs else "no configuration's whole call succeeded; ")
+              + f"predicted best {pb['config']} "
+              + ("FAILED as a whole call (no slowdown)" if failed_pick else
+                 f"== measured best: {pb is mb} (slowdown {slowdown:.3f})"))
         out[coll] = {"nodes": n, "ppn": p, "bytes": m, "rows": rows, "missing": missing,
-                     "best_match": pb is mb, "slowdown": pb["measured_s"] / mb["measured_s"]}
+                     "best_match": pb is mb, "predicted_best_failed": failed_pick, "slowdown": slowdown}
     return out
 
 
