@@ -136,14 +136,20 @@ def test_rule_hand_checked():
     arms = [Arm("a", 0.9, 10, 1.0), Arm("b", 0.1, 2, 0.5)]
     p = [0.005, 1 / (1 + math.exp(-10.0))]
     assert update.probabilities(arms) == pytest.approx([x / sum(p) for x in p])
-    # an arm never timed weighs EXPLORE max(K p, 1) / (t U): a prior's favourite more:
-    # w = 1 (a), .1 x max(3 x .6, 1) = .18 (b), e^-2 (c, 20 % slower)
+    # an arm never timed is presumed as good as the best: max(K p, 1), a prior's favourite
+    # more: w = 1 (a), max(3 x .6, 1) = 1.8 (b), e^-2 (c, 20 % slower)
     arms = [Arm("a", 0.2, 5, 1.0), Arm("b", 0.6, 0), Arm("c", 0.2, 5, 1.2)]
-    w = [1.0, 0.18, math.exp(-2.0)]
+    w = [1.0, 1.8, math.exp(-2.0)]
     assert update.probabilities(arms) == pytest.approx([x / sum(w) for x in w])
-    # two untimed arms at t = 4 share about EXPLORE/t: .1/(4 x 2) = .0125 each
+    # ... whatever t, until timed once (a weight decaying as 1/t had left a block called a
+    # few times per run on its first draws, never meeting its other arms or the library)
     arms = [Arm("a", 1 / 3, 5, 1.0), Arm("b", 1 / 3, 0), Arm("c", 1 / 3, 0)]
-    assert update.probabilities(arms, runs=4) == pytest.approx([1 / 1.025, .0125 / 1.025, .0125 / 1.025])
+    assert update.probabilities(arms, runs=4) == pytest.approx([1 / 3, 1 / 3, 1 / 3])
+    assert update.probabilities(arms, runs=40) == pytest.approx([1 / 3, 1 / 3, 1 / 3])
+    # after the first run p is the rule's own: max(K p, 1) would inflate an untimed arm
+    # run after run (one left among six took 5/6 of the draws); it weighs 1
+    arms = [Arm("a", 1 / 6, 5, 1.0), Arm("b", 5 / 6, 0)]
+    assert update.probabilities(arms, runs=3) == pytest.approx([0.5, 0.5])
     # nothing timed: the probabilities stay (a prior's, or uniform)
     assert update.probabilities([Arm("a", 0.9), Arm("b", 0.1), Arm("c", 0.0)]) == [0.9, 0.1, 0.0]
 

@@ -134,14 +134,15 @@ static int overlap(const void *p, MPI_Aint n, const void *q, MPI_Aint m)
 }
 
 /* [lo, hi) of the bytes n elements of t at p touch: from the true lower bound, and
- * both ends of a type whose extent is negative; 0 when they cannot be told */
+ * both ends of a type whose extent is negative; 0 when they cannot be told.
+ * MPI_BOTTOM is address 0 (SMPI's handle is not a null pointer). */
 static int span_of(const void *p, long long n, MPI_Datatype t, uintptr_t *lo, MPI_Aint *len)
 {
     MPI_Aint lb, ext, tlb, text;
     if (n <= 0 || PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS
         || PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS || text <= 0)
         return 0;
-    intptr_t a0 = (intptr_t)p + tlb, a1 = a0 + (intptr_t)((n - 1) * ext);
+    intptr_t a0 = (p == MPI_BOTTOM ? 0 : (intptr_t)p) + tlb, a1 = a0 + (intptr_t)((n - 1) * ext);
     *lo = (uintptr_t)(a0 < a1 ? a0 : a1);
     *len = (MPI_Aint)((a0 < a1 ? a1 - a0 : a0 - a1) + text);
     return 1;
@@ -154,6 +155,26 @@ int ct_spans_overlap(const void *p, long long n, MPI_Datatype t, const void *q, 
     MPI_Aint la, lb;
     return span_of(p, n, t, &a, &la) && span_of(q, m, u, &b, &lb) &&
            overlap((const void *)a, la, (const void *)b, lb);
+}
+
+/* A null (or MPI_BOTTOM) buffer is legal: MPI_BOTTOM is a null pointer on Open MPI
+ * and MPICH, and a buffer at MPI_BOTTOM with a derived type of absolute addresses
+ * (MPI_Get_address, hindexed/struct) is ordinary MPI, which a root may pass while the
+ * other ranks receive into plain arrays. Erroneous is only data that would start at
+ * address 0: a predefined type, or a derived one whose true lower bound is 0 — the
+ * libraries' own test (Open MPI's OMPI_CHECK_USER_BUFFER, MPICH's
+ * MPIR_ERRTEST_USERBUFFER), which they report on that rank before communicating.
+ * (Treating every null buffer as an error had sent that root alone to the library
+ * while its peers ran colltune's algorithm: the job hung.) */
+int ct_null_data(const void *buf, long long count, MPI_Datatype t)
+{
+    int ni, na, nd, comb, size = 0;
+    MPI_Aint tlb, text;
+    if ((buf != NULL && buf != MPI_BOTTOM) || count <= 0) return 0;
+    if (PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS || comb == MPI_COMBINER_NAMED)
+        return 1;
+    return PMPI_Type_get_true_extent(t, &tlb, &text) == MPI_SUCCESS && tlb == 0 &&
+           PMPI_Type_size(t, &size) == MPI_SUCCESS && size > 0;
 }
 
 /* Cheapest checks first: a decided call pays for this on every call, so the
@@ -173,13 +194,17 @@ const char *ct_check_args(ct_coll coll, const ct_args *a)
     }
     if (a->count == 0) return NULL;
     if (PMPI_Type_size(a->dtype, &tsize) != MPI_SUCCESS || tsize == 0) return "datatype of size 0";
-    /* rank-local checks: only an erroneous call differs between ranks here,
-     * and the library treats it the same way (error before communicating) */
-    if (coll == CT_BCAST) return a->recvbuf == NULL ? "null buffer" : NULL;
+    /* rank-local checks: each is an error of this rank's own arguments that the
+     * library reports on this rank before communicating (so a legal call never
+     * differs between ranks here; the buffers' other legal forms, such as MPI_BOTTOM
+     * with absolute addresses, go on: ct_null_data) */
+    if (coll == CT_BCAST) return ct_null_data(a->recvbuf, a->count, a->dtype) ? "null buffer" : NULL;
     if (coll == CT_REDUCE) PMPI_Comm_rank(a->comm, &rank);
     int recv_here = coll != CT_REDUCE || rank == a->root;
     int send_here = a->sendbuf != MPI_IN_PLACE;
-    if ((recv_here && a->recvbuf == NULL) || (send_here && a->sendbuf == NULL)) return "null buffer";
+    if ((recv_here && ct_null_data(a->recvbuf, a->count, a->dtype)) ||
+        (send_here && ct_null_data(a->sendbuf, a->count, a->dtype)))
+        return "null buffer";
     if (!send_here || !recv_here) return NULL;
     PMPI_Type_get_extent(a->dtype, &lb, &ext);
     MPI_Aint bytes = (MPI_Aint)a->count * ext;

@@ -35,9 +35,13 @@ static int parse(const char *s)
 void ct_guard_init(int world_rank, int thread_multiple, int online)
 {
     const char *s = getenv("COLLTUNE_GUARD");
-    int v = parse(s), in[2] = {v, -v}, out[2];
+    /* the thread level is per rank (MPI_Init_thread): agreed by the same reduction, or a
+     * rank at MPI_THREAD_MULTIPLE ran the rules alone while its peers alternated with the
+     * library, and left them in the deciding allreduce */
+    int v = parse(s), in[3] = {v, -v, -(thread_multiple != 0)}, out[3];
     ct_guard_calls = 0;
-    PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    thread_multiple = out[2] < 0;
     if (out[0] != -out[1] || out[0] < 0) {        /* differs between ranks, or malformed */
         if (world_rank == 0)
             fprintf(stderr, "colltune: warning: COLLTUNE_GUARD=%s %s; the guard is off\n",
@@ -49,7 +53,7 @@ void ct_guard_init(int world_rank, int thread_multiple, int online)
         if (world_rank == 0)
             fprintf(stderr, "colltune: warning: COLLTUNE_GUARD ignored: %s\n", online
                     ? "online mode decides every call" : "its counters are not thread-safe "
-                    "(MPI_THREAD_MULTIPLE)");
+                    "(MPI_THREAD_MULTIPLE on some rank)");
         return;
     }
     ct_guard_calls = v;

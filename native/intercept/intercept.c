@@ -84,6 +84,17 @@ static int delete_info(MPI_Comm comm, int kv, void *value, void *extra)
     return MPI_SUCCESS;
 }
 
+/* Out of memory in a decided call: this rank cannot follow its peers (whether they
+ * run colltune's algorithm or the library was decided on agreed values, its memory
+ * is not), and going its own way would leave them waiting: the job ends, as under
+ * MPI_ERRORS_ARE_FATAL, with a word of why. */
+static void no_memory(MPI_Comm comm)
+{
+    fprintf(stderr, "colltune: out of memory in a collective on rank %d; aborting (the other "
+            "ranks cannot be told to take the library's path instead)\n", world_rank);
+    PMPI_Abort(comm, MPI_ERR_NO_MEM);
+}
+
 /* Collective on comm the first time: every rank of comm reaches it in the same
  * call, because whether a call needs it depends only on agreed values. */
 static comm_info *info_of(MPI_Comm comm)
@@ -95,7 +106,9 @@ static comm_info *info_of(MPI_Comm comm)
         if (cache_on) last_comm = comm, last_info = ci;
         return ci;
     }
-    if (!(ci = calloc(1, sizeof *ci))) return NULL;
+    /* no memory: abort, as a rank that went to the library alone would leave its
+     * peers in the set-up's allreduce below, or in colltune's algorithm */
+    if (!(ci = calloc(1, sizeof *ci))) no_memory(comm);
     for (int c = 0; c < CT_NCOLLS; c++) ci->memo_bytes[c] = -1;
     inside++;
     ct_own_begin();
@@ -306,6 +319,27 @@ static int to_library(ct_coll coll, const char *why)
  * bytes for an int count (agreed on all ranks: the library runs). */
 typedef struct { char *buf, *tmp; int n; } byte_view;
 
+/* PMPI_Pack / PMPI_Unpack, also from/to MPI_BOTTOM: MPICH refuses a null inbuf or
+ * outbuf ("Null pointer in parameter inbuf"), and MPI_BOTTOM is a null pointer there,
+ * which a type of absolute addresses legally goes with. Such data is packed from
+ * address 1 through the same elements shifted by -1 byte (one hindexed element). */
+static int pack_io(int unpack, void *buf, int count, MPI_Datatype dt, void *packed, int size,
+                   int *pos, MPI_Comm comm)
+{
+    MPI_Datatype shifted = MPI_DATATYPE_NULL;
+    if (buf == NULL && count > 0) {
+        MPI_Aint disp = -1;
+        if (PMPI_Type_create_hindexed(1, &count, &disp, dt, &shifted) != MPI_SUCCESS ||
+            PMPI_Type_commit(&shifted) != MPI_SUCCESS)
+            return MPI_ERR_TYPE;
+        buf = (char *)1, count = 1, dt = shifted;
+    }
+    int rc = unpack ? PMPI_Unpack(packed, size, pos, buf, count, dt, comm)
+                    : PMPI_Pack(buf, count, dt, packed, size, pos, comm);
+    if (shifted != MPI_DATATYPE_NULL) PMPI_Type_free(&shifted);
+    return rc;
+}
+
 /* A view of `count` elements of dt at buf (times `blocks` for allgather) as
  * bytes: the buffer itself for a dense predefined type, else a packed copy.
  * Every rank with a derived type packs (whatever its role), so a type the
@@ -318,9 +352,9 @@ static int view_bytes(void *buf, int count, MPI_Datatype dt, int blocks, MPI_Com
     long long n = (long long)count * tsize;
     *v = (byte_view){buf, NULL, n * blocks > 0x7fffffff ? -1 : (int)n};
     if (v->n <= 0 || (named && dense)) return MPI_SUCCESS;
-    if (!(v->tmp = malloc((size_t)n * (size_t)blocks))) return MPI_ERR_NO_MEM;
+    if (!(v->tmp = malloc((size_t)n * (size_t)blocks))) no_memory(comm);   /* not a per-rank fallback */
     v->buf = v->tmp;
-    int rc = PMPI_Pack(buf, count * blocks, dt, v->tmp, (int)(n * blocks), &pos, comm);
+    int rc = pack_io(0, buf, count * blocks, dt, v->tmp, (int)(n * blocks), &pos, comm);
     if (rc != MPI_SUCCESS) free(v->tmp);
     return rc;
 }
@@ -331,7 +365,7 @@ static int unview_bytes(byte_view *v, void *buf, int count, MPI_Datatype dt, int
 {
     int pos = 0;
     if (v->tmp && rc == MPI_SUCCESS)
-        rc = PMPI_Unpack(v->tmp, v->n * blocks, &pos, buf, count * blocks, dt, comm);
+        rc = pack_io(1, buf, count * blocks, dt, v->tmp, v->n * blocks, &pos, comm);
     free(v->tmp);
     return rc;
 }
@@ -427,7 +461,7 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
         why = "send side differs from the receive side";
     if (!why && sbuf != MPI_IN_PLACE && rcount > 0) {
         PMPI_Comm_size(comm, &nranks);
-        if (sbuf == NULL) why = "null buffer";
+        if (ct_null_data(sbuf, scount, stype)) why = "null buffer";   /* MPI_BOTTOM: legal */
         else if (ct_spans_overlap(sbuf, scount, stype, rbuf, (long long)rcount * nranks, rtype))
             why = "send and receive buffers overlap";
     }
@@ -455,7 +489,7 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     rc = MPI_SUCCESS;
     if (v.tmp && sbuf != MPI_IN_PLACE) {      /* this rank's block into the packed copy */
         int pos = 0;
-        rc = PMPI_Pack(sbuf, scount, stype, v.tmp + (MPI_Aint)rank * v.n, v.n, &pos, comm);
+        rc = pack_io(0, (void *)sbuf, scount, stype, v.tmp + (MPI_Aint)rank * v.n, v.n, &pos, comm);
     } else if (sbuf != MPI_IN_PLACE) {
         rc = PMPI_Sendrecv(sbuf, scount, stype, 0, 0, own, rcount, rtype, 0, 0, MPI_COMM_SELF,
                            MPI_STATUS_IGNORE);

@@ -144,12 +144,19 @@ static ct_online_cell *cell_new(ct_online_comm *c, int coll, int cls)
     memset(x->arm_of, 0, b + 1);           /* touched now: no page faults in sampled calls */
     if (x->t) memset(x->t, 0, (2 * b + 1) * sizeof *x->t);
     if (x->bytes) memset(x->bytes, 0, (b + 1) * sizeof *x->bytes);
-    x->coll = coll, x->cls = cls, x->best = -1;
+    x->coll = coll, x->cls = cls, x->best = -1, x->lib_first = -1;
     x->blk = ct_online_block_of(coll, c->nodes, c->ppn, cls);
     if (!ct_online.budget) {               /* nothing to sample: the state's choice, or draws */
         int best = ct_online_choice(x->blk);
         x->best = best >= 0 ? best : -2;
     }
+    /* The library's own arm is timed first, on a cell's first call (the same call on
+     * every member), while the state never timed it: the library costs no exploration,
+     * and every later choice is a measured comparison with the library's default (a
+     * block whose draws missed it had locked onto colltune's arms; a measured block in
+     * that case is held on the library for a run: ct_online_conservative). */
+    for (int i = 0; ct_online.budget && !x->blk->hold && i < x->blk->narms; i++)
+        if (CT_ONLINE_IS_LIBRARY(&x->blk->arm[i]) && x->blk->arm[i].n < 1) x->lib_first = i;
     return c->cell[coll][cls] = x;
 }
 
@@ -160,10 +167,11 @@ static int arm_ok(const ct_online_arm *arm, const ct_args *a)
 }
 
 /* the draw's weight of arm i: lambda of p, the rest on the block's safe arm, which
- * also takes the gated arms' share */
+ * also takes the gated arms' share; a held block only its safe arm (the library) */
 static inline double weight(const ct_online_block *b, int i, double sum)
 {
     if (!b->safe) return b->arm[i].p;
+    if (b->hold) return b->safe == i + 1 ? sum : 0;
     if (b->gated > 0 && b->arm[i].alg) return 0;
     double w = ct_online.lambda * b->arm[i].p;
     return b->safe == i + 1 ? w + (1.0 - ct_online.lambda) * sum + ct_online.lambda * b->gated : w;
@@ -255,7 +263,10 @@ int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, 
         pick = x->best;
         rc = run_arm(coll, &x->blk->arm[pick], a, ran);
     } else {
-        pick = draw(x->blk, uniform(c->key, coll, cls, idx), a);
+        if (__builtin_expect(x->lib_first >= 0, 0))   /* the library's arm, timed first */
+            pick = x->lib_first, x->lib_first = -1;
+        else
+            pick = draw(x->blk, uniform(c->key, coll, cls, idx), a);
         const ct_online_arm *arm = pick >= 0 ? &x->blk->arm[pick] : NULL;
         if (x->best == -1 && pick >= 0) {
             uint32_t s = x->sampled;
@@ -400,24 +411,29 @@ int ct_online_init(int world_rank, int thread_multiple, int other_sources)
 {
     const char *dir = getenv("COLLTUNE_ONLINE"), *logdir = getenv("COLLTUNE_ONLINE_LOG");
     char agreed[4400];
-    int in[2], out[2];
+    int in[3], out[3];
     ct_online.rank = world_rank;
-    /* one switch for the whole job: a variable set on some ranks only turns it off */
+    /* one switch for the whole job: a variable set on some ranks only turns it off; the
+     * thread level is each rank's own (MPI_Init_thread may give ranks different ones),
+     * so it is agreed by the same reduction (MIN of -level: any rank's MULTIPLE turns
+     * online mode off everywhere; a rank returning alone had left the others in the
+     * fingerprint's allreduce below) */
     snprintf(agreed, sizeof agreed, "%s|%s|%s|%s|%s|%s", dir ? dir : "", getenv("COLLTUNE_ONLINE_BUDGET"),
              getenv("COLLTUNE_ONLINE_SAMPLERS"), getenv("COLLTUNE_ONLINE_SEED"), logdir ? "log" : "",
              getenv("COLLTUNE_ONLINE_RISK"));
-    in[0] = (int)(mix(fnv_text(agreed)) & 0x7fffffff), in[1] = -in[0];
-    PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    in[0] = (int)(mix(fnv_text(agreed)) & 0x7fffffff), in[1] = -in[0], in[2] = -(thread_multiple != 0);
+    PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (out[0] != -out[1]) {
         if (world_rank == 0)
             fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE* differ between ranks; online mode off\n");
         return 0;
     }
     if (!dir || !*dir) return 0;
-    if (thread_multiple) {
+    if (out[2] < 0) {
         if (world_rank == 0)
             fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: not under MPI_THREAD_MULTIPLE "
-                    "(one generator state per communicator is not thread-safe); online mode off\n");
+                    "(on some rank; one generator state per communicator is not thread-safe); "
+                    "online mode off on every rank\n");
         return 0;
     }
     if (other_sources && world_rank == 0)

@@ -54,6 +54,7 @@ typedef struct {
     long long setups;                /* sampled calls that built per-communicator state */
     double setup_s;                  /* what they cost beyond what their arms learnt */
     int safe;                        /* 1 + the arm conservative draws lean on (0: none) */
+    int hold;                        /* this run draws only the safe arm: the library, never timed */
     double gated;                    /* p of colltune arms not drawn this run (setup too dear) */
     int narms;
     ct_online_arm arm[CT_ONLINE_MAX_ARMS];
@@ -147,6 +148,7 @@ typedef struct {
     int coll, cls;
     uint32_t calls, sampled;
     int best;                        /* arm after the budget; -1 drawing and sampling; -2 drawing */
+    int lib_first;                   /* the library's arm, never timed: the next sampled call's (-1: none) */
     int in_seconds;                  /* t holds seconds (else raw stamps: ct_online_seconds) */
     int reduced;                     /* t holds the allreduce(MAX) over the communicator (decide) */
     const ct_online_block *blk;      /* arms and p (state block or compiled presets) */

@@ -2,8 +2,8 @@
  * (a communicator's sampler 0 sends the reduced times of a block whose budget
  * was spent; for the others every timed rank sends its own); rank 0 turns
  * them into per-call costs (latest end - latest start over a call's ranks),
- * writes samples/<run id>.json atomically, then merges the run into state.txt
- * under flock(<dir>/.lock) with the update rule. */
+ * writes samples/<run id>.json atomically and merges the run into state.txt with the
+ * update rule, both under flock(<dir>/.lock) (`colltune online update` takes it too). */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE                 /* syscall, gmtime_r, flock */
 #endif
@@ -283,10 +283,14 @@ static void merge_block(ct_online_state *st, const ct_online_block *run)
     ct_online_update_rule(b);
 }
 
-static int update_state(agg_t *aggs, int nagg, const char *stamp, char *err, size_t errlen)
+/* flock(<dir>/.lock): held while the samples file is written and state.txt merged, so
+ * that `colltune online update` (which re-derives state.txt from the samples files under
+ * the same lock) sees a run either in both or in neither: with the samples file written
+ * before the lock, an update in between counted the run, and this merge counted it
+ * again. -1: cannot (err says why). */
+static int lock_dir(char *err, size_t errlen)
 {
-    char path[4200], lock[4200], aside[4400];
-    snprintf(path, sizeof path, "%s/state.txt", ct_online.dir);
+    char lock[4200];
     snprintf(lock, sizeof lock, "%s/.lock", ct_online.dir);
     int fd = open(lock, O_RDWR | O_CREAT, 0666), first = errno;
     if (fd < 0 && first == EACCES) fd = open(lock, O_RDONLY);  /* another user's: flock needs no write */
@@ -295,6 +299,14 @@ static int update_state(agg_t *aggs, int nagg, const char *stamp, char *err, siz
         if (fd >= 0) close(fd);
         return -1;
     }
+    return fd;
+}
+
+/* under lock_dir's lock */
+static int update_state(agg_t *aggs, int nagg, const char *stamp, char *err, size_t errlen)
+{
+    char path[4200], aside[4400];
+    snprintf(path, sizeof path, "%s/state.txt", ct_online.dir);
     ct_online_state st;
     char perr[8192];
     FILE *f = fopen(path, "rb");
@@ -335,8 +347,6 @@ static int update_state(agg_t *aggs, int nagg, const char *stamp, char *err, siz
         rc = ct_online_state_write(&st, path, err, errlen);
     }
     ct_online_state_free(&st);
-    flock(fd, LOCK_UN);
-    close(fd);
     return rc;
 }
 
@@ -389,13 +399,17 @@ void ct_online_finalize(void)
             snprintf(err, sizeof err, "%s: cannot create it: %s", rc ? ct_online.dir : dir, strerror(errno));
             rc = -1;
         }
+        char lerr[4400] = "";
+        int lock = rc ? -1 : lock_dir(lerr, sizeof lerr);
         if (!rc) rc = write_samples(path, run_id, aggs, nagg, all, calls, ncalls, err, sizeof err);
         if (rc)
             fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: %s; this run's samples are not "
                     "saved, the earlier state is unchanged\n", err);
-        else if (update_state(aggs, nagg, run_id, err, sizeof err))
+        else if (lock < 0 || update_state(aggs, nagg, run_id, err, sizeof err))
             fprintf(stderr, "colltune: warning: COLLTUNE_ONLINE: %s; the state is unchanged, this "
-                    "run's samples are in %s (colltune online update merges them)\n", err, path);
+                    "run's samples are in %s (colltune online update merges them)\n",
+                    lock < 0 ? lerr : err, path);
+        if (lock >= 0) flock(lock, LOCK_UN), close(lock);
         free(aggs);
         free(calls);
         free(all);

@@ -9,7 +9,6 @@
 
 #define TAU 0.1
 #define FLOOR 0.02
-#define EXPLORE 0.1
 #define MIN_N 3       /* timed calls before an arm may be the block's choice */
 
 void ct_online_state_free(ct_online_state *st)
@@ -121,13 +120,21 @@ double ct_online_conservative(ct_online_state *st, int budget, double risk)
         choice[k] = st->b[k].measured && st->b[k].runs > 0 ? ct_online_choice(&st->b[k]) : -1;
     for (int k = 0; k < st->n; k++) {
         ct_online_block *b = &st->b[k];
-        int e = choice[k], lib = -1;
-        b->safe = 0, b->gated = 0;
+        int e = choice[k], lib = -1, untimed_lib = -1;
+        b->safe = 0, b->gated = 0, b->hold = 0;
         double worst = 0, sum = 0, x = 0, q = 0, setup = 0;
         for (int i = 0; i < b->narms; i++) {
             if (b->arm[i].n >= 1 && b->arm[i].mean > worst) worst = b->arm[i].mean;
-            if (CT_ONLINE_IS_LIBRARY(&b->arm[i]) && b->arm[i].n >= 1) lib = i;
+            if (CT_ONLINE_IS_LIBRARY(&b->arm[i])) *(b->arm[i].n >= 1 ? &lib : &untimed_lib) = i;
             sum += b->arm[i].p;
+        }
+        if (untimed_lib >= 0 && b->measured && b->runs > 0) {
+            /* measured, but never against the library (a block called a few times per run
+             * had drawn colltune's arms only, locked onto the first one and never met the
+             * library): nothing to price the draws with, and the default is left only on a
+             * measured comparison. This run runs, and times, the library only. */
+            b->safe = untimed_lib + 1, b->hold = 1;
+            continue;
         }
         if (e < 0 && b->measured && b->runs > 0) e = lib;   /* undecided: lean on the timed library */
         if (e < 0 || b->arm[e].n < 1) continue;
@@ -165,27 +172,28 @@ double ct_online_conservative(ct_online_state *st, int budget, double risk)
     return lo;
 }
 
-/* With t = runs that timed the block (this one included), K arms, U never timed:
- * timed arms (n >= 1) weigh exp(-(mean/best - 1) t / TAU) (the best weighs 1); arms never
- * timed EXPLORE max(K p, 1) / (t U): together about EXPLORE/t of the draws, so a block
- * called a few times per run tries them slowly instead of paying for them every run;
+/* With t = runs that timed the block (this one included), K arms:
+ * timed arms (n >= 1) weigh exp(-(mean/best - 1) t / TAU) (the best weighs 1); an arm
+ * never timed is presumed as good as the best (optimism): 1 whatever t, until it is
+ * timed once (at t = 1, max(K p, 1): p is the prior's, or the forest's, the run drew
+ * with; after, p is this rule's own, which max(K p, 1) would inflate run after run).
+ * With a weight decaying in t, a block called a few times per run had locked onto its
+ * first arms and never met the others; conservative draws bound what trying them costs;
  * then a floor of FLOOR/(K r t), r = mean/best (1 untimed): the floor's draws cost at
  * most FLOOR/t of the best's mean in expectation whatever the slow arms cost, and
  * exploration shrinks as 1/t yet sums to infinity over runs (docs/online.md). Same
  * operations, same order as update.py's probabilities(). */
 void ct_online_update_rule(ct_online_block *b)
 {
-    int k = b->narms, untimed = 0, best = -1;
+    int k = b->narms, best = -1;
     double t = b->runs > 1 ? (double)b->runs : 1.0, sum = 0, sum2 = 0, w[CT_ONLINE_MAX_ARMS];
-    for (int i = 0; i < k; i++) {
-        if (b->arm[i].n < 1) untimed++;
-        else if (best < 0 || b->arm[i].mean < b->arm[best].mean) best = i;
-    }
+    for (int i = 0; i < k; i++)
+        if (b->arm[i].n >= 1 && (best < 0 || b->arm[i].mean < b->arm[best].mean)) best = i;
     if (best < 0 || !(b->arm[best].mean > 0)) return;      /* nothing timed: keep p */
     for (int i = 0; i < k; i++) {
         const ct_online_arm *a = &b->arm[i];
         w[i] = a->n >= 1 ? exp(-(a->mean / b->arm[best].mean - 1.0) * t / TAU)
-                         : EXPLORE * fmax(k * a->p, 1.0) / (t * untimed);
+                         : t > 1.0 ? 1.0 : fmax(k * a->p, 1.0);
         sum += w[i];
     }
     for (int i = 0; i < k; i++) {

@@ -118,9 +118,16 @@ int ct_library_call(ct_coll coll, const ct_args *a);   /* PMPI_<coll> */
  * library reports as an error (negative count, null handle, invalid root, an
  * op not defined on the datatype, null or overlapping buffers) so that it
  * reports it exactly as without colltune, before any message moves. The
- * per-rank checks (buffers) only differ between ranks in erroneous calls.
- * ct_call and ct_call_init apply it before an algorithm's supports(). */
+ * per-rank checks (buffers) are errors of that rank's own arguments which the
+ * library reports there before communicating; a legal call never differs
+ * between ranks in them (MPI_BOTTOM with absolute addresses is legal:
+ * ct_null_data). ct_call and ct_call_init apply it before an algorithm's
+ * supports(). */
 const char *ct_check_args(ct_coll coll, const ct_args *a);
+/* count elements of t at buf would start at address 0 (buf null or MPI_BOTTOM with a
+ * predefined type, or with a derived type whose true lower bound is 0): the
+ * libraries' MPI_ERR_BUFFER. MPI_BOTTOM with absolute addresses: 0. */
+int ct_null_data(const void *buf, long long count, MPI_Datatype t);
 /* op is a reduction defined on t by the MPI standard (user ops: any t). */
 int ct_op_accepts(MPI_Op op, MPI_Datatype t);
 /* size == extent, lower bound and true lower bound 0: elements are

@@ -117,9 +117,10 @@ def inform_untimed(state: State, trees: int = 50, seed: int = 0,
     predicted slowdowns of the arm and of the block's fastest timed arm b, p_u at least
     w / (1 + w) (an arm predicted as fast as b: one draw in two; together at most one in two), the
     other arms scaled to share the rest.
-    Without it a block called a few times per run tries its untimed arms at the rule's
-    EXPLORE/t only, and may never meet the arm that wins its neighbours. Returns the
-    blocks changed."""
+    The rule presumes every untimed arm as good as the block's best; this orders them:
+    the next run's draws go first to the arm that wins the neighbours (the rule's
+    max(K p, 1) then keeps the lift until the arm is timed). Returns the blocks
+    changed."""
     import numpy as np
     models = Models(state, trees, seed) if models is None else models
     changed = []

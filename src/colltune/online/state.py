@@ -76,7 +76,10 @@ class Block:
         return next((a for a in self.arms if a.arm == name), None)
 
     def best(self) -> Arm:
-        """The arm the block runs once its budget is spent (C's ct_online_choice): the
+        """The arm the next job runs in this measured block (C's ct_online_choice): once
+        its budget is spent, and in every call that does not explore (ct_online_conservative
+        leans on it, also where every call is a draw: a block called fewer times per run
+        than the budget). The
         lowest mean among arms measured at least MIN_N times and the library's arm once
         timed (the update rule lets a slow library fade before MIN_N), but the library
         while its arm (when the block lists one) was never timed (the default is left only
@@ -103,7 +106,7 @@ class Block:
         if lib is not None and best is lib and lib.n < 1:
             return "the library: its own arm not timed yet (it is left only on a measured comparison)"
         if not measured:
-            return f"the most probable arm: none timed {MIN_N} times, no library arm"
+            return f"draws from p, this arm the most probable: none timed {MIN_N} times, no library arm"
         why = f"the lowest mean of the arms timed at least {MIN_N} times"
         fewer = [a for a in self.arms if 0 < a.n < MIN_N and a.mean < best.mean]
         if fewer:

@@ -2,6 +2,9 @@
 (re-derive from every samples file, add priors, load the samples into the store)."""
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import sys
 import time
@@ -44,13 +47,48 @@ def read_state(state_dir: str, fingerprint: str | None = None) -> State | None:
     return None
 
 
+@contextlib.contextmanager
+def locked(state_dir: str):
+    """flock(<dir>/.lock), as libcolltune takes it at MPI_Finalize around writing its
+    samples file and merging state.txt (online_final.c): an update re-deriving the state
+    meanwhile had overwritten a job's merge, or counted its run twice. A lock file of
+    another user: locked through a read-only descriptor, as C does."""
+    path = os.path.join(state_dir, ".lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                break
+            except OSError as exc:          # a signal while waiting
+                if exc.errno != errno.EINTR:
+                    raise
+        yield
+    finally:
+        os.close(fd)                        # releases the lock
+
+
 def update_dir(state_dir: str, layouts: list[tuple[int, int]] = (), fingerprint: str | None = None,
                arms_of: dict | None = None, store=None, campaign: str | None = None) -> State:
     """Re-derive state.txt from every samples file of the current fingerprint (the newest
     samples file's unless given), add priors for `layouts` and for the prior blocks the
-    old state had, write it atomically; with a store, load new samples as records."""
+    old state had, write it atomically (under the state dir's lock, as jobs merge); with a
+    store, load new samples as records."""
     if not os.path.isdir(state_dir):
         raise InputError(f"{state_dir}: no such state dir")
+    with locked(state_dir):
+        new, mine, fp = _rederive_dir(state_dir, layouts, fingerprint, arms_of)
+    if store is not None:
+        from .records import store_samples
+        for s in mine:
+            store_samples(store, s, campaign or f"online-{fp}", os.path.abspath(state_dir))
+    return new
+
+
+def _rederive_dir(state_dir, layouts, fingerprint, arms_of):
     runs = samples_files(state_dir)
     fp = fingerprint or (runs[-1].fingerprint if runs else None)
     old = read_state(state_dir, fp)
@@ -81,11 +119,7 @@ def update_dir(state_dir: str, layouts: list[tuple[int, int]] = (), fingerprint:
     prior.add_priors(new, sorted(prior_layouts), arms, models=models)
     prior.inform_untimed(new, models=models)
     save(new, os.path.join(state_dir, STATE))
-    if store is not None:
-        from .records import store_samples
-        for s in mine:
-            store_samples(store, s, campaign or f"online-{fp}", os.path.abspath(state_dir))
-    return new
+    return new, mine, fp
 
 
 def job_provenance(state_dir: str, fingerprint: str) -> dict:

@@ -4,9 +4,11 @@ re-derivation of a state from every samples file of a state dir.
 Per block, after merging a run's statistics (Welford, in run order), with t the
 number of runs that timed the block (this one included) and K its arms:
 timed arms (n >= 1): r_a = mean_a / min_b mean_b, w_a = exp(-(r_a - 1) t / TAU);
-arms never timed: w_a = EXPLORE max(K p_a, 1) / (t U) (U of them; a prior's favourite
-more): together about EXPLORE / t of the draws however many there are, so a block
-called a few times per run tries them slowly instead of paying for them every run;
+arms never timed: w_a = 1 whatever t (optimism: as good as the best) until timed once;
+at t = 1 max(K p_a, 1) (p the prior's or the forest's the run drew with; later p is the
+rule's own, which the max would inflate run after run): with a weight decaying in t a
+block called a few times per run had locked onto its first arms and never met the
+others; conservative draws (C, ct_online_conservative) bound what trying them costs;
 p = w / sum(w); p = max(p, FLOOR / (K r_a t)) (r_a = 1 untimed), p = p / sum(p).
 Exploration shrinks as 1/t with evidence, yet sums to infinity over runs: every arm
 keeps being timed (docs/online.md, "why it converges").
@@ -26,7 +28,7 @@ from ..errors import InputError
 from ..inputs import read_json
 from .state import Arm, Block, State, class_from_range
 
-TAU, FLOOR, EXPLORE = 0.1, 0.02, 0.1
+TAU, FLOOR = 0.1, 0.02
 MIN_N = 3          # timed calls before an arm may be the block's choice (State.Block.best)
 SAMPLES_SCHEMA = "colltune-online-samples/1"
 
@@ -57,9 +59,8 @@ def probabilities(arms: list[Arm], runs: int = 1, tau: float = TAU) -> list[floa
     best = min(timed) if timed else 0.0
     if not best > 0:
         return [a.p for a in arms]
-    untimed = sum(1 for a in arms if a.n < 1)
     r = [a.mean / best if a.n >= 1 else 1.0 for a in arms]
-    w = [math.exp(-(ra - 1.0) * t / tau) if a.n >= 1 else EXPLORE * max(k * a.p, 1.0) / (t * untimed)
+    w = [math.exp(-(ra - 1.0) * t / tau) if a.n >= 1 else 1.0 if t > 1 else max(k * a.p, 1.0)
          for a, ra in zip(arms, r)]
     total = sum(w)
     p = [max(x / total, FLOOR / (k * ra * t)) for x, ra in zip(w, r)]

@@ -62,8 +62,11 @@ def show(state_dir: str, out=sys.stdout) -> int:
     print(f"{path}: fingerprint {st.fingerprint or '-'}, {st.run_count} runs, {len(st.blocks)} "
           f"blocks, {n_samples} samples files", file=out)
     for b in st.blocks.values():
-        print(f"\n{b.label()}  calls={b.calls} source={b.source}  -> {b.best().arm} ({b.why()})",
-              file=out)
+        # what the next job runs there: a measured block's choice (also in the calls
+        # that are draws, but for the risk's exploration); a prior only draws
+        runs = (f"-> {b.best().arm} ({b.why()})" if b.source != "prior" else
+                "-> draws from p (a prior: nothing measured; the library is timed first)")
+        print(f"\n{b.label()}  calls={b.calls} source={b.source}  {runs}", file=out)
         for a in sorted(b.arms, key=lambda a: -a.p):
             mean = f"{a.mean * 1e6:10.2f} us" if a.n else "         -   "
             print(f"  {a.arm:32s} p={a.p:6.3f} n={a.n:6d} mean={mean}", file=out)
