@@ -441,6 +441,9 @@ def tuner_notes(table, args) -> list[str]:
         out.append(f"active learning, {coll}: stopped: {stop} after {points} measured points"
                    + (f" (converged at iteration {at})" if at else
                       " -- NOT converged: the table is the model's best guess so far"))
+    if act:
+        from .tuners.active import cost_lines
+        out += cost_lines(act)
     if args.strategy == "taskmodel" and table.provenance.get("taskmodel", {}).get("han_part_of") != "both":
         out.append("note: the taskmodel table chooses among HAN configurations only, predicted "
                    "by the task cost model; nothing compared them with the library's default "
