@@ -518,6 +518,35 @@ def test_run_online_passes_the_online_settings_of_the_shell(tmp_path, workdir):
     assert run.data["job"]["budget"] == 7 and run.data["job"]["seed"] == 5
 
 
+DUPFREE = r"""
+#include <mpi.h>
+int main(int argc, char **argv)
+{
+    int x = 1, y;
+    MPI_Init(&argc, &argv);
+    for (int i = 0; i < 70; i++) {
+        MPI_Comm c;
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c);
+        MPI_Comm_free(&c);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_online_says_once_when_it_stops_tracking_communicators(tmp_path, workdir):
+    """Past 64 communicators (freed ones are not reclaimed) online mode left every later
+    one to the library without a word (a review): one warning now says so."""
+    src = tmp_path / "dupfree.c"
+    src.write_text(DUPFREE)
+    proc = run_cli("run", "--layout", "1x2", "--online", str(tmp_path / "state"), "--", str(src),
+                   timeout=300)
+    assert proc.stderr.count("online mode tracks at most 64 communicators per rank") == 1, \
+        proc.stderr
+
+
 def test_online_show_says_why_each_block_chose_its_arm(tmp_path):
     """'-> han' with bruck's mean lower had looked like a contradiction (a review)."""
     b = Block("allgather", 7, 3, 1, arms=[Arm("bruck", 0.9, 2, 4.85e-6), Arm("han", 0.1, 5, 7.63e-6)])

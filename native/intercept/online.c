@@ -110,7 +110,14 @@ void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn
     PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MAX, comm);
     PMPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, comm);
     if (rank == 0) before = 0;             /* Exscan leaves rank 0's output undefined */
-    if (out[2]) return NULL;               /* someone is full: the library, on every rank */
+    if (out[2]) {                          /* someone is full: the library, on every rank */
+        static int warned;
+        if (rank == 0 && !warned++)
+            fprintf(stderr, "colltune: warning: online mode tracks at most %d communicators "
+                    "per rank, freed ones included; this one and later ones run the library's "
+                    "collectives, untuned and unsampled\n", MAX_COMMS);
+        return NULL;
+    }
     ct_online_comm *c = calloc(1, sizeof *c);
     if (!c) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);   /* a silent skip would split the ranks */
     c->key = (uint64_t)out[0] << 32 | (uint32_t)out[1];
