@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import CACHE, REPO
-from slurm_fixture import slurm_cluster, mpi_libraries  # noqa: F401  (fixture)
+from slurm_fixture import NODES, slurm_cluster, mpi_libraries  # noqa: F401  (fixture)
 
 APP = os.path.join(REPO, "src", "colltune", "apps", "collmix.c")
 LIBS = mpi_libraries()
@@ -126,3 +126,21 @@ def test_run_starts_every_task_of_an_allocation_whose_tasks_do_not_divide(slurm_
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "-n 5: 5 ranks, but the allocation (job" in proc.stderr, proc.stderr
     assert "has 3 CPUs on its 2 nodes" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("lib", LIBS[:1])
+def test_a_profile_names_slurms_nodes(slurm_cluster, env, tmp_path, lib):
+    """The rank files held MPI_Get_processor_name only: where Slurm's NodeName differs
+    (here both test nodes run on one host), the profile could not be mapped onto
+    topology.conf and both nodes were one host (a review). Under Slurm the hosts are
+    its node names, and a note says which host names they replace."""
+    from colltune.profile.counts import load_profile
+    prof = tmp_path / "prof"
+    ok(run_in_allocation(slurm_cluster, env, tmp_path, "--mpi", lib, "--layout", "2x1",
+                         "--profile", str(prof), "--", APP, "2"))
+    p = load_profile(str(prof))
+    nodes = sorted(set(p.hosts))
+    assert len(nodes) == 2 and nodes == sorted(NODES), (p.hosts, NODES)
+    names = json.loads((prof / "rank-0.json").read_text())
+    if names["host"] != names["slurm_node"]:
+        assert any("Slurm's node names (SLURMD_NODENAME)" in n for n in p.notes), p.notes

@@ -400,6 +400,9 @@ void ct_prof_init(int *argc, char ***argv)
     ct_prof.mem_cap = (size_t)mb << 20;
     PMPI_Get_processor_name(ct_prof.host, &len);
     ct_prof.host[len] = '\0';
+    /* Slurm's topology.conf names nodes by NodeName, which may differ from the host name */
+    const char *node = getenv("SLURMD_NODENAME");
+    snprintf(ct_prof.slurm_node, sizeof ct_prof.slurm_node, "%s", node ? node : "");
     argv0_of(argc, argv);
     time_t now = time(NULL);
     struct tm tm;

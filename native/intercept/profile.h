@@ -61,6 +61,7 @@ typedef struct {
     int enabled, paused, rank, size, mt;
     MPI_Comm world;
     char dir[4096], host[MPI_MAX_PROCESSOR_NAME + 1], argv0[512];
+    char slurm_node[256];                   /* SLURMD_NODENAME: Slurm's name of this node, or "" */
     char started[32];
     char job[128];                          /* which job wrote the files (job_of_env), or "" */
     uint64_t dropped_bytes, dropped_msgs, unknown_peer_msgs;

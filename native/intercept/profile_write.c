@@ -109,6 +109,10 @@ static int rank_body(FILE *f)
     fprintf(f, "{\"schema\": \"colltune-profile-rank/1\", \"rank\": %d, \"size\": %d, \"host\": ",
             ct_prof.rank, ct_prof.size);
     put_str(f, ct_prof.host);
+    if (ct_prof.slurm_node[0]) {
+        fputs(", \"slurm_node\": ", f);
+        put_str(f, ct_prof.slurm_node);
+    }
     fputs(", \"job\": ", f);
     put_str(f, ct_prof.job);
     fputs(",\n \"regions\": [", f);

@@ -222,7 +222,11 @@ class _RankFile:
         doc = _load_json(path, RANK_SCHEMA)
         self.path, self.doc = path, doc
         self.rank = _need(doc, "rank", int, path)
-        self.host = str(doc.get("host", ""))
+        self.processor_name = str(doc.get("host", ""))
+        # under Slurm its node name (SLURMD_NODENAME): what topology.conf, sinfo and the
+        # job's node list call the node, where the host name may differ
+        self.slurm_node = str(doc.get("slurm_node") or "")
+        self.host = self.slurm_node or self.processor_name
         self.names = _need(doc, "regions", list, path)
         if not self.names or self.names[0] != "run":
             raise ProfileError(f"{path}: field 'regions' must start with \"run\", got {self.names[:1]}")
@@ -391,6 +395,12 @@ def load_profile(out_dir: str | os.PathLike, *, trace: bool = True) -> TrafficPr
     if not has_trace:       # (on SMPI the trace has their messages)
         notes += _uncounted_notes(files)
     hosts = [files[r].host if r in files else "" for r in range(size)]
+    renamed = sorted({(f.processor_name, f.slurm_node) for f in files.values()
+                      if f.slurm_node and f.slurm_node != f.processor_name})
+    if renamed:
+        notes.append("hosts are Slurm's node names (SLURMD_NODENAME) where they differ from "
+                     "MPI_Get_processor_name: " + ", ".join(f"{n} (on {h})" for h, n in renamed[:8])
+                     + (f" and {len(renamed) - 8} more" if len(renamed) > 8 else ""))
     missing = [r for r in range(size) if r not in files]
     if missing:
         notes.append(f"{len(missing)} of {size} ranks left no file (crashed or killed before "
