@@ -502,19 +502,17 @@ def test_the_modulefile_sets_what_env_sh_sets_and_follows_a_moved_folder(tmp_pat
     moved = tmp_path / "moved"
     shutil.move(str(out), str(moved))
     names = re.findall(r"^export (\w+)=", (moved / "env.sh").read_text(), re.M)
-    assert {"COLLTUNE_DEPLOYMENT", "COLLTUNE_RULES", "COLLTUNE_MPIRUN_ARGS"} <= set(names) | {"COLLTUNE_DEPLOYMENT"}
-    names.append("COLLTUNE_DEPLOYMENT")
-    want = subprocess.run(["bash", "-c", f'. "{moved}/env.sh" && '
-                           + " && ".join(f'printf "%s\\0" "${{{n}-<unset>}}"' for n in names)],
+    assert {"COLLTUNE_RULES", "COLLTUNE_MPIRUN_ARGS"} <= set(names)
+    names.append("COLLTUNE_DEPLOYMENT")          # exported on a line of its own
+    echo = " && ".join(f'printf "%s\\0" "${{{n}-<unset>}}"' for n in names)
+    want = subprocess.run(["bash", "-c", f'. "{moved}/env.sh" && {echo}'],
                           capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
     app = tmp_path / "app"
     subprocess.run([impl.cc, f"{REPO}/src/colltune/apps/collmix.c", "-o", str(app)], check=True,
                    env=impl.run_env())
     run = f'{impl.launcher} $COLLTUNE_MPIRUN_ARGS -x COLLTUNE_VERBOSE=1 -n 2 {app} 1'
     proc = subprocess.run(["bash", "-c", f'. {LMOD_INIT} && module use "{moved}/module" && '
-                           f'module load colltune/openmpi && '
-                           + " && ".join(f'printf "%s\\0" "${{{n}-<unset>}}"' for n in names)
-                           + f" && {run} > {tmp_path}/job.log 2>&1"],
+                           f'module load colltune/openmpi && {echo} && {run} > {tmp_path}/job.log 2>&1'],
                           capture_output=True, text=True, timeout=300, env=impl.run_env())
     assert proc.returncode == 0 and "Lmod has detected" not in proc.stderr, proc.stderr
     got = proc.stdout.split("\0")[:-1]

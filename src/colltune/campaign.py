@@ -39,6 +39,12 @@ _RECORD_FIELDS = ("participants", "msg_size", "bytes", "count", "dtype", "root",
 # After this many consecutive launches time out without finishing a single point,
 # the rest of a job's points are recorded as timeouts instead of being launched.
 MAX_STALLED_LAUNCHES = 2
+NOT_ATTEMPTED = "not attempted"     # check_error of a point given up on without its launch
+
+
+def launched(row: dict) -> bool:
+    """Whether a stored point's launch ran (not given up on after consecutive timeouts)."""
+    return not str(row.get("check_error") or "").startswith(NOT_ATTEMPTED)
 
 
 @dataclass
@@ -252,7 +258,7 @@ class Campaign:
 
     @staticmethod
     def _not_attempted(ident: tuple, job: Job, stalled: int) -> dict:
-        return {**_missing(ident, TIMEOUT, f"not attempted: {stalled} consecutive launches of "
+        return {**_missing(ident, TIMEOUT, f"{NOT_ATTEMPTED}: {stalled} consecutive launches of "
                                            f"this algorithm timed out before finishing a point"),
                 "key": job.keys.get(ident)}
 

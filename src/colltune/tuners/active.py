@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..campaign import Campaign, CampaignSummary
+from ..campaign import Campaign, CampaignSummary, launched
 from ..decision import DecisionTable, Entry
 from ..plan import BenchSpec
 from ..placement import GroupAllocator, Hold, greedy_schedule, groups_of, makespan
@@ -62,7 +62,7 @@ def point_cost(row: dict) -> float:
 def timed_out(row: dict) -> bool:
     """A point whose launch was killed at the timeout (not one the campaign gave up
     on without launching it, after consecutive timeouts)."""
-    return row.get("status") == TIMEOUT and not str(row.get("check_error") or "").startswith("not attempted")
+    return row.get("status") == TIMEOUT and launched(row)
 
 
 def collective_rng(seed: int, collective: str) -> random.Random:
@@ -388,7 +388,7 @@ def cost_lines(active: dict) -> list[str]:
     for coll, sim in (active.get("benchmark_s") or {}).items():
         n_to = (active.get("timeouts") or {}).get(coll, 0)
         out.append(f"active learning, {coll}: {(active.get('points') or {}).get(coll, '?')} points, "
-                   f"{sim * 1e3:.3f} ms of benchmark time (warm-up + repetitions, simulated on SMPI), "
+                   f"{sim * 1e3:.3f} ms of benchmark time (warm-up + repetitions; simulated time on SMPI), "
                    f"{(active.get('launch_specs') or {}).get(coll, '?')} launches asked for, "
                    f"{n_to} timed out"
                    + (f" (charged {(active.get('timeout_charged_s') or {}).get(coll, 0):.0f} s at "
