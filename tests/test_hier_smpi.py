@@ -196,7 +196,7 @@ def test_han_whole_collective_large_message(smpi, settings):
 def test_multileader_large_message(smpi, coll, params, vnode):
     """1 MiB on 32 ranks (8 nodes x 4, or nodes of 3 + 2: uneven, the flat Rabenseifner),
     root 5 (reduce: not on the first node), checked; multileader really ran (not declined).
-    allreduce with fs: 16 or 350 segments in the three steps at once (two per step)."""
+    allreduce with fs: 16 or 350 segments in the three steps at once."""
     out = smpi(32, "colltune-taskbench", ["--coll", coll, "--bytes", "1048576", "--whole",
                                           "flat:multileader", "--check", "--reps", "1", "--root", "5",
                                           *(["--params", params] if params else [])], vnode)

@@ -7,22 +7,28 @@
  * overlap instead of adding up.
  *
  * Each step of each segment is a schedule of colltune's engine (sched.h): the node
- * steps are rings over the node's communicator (every reduction charged, as
- * colltune's always are), the lanes' step is the lanes' catalogue algorithm, so
- * nothing depends on the library's reduce-scatter (SMPI's `ompi` one is slow on
- * the dragonfly and its temporaries exhaust memory at 64 MiB x 256 ranks). A step
- * works on at most DEPTH segments at once (a NIC or a memory bus serves one stream
- * after another), and the driver waits on all open requests at once
- * (ct_sched_wait_with), so no step waits for another's progress call. */
+ * steps are colltune's own over the node's communicator (a pairwise reduce-scatter,
+ * a ring allgather; every reduction charged, as colltune's always are), the lanes'
+ * step is the lanes' catalogue algorithm, so nothing depends on the library's
+ * reduce-scatter (SMPI's `ompi` one is slow on the dragonfly and its temporaries
+ * exhaust memory at 64 MiB x 256 ranks). The node steps work on a few segments at
+ * once, the lanes' step on as many as are ready (DEPTH), and the driver waits on all
+ * open requests at once (ct_sched_wait_with), so no step waits for another's
+ * progress call. */
 #include <stdlib.h>
 #include "hier_internal.h"
 
 enum { RS, AR, AG, NSTEP };
-/* Segments one step works on at once. Two let a rank's reductions of one segment
- * overlap the transfers of the next (a simulated rank that reduces sends nothing):
- * dragonfly 16x12, 8 MiB, fs 1 MiB: 5486 us with one, 4619 with two, 5294 with
- * three (colltune bench, reductions charged). */
-enum { DEPTH = 2 };
+/* Segments one step works on at once. Inside the node two let a rank's reductions of
+ * one segment overlap the transfers of the next (a simulated rank that reduces sends
+ * nothing) and more only compete for the rank's time. The lanes' allreduce is a chain
+ * of latency-bound steps across the nodes, each waiting for the slowest peer (busy
+ * reducing another segment): any limit there leaves the node's steps waiting for it.
+ * colltune bench, reductions charged, fs 1 MiB, 8 MiB per rank (node, lanes, node):
+ * fattree64x12 64x12 3085 us (2, 2, 2), 2677 (2, 4, 2), 2677 (2, 9, 2), 2847 (3, all, 2);
+ * dragonfly 128x2 5822 (2, 2, 2), 4418 (2, 4, 2), 3821 (2, all, 2). */
+enum { NODE_DEPTH = 2, ALL_READY = 1 << 30 };
+static const int DEPTH[NSTEP] = {[RS] = NODE_DEPTH, [AR] = ALL_READY, [AG] = NODE_DEPTH};
 
 typedef struct {
     const ct_args *a;
@@ -30,6 +36,11 @@ typedef struct {
     MPI_Aint ext;
     const char *in;          /* the contributions: sendbuf, or recvbuf in place */
     int nseg;
+    /* the reduce-scatter's two temporaries per segment in flight: segment k uses
+     * those of k mod DEPTH[RS], allocated by (and freed with) that one's schedule,
+     * so the count of allocations does not grow with the segments (SMPI maps each
+     * shared one: past vm.max_map_count, 768 ranks x 32 segments failed) */
+    char *rstmp[NODE_DEPTH][2];
 } pipe_t;
 
 /* Element offset and count of block j of segment k: the vector cut into nseg nearly
@@ -43,16 +54,22 @@ static void block_of(const pipe_t *p, int k, int j, MPI_Aint *off, int *cnt)
     *off = (MPI_Aint)start + b;
 }
 
-/* Reduce-scatter of segment k on the node's ring: at step t, rank r passes the
- * partial sum of block r-t-1 to r+1 and adds its own contribution to block r-t-2
- * from r-1; after n-1 steps block r is complete, written to its place in recvbuf. */
-static int build_rs(const pipe_t *p, int k, ct_sched *s)
+/* Reduce-scatter of segment k inside the node by pairwise exchange (MPICH's
+ * reduce_scatter for long messages with a commutative op): at step t, rank r sends
+ * its own contribution to block r+t+1 to that rank and receives block r's
+ * contribution of rank r-t-1, while it adds the one received at step t-1. A ring
+ * forwards partial sums, so each of its n-1 steps waits for the reduction before it
+ * (transfer and reduction in series: fattree64x12 64x12, 8 MiB, fs 2 MiB: 3120 us);
+ * here only raw contributions travel, the next transfer runs during the reduction,
+ * and a step takes the longer of the two instead of their sum. Same bytes on the
+ * node's links, same arithmetic, one message in and one out per rank at a time. */
+static int build_rs(pipe_t *p, int k, ct_sched *s)
 {
     const ct_args *a = p->a;
-    int n = p->h->nlocal, r = p->h->lrank, right = (r + 1) % n, left = (r + n - 1) % n;
+    int n = p->h->nlocal, r = p->h->lrank;
     MPI_Aint ext = p->ext, off, roff;
     int cnt, rcnt, maxc;
-    block_of(p, k, 0, &off, &maxc);                /* block 0 is a largest one */
+    block_of(p, 0, 0, &off, &maxc);                /* a largest block of all segments */
     block_of(p, k, r, &roff, &rcnt);
     int inplace = a->sendbuf == MPI_IN_PLACE;
     char *out = ct_at(a->recvbuf, ext, roff);
@@ -60,28 +77,29 @@ static int build_rs(const pipe_t *p, int k, ct_sched *s)
         if (!inplace) ct_sched_copy(s, out, ct_at(p->in, ext, roff), (MPI_Aint)rcnt * ext);
         return MPI_SUCCESS;
     }
-    char *tmp[2] = {ct_sched_alloc(s, (size_t)maxc * (size_t)ext),
-                    ct_sched_alloc(s, (size_t)maxc * (size_t)ext)};
+    char **tmp = p->rstmp[k % DEPTH[RS]];
+    if (k < DEPTH[RS]) {
+        tmp[0] = ct_sched_alloc(s, (size_t)maxc * (size_t)ext);
+        tmp[1] = ct_sched_alloc(s, (size_t)maxc * (size_t)ext);
+    }
     if (!tmp[0] || !tmp[1]) return MPI_ERR_NO_MEM;
-    for (int t = 0; t < n - 1; t++) {
-        block_of(p, k, (r - t - 1 + 2 * n) % n, &off, &cnt);
-        const char *mine = ct_at(p->in, ext, off);
-        if (t == 0) {
-            ct_sched_send(s, mine, cnt, a->dtype, right);
-        } else {                        /* this block arrived last round: add ours, pass it on */
-            ct_sched_reduce(s, mine, tmp[(t - 1) % 2], cnt, a->dtype, a->op);
-            ct_sched_send(s, tmp[(t - 1) % 2], cnt, a->dtype, right);
+    /* not in place, the first contribution lands in recvbuf and ours is added to it;
+     * in place, recvbuf's block r holds ours: every received one is added to it */
+    char *got = NULL;                              /* received last step, to add now */
+    for (int t = 0; t <= n - 1; t++) {
+        if (t < n - 1) {
+            int to = (r + t + 1) % n, from = (r - t - 1 + n) % n;
+            block_of(p, k, to, &off, &cnt);
+            ct_sched_send(s, ct_at(p->in, ext, off), cnt, a->dtype, to);
+            char *into = t == 0 && !inplace ? out : tmp[t % 2];
+            ct_sched_recv(s, into, rcnt, a->dtype, from);
         }
-        block_of(p, k, (r - t - 2 + 2 * n) % n, &off, &cnt);
-        /* the last step brings block r: straight into recvbuf unless recvbuf holds
-         * this rank's own contribution to it (in place) */
-        char *into = t == n - 2 && !inplace ? out : tmp[t % 2];
-        ct_sched_recv(s, into, cnt, a->dtype, left);
+        /* MPI_Reduce_local(in, inout): inout = in op inout; the op is commutative */
+        if (got == out) ct_sched_reduce(s, ct_at(p->in, ext, roff), out, rcnt, a->dtype, a->op);
+        else if (got) ct_sched_reduce(s, got, out, rcnt, a->dtype, a->op);
+        got = t < n - 1 ? (t == 0 && !inplace ? out : tmp[t % 2]) : NULL;
         ct_sched_round(s);
     }
-    /* MPI_Reduce_local(in, inout): inout = in op inout; the op is commutative */
-    if (inplace) ct_sched_reduce(s, tmp[(n - 2) % 2], out, rcnt, a->dtype, a->op);
-    else ct_sched_reduce(s, ct_at(p->in, ext, roff), out, rcnt, a->dtype, a->op);
     return MPI_SUCCESS;
 }
 
@@ -142,7 +160,7 @@ int ct_multileader_pipeline(const ct_args *a, ct_hier *h, MPI_Comm lane, const c
             rc = build_ag(&p, k, s[k * NSTEP + AG]);
     }
     /* next[st]: the segment step st takes next; a step takes segment k once the
-     * step before has finished k and this step has finished k - DEPTH. A schedule that
+     * step before has finished k and this step has finished k - DEPTH[step]. A schedule that
      * fails still completes (its error kept), so the peers are never left waiting. */
     int next[NSTEP] = {0, 0, 0}, err = MPI_SUCCESS;
     while (rc == MPI_SUCCESS && next[AG] < nseg) {
@@ -150,7 +168,7 @@ int ct_multileader_pipeline(const ct_args *a, ct_hier *h, MPI_Comm lane, const c
         for (int st = 0; st < NSTEP; st++) {
             int k = next[st];
             if (k >= nseg) continue;
-            ct_sched *cur = s[k * NSTEP + st], *prev = k >= DEPTH ? s[(k - DEPTH) * NSTEP + st] : NULL;
+            ct_sched *cur = s[k * NSTEP + st], *prev = k >= DEPTH[st] ? s[(k - DEPTH[st]) * NSTEP + st] : NULL;
             ct_sched *before = st > 0 ? s[k * NSTEP + st - 1] : NULL;
             int before_done = st == 0 || next[st - 1] > k;
             if (!before_done || (before && ct_sched_active(before)) || (prev && ct_sched_active(prev)))
@@ -168,7 +186,9 @@ int ct_multileader_pipeline(const ct_args *a, ct_hier *h, MPI_Comm lane, const c
         if (!active) { rc = MPI_ERR_INTERN; break; }   /* cannot happen: nothing would move */
         rc = ct_sched_wait_with(NULL, 0, &which);    /* some schedule moved on */
     }
-    for (int i = 0; i < nseg * NSTEP; i++) {
+    /* last first: a schedule that is still active after an error may use the
+     * temporaries of an earlier one (ct_sched_free waits for it) */
+    for (int i = nseg * NSTEP - 1; i >= 0; i--) {
         if (!s[i]) continue;
         int e = rc == MPI_SUCCESS ? ct_sched_wait(s[i]) : MPI_SUCCESS;
         if (e != MPI_SUCCESS && err == MPI_SUCCESS) err = e;

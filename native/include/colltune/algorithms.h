@@ -50,7 +50,7 @@ typedef struct {
 
 #define CT_MAX_PARAMS 12
 #define CT_MAX_PROBES 3
-#define CT_MAX_TUNE 4
+#define CT_MAX_TUNE 6
 
 /* One tunable parameter: default, allowed range [min, max], and a few values
  * the correctness tests try besides the default (probe). */
