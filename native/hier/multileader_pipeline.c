@@ -86,18 +86,19 @@ static int build_rs(pipe_t *p, int k, ct_sched *s)
     /* not in place, the first contribution lands in recvbuf and ours is added to it;
      * in place, recvbuf's block r holds ours: every received one is added to it */
     char *got = NULL;                              /* received last step, to add now */
-    for (int t = 0; t <= n - 1; t++) {
+    for (int t = 0; t < n; t++) {
+        char *into = NULL;                         /* received this step (none at the last) */
         if (t < n - 1) {
             int to = (r + t + 1) % n, from = (r - t - 1 + n) % n;
             block_of(p, k, to, &off, &cnt);
             ct_sched_send(s, ct_at(p->in, ext, off), cnt, a->dtype, to);
-            char *into = t == 0 && !inplace ? out : tmp[t % 2];
+            into = t == 0 && !inplace ? out : tmp[t % 2];
             ct_sched_recv(s, into, rcnt, a->dtype, from);
         }
         /* MPI_Reduce_local(in, inout): inout = in op inout; the op is commutative */
         if (got == out) ct_sched_reduce(s, ct_at(p->in, ext, roff), out, rcnt, a->dtype, a->op);
         else if (got) ct_sched_reduce(s, got, out, rcnt, a->dtype, a->op);
-        got = t < n - 1 ? (t == 0 && !inplace ? out : tmp[t % 2]) : NULL;
+        got = into;
         ct_sched_round(s);
     }
     return MPI_SUCCESS;

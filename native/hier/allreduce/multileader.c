@@ -52,7 +52,7 @@ const ct_algorithm ct_allreduce_multileader = {
     .params = {
         {.name = "iaalg", .unit = "", .help = "the lanes' allreduce, catalogue id: 1 recursive_doubling 2 ring 3 rabenseifner 4 reduce_bcast",
          .def = 3, .min = 1, .max = 4, .nprobe = 1, .probe = {2}},
-        {.name = "fs", .unit = "bytes", .help = "segment size: segments in the node's reduce-scatter, the lanes' allreduce and the node's allgather at once (colltune's rings inside the node); 0 = one pass, the library's steps inside the node",
+        {.name = "fs", .unit = "bytes", .help = "segment size: segments in the node's reduce-scatter, the lanes' allreduce and the node's allgather at once (colltune's own steps inside the node); 0 = one pass, the library's steps inside the node",
          .def = 0, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {64}},
     },
     .tune = {"iaalg=2", "iaalg=1", "iaalg=3,fs=262144", "iaalg=3,fs=1048576", "iaalg=2,fs=1048576"},
