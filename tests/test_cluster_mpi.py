@@ -266,12 +266,22 @@ def test_timed_campaign_gives_a_decision_table_for_two_nodes(emulated, backends,
             "--mpi", lib, "--collectives", "bcast", "--layouts", "2x1",
             "--algorithms", "binomial", "--sizes", "4096", "--campaign", "tm",
             "--min-reps", "3", "--max-reps", "20", "--rse", "0.2", "--timeout", "120", "-q")
-    for attempt in range(3):
-        run_cli(*args, *(["--retry-failed"] if attempt else []))
-        table = json.loads(open(os.path.join(os.environ["COLLTUNE_OUTPUT_DIR"],
-                                             "tm.table.json")).read())
-        if table["entries"]:
+    # the emulated hosts share this host's 2 cores with the rest of the suite: a start
+    # late by a scheduler time slice is noise here, not a failure of what is tested
+    env = {"COLLTUNE_LATE_TOLERANCE_US": "20000"}
+    table_path = os.path.join(os.environ["COLLTUNE_OUTPUT_DIR"], "tm.table.json")
+    for attempt in range(4):
+        proc = run_cli(*args, *(["--retry-failed"] if attempt else []), env=env, check=False)
+        if proc.returncode == 0:
             break
+        # the only failure tolerated: every repetition of the point started late
+        assert "no algorithm measured ok" in proc.stderr, proc.stdout + proc.stderr
+        failed = _store_rows(os.environ["COLLTUNE_STORE"],
+                             "select m.check_error from measurements m join runs r "
+                             "using (run_id) where r.campaign='tm' and m.status != 'ok'")
+        assert {f[0] for f in failed} <= {"no time reported"}, failed
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = json.loads(open(table_path).read())
     assert [(e["collective"], e["nodes"], e["ppn"]) for e in table["entries"]] == [("bcast", 2, 1)]
     rules = table["entries"][0]["rules"]
     assert all(r["algorithm"] in ("default", "binomial") and r["expected_s"] > 0 for r in rules)
