@@ -89,6 +89,24 @@ def test_multileader_matrix_smpi_every_subcommunicator(smpi, coll, vnode):
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
+# logp_tree: vnode 0 gives nodes of 4 ranks (the last one short when k % 4), 3 nodes of
+# 3 + 1 per host, 1 one rank per node (only inter-node sends)
+@pytest.mark.parametrize("vnode", [0, 3, 1])
+@pytest.mark.parametrize("coll", ["bcast", "reduce"])
+def test_logp_tree_matrix_smpi_every_subcommunicator(smpi, coll, vnode):
+    """Communicators of 1..13 ranks and WORLD, every root, counts 0, 1, 7 and 301,
+    int/double/3-byte types, sum/max/non-commutative (reduce declines it: library), in
+    place; the model's lf and the probes' fixed ones (0, 2: other trees), a fast network
+    and a memory that costs nothing (sbw: other trees again)."""
+    counts = [0, 1, 7, 301]
+    algs = [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"]))
+            if (a["coll"], a["name"]) == (coll, "logp_tree")]
+    assert algs, f"{coll}/logp_tree is not in the catalogue"
+    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/logp_tree", "-s", "13", "-r", "all", "-m",
+                                         "blocking", "-c", ",".join(map(str, counts))], vnode)
+    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+
+
 def matrix_around(smpi, han_catalogue, coll: str, base: str, vnode: int) -> None:
     """The blocking matrix (1..13 ranks, every root, counts 0, 1, 7, 301) with
     the probes varied around base values `base` (algotest -b) instead of the

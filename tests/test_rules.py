@@ -46,6 +46,7 @@ bcast -> library
 reduce bytes=..64 -> linear
 allreduce nodes=1 size=* -> ring segsize=4096
 allgather ppn=3..3 -> bruck\t# tab before the comment
+reduce bytes=..4k -> logp_tree lf=-1 inter=800
 """
 
 
@@ -65,7 +66,8 @@ def test_good_file_python_and_c_agree(tool, cat, tmp_path):
     path = tmp_path / "good.rules"
     path.write_text(GOOD)
     rules = read_rules(str(path), cat)
-    assert [r.line for r in rules] == [4, 5, 6, 7, 8, 9]
+    assert [r.line for r in rules] == [4, 5, 6, 7, 8, 9, 10]
+    assert rules[6].params["lf"] == -1 and rules[6].params["inter"] == 800   # below 0: allowed
     assert rules[1].ranges == {"nodes": (2, None), "ppn": (4, 4), "bytes": (1025, None)}
     assert rules[1].params == {"segsize": 16384, "fanout": 2}
     assert rules[4].params == {"segsize": 4096}
@@ -123,6 +125,9 @@ BAD = [
     ("colltune-rules 1\nbcast -> linear segsize=4\n", 2, "bcast linear has no parameter 'segsize' (parameters: none)"),
     ("colltune-rules 1\nbcast -> pipeline fanout=0\n", 2, "bcast pipeline: fanout=0 is not an integer in [1, 64]"),
     ("colltune-rules 1\nbcast -> pipeline fanout=two\n", 2, "fanout=two is not an integer in [1, 64]"),
+    ("colltune-rules 1\nbcast -> pipeline fanout=-1\n", 2, "fanout=-1 is not an integer in [1, 64]"),
+    ("colltune-rules 1\nbcast -> logp_tree lf=-2\n", 2, "bcast logp_tree: lf=-2 is not an integer in [-1, 1024]"),
+    ("colltune-rules 1\nbcast -> logp_tree lf=--1\n", 2, "lf=--1 is not an integer in [-1, 1024]"),
     ("colltune-rules 1\nbcast -> pipeline fanout=2 fanout=3\n", 2, "parameter 'fanout' given twice"),
     ("colltune-rules 1\nbcast -> pipeline 4\n", 2, "expected PARAMETER=VALUE after the algorithm, got '4'"),
     ("colltune-rules 1\nbcast -> library segsize=1\n", 2, "'library' takes no parameters, got 'segsize=1'"),

@@ -98,6 +98,12 @@ int ct_sched_create(MPI_Comm comm, ct_sched **out)
 
 MPI_Comm ct_sched_comm(const ct_sched *s) { return s->user; }
 
+void ct_sched_wire(const ct_sched *s, MPI_Comm *comm, int *tag)
+{
+    *comm = s->comm;
+    *tag = s->tag;
+}
+
 /* ---- building ---- */
 
 static int grow(void **p, int *cap, int need, size_t elem)

@@ -5,6 +5,23 @@
 #include "colltune/hier.h"
 #include "../algorithms/internal.h"
 
+/* What a greedy LogP tree is built for: root, the model's costs (gap, inter, intra in ns;
+ * port and memory bandwidths, and the rate at which a parent combines what a child sent, in
+ * MB/s, 0: nothing to combine), message bytes, lf (-1: the model's choice). */
+typedef struct {
+    int root, cost[6], lf;
+    long long bytes;
+} ct_logp_key;
+/* A rank's place in the greedy LogP broadcast tree of one key (logp_tree.c). */
+typedef struct ct_logp_tree {
+    ct_logp_key key;               /* root -1: not built */
+    int lf;                        /* local sends before other nodes, as chosen */
+    long long model_ns;            /* the model's completion time */
+    int parent, nchild, *child;    /* comm ranks; children in send order; parent -1: root */
+} ct_logp_tree;
+
+enum { CT_LOGP_CACHED = 4 };
+
 /* The hierarchy of one communicator, built once and cached as an attribute. */
 typedef struct {
     MPI_Comm node;          /* this rank's (virtual) node, ranks in comm order */
@@ -17,6 +34,8 @@ typedef struct {
     MPI_Win win;            /* shared-memory segment of the node (smod = SHM) */
     char *shm;
     MPI_Aint shm_bytes;
+    ct_logp_tree *logp[CT_LOGP_CACHED];  /* the last greedy LogP trees built, and the slot */
+    int logp_next;                       /* the next one replaces (bcast/ reduce/logp_tree) */
 } ct_hier;
 
 ct_hier *ct_hier_get(MPI_Comm comm);                     /* collective on first use */
@@ -36,6 +55,27 @@ void ct_lane_split_free(ct_lane_split *s);
 int ct_multileader_segments(const ct_hier *h, int count, MPI_Aint ext, int fs);
 int ct_multileader_pipeline(const ct_args *a, ct_hier *h, MPI_Comm lane, const ct_algorithm *lane_alg,
                             int nseg);
+/* The greedy LogP tree of `key` (its bytes rounded up to a power of two), built on first
+ * use, the last CT_LOGP_CACHED kept; NULL when out of memory. Local: no message. */
+const ct_logp_tree *ct_logp_tree_get(ct_hier *h, MPI_Comm comm, const ct_logp_key *key);
+/* the key of a call of bcast/ or reduce/logp_tree with parameters p (CT_LOGP_TREE_PARAMS)
+ * and combining rate rbw (MB/s; 0: bcast) */
+ct_logp_key ct_logp_key_of(const ct_args *a, const int *p, int rbw);
+void ct_logp_tree_free(ct_logp_tree *t);
+/* the parameters of bcast/ and reduce/logp_tree: the model's costs, then lf */
+#define CT_LOGP_TREE_PARAMS \
+    {.name = "gap", .unit = "ns", .help = "model: time a sender spends per message (LogP o, g)", \
+     .def = 250, .min = 1, .max = 1000000, .nprobe = 0}, \
+    {.name = "inter", .unit = "ns", .help = "model: send to receiver ready, across nodes (o + L + o)", \
+     .def = 1300, .min = 1, .max = 1000000, .nprobe = 1, .probe = {400}}, \
+    {.name = "intra", .unit = "ns", .help = "model: send to receiver ready, inside a node", \
+     .def = 550, .min = 1, .max = 1000000, .nprobe = 0}, \
+    {.name = "ibw", .unit = "MB/s", .help = "model: a node's network port, shared by its ranks' sends", \
+     .def = 12500, .min = 1, .max = 100000000, .nprobe = 0}, \
+    {.name = "sbw", .unit = "MB/s", .help = "model: a node's memory, shared by its ranks' messages inside it", \
+     .def = 8000, .min = 1, .max = 100000000, .nprobe = 1, .probe = {100000000}}, \
+    {.name = "lf", .unit = "", .help = "ranks of its own node a holder informs before other nodes; -1: the model's fastest", \
+     .def = -1, .min = -1, .max = 1024, .nprobe = 2, .probe = {0, 2}}
 /* node-local rank of node n's leader when the root has node-local rank j */
 static inline int ct_hier_leader(const ct_hier *h, int n, int j)
 {

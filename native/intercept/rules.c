@@ -2,6 +2,7 @@
  * reported as "FILE:LINE: what, with the offending value"; the caller decides
  * what to do (the interposer warns once and passes every call through). */
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -150,10 +151,13 @@ static int parse_choice(ctx *c, ct_rule *r, char **tok, int ntok)
         }
         if (given[i]++) return fail(c, "parameter '%s' given twice", tok[t]);
         const ct_param *p = &r->alg->params[i];
-        if (parse_u64(eq + 1, &v) != 0 || v > (uint64_t)p->max || (int64_t)v < p->min)
+        /* a parameter may go below 0 (logp_tree's lf=-1: the model's choice) */
+        int neg = eq[1] == '-';
+        if (parse_u64(eq + 1 + neg, &v) != 0 || v > (uint64_t)INT_MAX ||
+            (neg ? -(int64_t)v : (int64_t)v) < p->min || (neg ? -(int64_t)v : (int64_t)v) > p->max)
             return fail(c, "%s %s: %s=%s is not an integer in [%d, %d]", ct_coll_name(r->coll),
                         r->alg->name, tok[t], eq + 1, p->min, p->max);
-        r->params[i] = (int)v;
+        r->params[i] = neg ? -(int)v : (int)v;
     }
     return 0;
 }

@@ -64,6 +64,10 @@ void *ct_sched_alloc(ct_sched *s, size_t bytes);
  * or malloc (off, the default); for timing runs whose data do not matter. */
 void ct_sched_shared_scratch(int on);
 MPI_Comm ct_sched_comm(const ct_sched *s);   /* the caller's communicator */
+/* The shadow communicator and tag s's messages travel with: a blocking algorithm that
+ * waits for its messages in arrival order (MPI_Waitany) sends and receives its own there,
+ * under an empty schedule's tag, as privately as a schedule's. */
+void ct_sched_wire(const ct_sched *s, MPI_Comm *comm, int *tag);
 
 int ct_sched_start(ct_sched *s);             /* must not be active */
 int ct_sched_test(ct_sched *s, int *done);   /* *done = 1 once complete */

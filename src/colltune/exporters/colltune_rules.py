@@ -115,8 +115,12 @@ def _choice(where: str, coll: str, words: list[str], catalogue: dict | None):
             raise RulesError(f"{where}: {coll} {name} has no parameter '{key}' (parameters: {names})")
         if key in params:
             raise RulesError(f"{where}: parameter '{key}' given twice")
-        v = parse_number(value)
-        lo, hi = (spec[key]["min"], spec[key]["max"]) if spec is not None else (0, 2**31 - 1)
+        # a parameter may go below 0 (logp_tree's lf=-1), as in the interposer's parser
+        neg = value.startswith("-")
+        v = parse_number(value[neg:])
+        if v is not None:
+            v = None if v > 2**31 - 1 else -v if neg else v
+        lo, hi = (spec[key]["min"], spec[key]["max"]) if spec is not None else (-(2**31 - 1), 2**31 - 1)
         if v is None or not lo <= v <= hi:
             raise RulesError(f"{where}: {coll} {name}: {key}={value} is not an integer in "
                              f"[{lo}, {hi}]")
