@@ -71,6 +71,18 @@ def test_han_matrix_smpi_every_subcommunicator(smpi, han_catalogue, coll, vnode)
     check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
 
 
+def blocking_matrix_13(smpi, coll: str, name: str, vnode: int) -> None:
+    """Algorithm coll/name, blocking, on communicators of 1..13 ranks and WORLD (13), every
+    root, counts 0, 1, 7 and 301, with its defaults, presets and probes."""
+    counts = [0, 1, 7, 301]
+    algs = [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"]))
+            if (a["coll"], a["name"]) == (coll, name)]
+    assert algs, f"{coll}/{name} is not in the catalogue"
+    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/{name}", "-s", "13", "-r", "all", "-m",
+                                         "blocking", "-c", ",".join(map(str, counts))], vnode)
+    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+
+
 # multileader: vnode 0 gives nodes of 4 ranks (communicators of 8 and 12 ranks even,
 # the others uneven: the flat Rabenseifner), 3 nodes of 3 (6, 9, 12 even), 1 one rank
 # per node (every lane is the whole communicator)
@@ -80,13 +92,7 @@ def test_multileader_matrix_smpi_every_subcommunicator(smpi, coll, vnode):
     """Communicators of 1..13 ranks and WORLD, every root, counts 0, 1, 7 and 301 (blocks
     of 0 and of uneven sizes), int/double/3-byte types, sum/max/non-commutative
     (declined: library), in place; its lanes' algorithm as the default and the probe."""
-    counts = [0, 1, 7, 301]
-    algs = [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"]))
-            if (a["coll"], a["name"]) == (coll, "multileader")]
-    assert algs, f"{coll}/multileader is not in the catalogue"
-    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/multileader", "-s", "13", "-r", "all", "-m",
-                                         "blocking", "-c", ",".join(map(str, counts))], vnode)
-    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+    blocking_matrix_13(smpi, coll, "multileader", vnode)
 
 
 # logp_tree: vnode 0 gives nodes of 4 ranks (the last one short when k % 4), 3 nodes of
@@ -98,13 +104,7 @@ def test_logp_tree_matrix_smpi_every_subcommunicator(smpi, coll, vnode):
     int/double/3-byte types, sum/max/non-commutative (reduce declines it: library), in
     place; the model's lf and the probes' fixed ones (0, 2: other trees), a fast network
     and a memory that costs nothing (sbw: other trees again)."""
-    counts = [0, 1, 7, 301]
-    algs = [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"]))
-            if (a["coll"], a["name"]) == (coll, "logp_tree")]
-    assert algs, f"{coll}/logp_tree is not in the catalogue"
-    out = smpi(13, "colltune-algotest", ["-a", f"{coll}/logp_tree", "-s", "13", "-r", "all", "-m",
-                                         "blocking", "-c", ",".join(map(str, counts))], vnode)
-    check_run(out, expected_cases(algs, 13, 13, True, counts, "blocking"))
+    blocking_matrix_13(smpi, coll, "logp_tree", vnode)
 
 
 def matrix_around(smpi, han_catalogue, coll: str, base: str, vnode: int) -> None:
