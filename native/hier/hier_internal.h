@@ -12,13 +12,13 @@ typedef struct {
     int root, cost[6], lf;
     long long bytes;
 } ct_logp_key;
-/* A rank's place in the greedy LogP broadcast tree of one key (logp_tree.c). */
-typedef struct ct_logp_tree {
-    ct_logp_key key;               /* root -1: not built */
+/* A rank's place in the greedy LogP broadcast tree of one call (logp_tree.c). */
+typedef struct {
+    int parent, nchild, *child;    /* comm ranks; children in send order; parent -1: root */
     int lf;                        /* local sends before other nodes, as chosen */
     long long model_ns;            /* the model's completion time */
-    int parent, nchild, *child;    /* comm ranks; children in send order; parent -1: root */
-} ct_logp_tree;
+} ct_logp_place;
+struct ct_logp_cache;
 
 enum { CT_LOGP_CACHED = 4 };
 
@@ -34,8 +34,7 @@ typedef struct {
     MPI_Win win;            /* shared-memory segment of the node (smod = SHM) */
     char *shm;
     MPI_Aint shm_bytes;
-    ct_logp_tree *logp[CT_LOGP_CACHED];  /* the last greedy LogP trees built, and the slot */
-    int logp_next;                       /* the next one replaces (bcast/ reduce/logp_tree) */
+    struct ct_logp_cache *logp;  /* greedy LogP trees built (bcast/ reduce/logp_tree) */
 } ct_hier;
 
 ct_hier *ct_hier_get(MPI_Comm comm);                     /* collective on first use */
@@ -55,13 +54,15 @@ void ct_lane_split_free(ct_lane_split *s);
 int ct_multileader_segments(const ct_hier *h, int count, MPI_Aint ext, int fs);
 int ct_multileader_pipeline(const ct_args *a, ct_hier *h, MPI_Comm lane, const ct_algorithm *lane_alg,
                             int nseg);
-/* The greedy LogP tree of `key` (its bytes rounded up to a power of two), built on first
- * use, the last CT_LOGP_CACHED kept; NULL when out of memory. Local: no message. */
-const ct_logp_tree *ct_logp_tree_get(ct_hier *h, MPI_Comm comm, const ct_logp_key *key);
+/* This rank's place in the greedy LogP tree of `key` (its bytes rounded up to a power of
+ * two), the tree built on first use (one for every root where the nodes are even), the last
+ * CT_LOGP_CACHED kept; valid until the next call on h; NULL when out of memory. Local: no
+ * message. */
+const ct_logp_place *ct_logp_place_get(ct_hier *h, MPI_Comm comm, const ct_logp_key *key);
+void ct_logp_free(struct ct_logp_cache *c);
 /* the key of a call of bcast/ or reduce/logp_tree with parameters p (CT_LOGP_TREE_PARAMS)
  * and combining rate rbw (MB/s; 0: bcast) */
 ct_logp_key ct_logp_key_of(const ct_args *a, const int *p, int rbw);
-void ct_logp_tree_free(ct_logp_tree *t);
 /* the parameters of bcast/ and reduce/logp_tree: the model's costs, then lf */
 #define CT_LOGP_TREE_PARAMS \
     {.name = "gap", .unit = "ns", .help = "model: time a sender spends per message (LogP o, g)", \

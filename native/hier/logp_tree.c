@@ -19,9 +19,12 @@
  * nodes at once looked fastest, and at 2 KiB on SMPI's fat-tree took 14.8 us where the
  * tree the bandwidths choose takes 6.9 (768 ranks; 4-nomial 8.7).
  *
- * Every rank simulates the same schedule from the same inputs (node map, root, costs,
- * message size; integer nanoseconds, so no rounding differs) and keeps its own parent
- * and children, in the order it sends to them. k-nomial trees with a fixed radix ignore
+ * Every rank simulates the same schedule from the same inputs (node map, costs, message
+ * size; integer nanoseconds, so no rounding differs). Where every node has as many ranks,
+ * the tree is built once for any root, in virtual ranks (node and local rank counted from
+ * the root's): a program that broadcasts from every rank in turn does not simulate per
+ * call; nodes of different sizes have a tree per root. The last CT_LOGP_CACHED trees are
+ * kept per communicator. k-nomial trees with a fixed radix ignore
  * the two costs (SMPI's fat-tree, 768 ranks, 8 B: 4-nomial 7.21 us, this tree 5.47). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,8 +60,9 @@ static ev heap_pop(ev *h, int *n)
 typedef struct {
     int size, nnodes;
     const int *node_of;
-    int *first, *members;        /* node n's ranks: members[first[n] .. first[n+1]), comm order */
+    const int *first, *members;  /* node n's ranks: members[first[n] .. first[n+1]), in order */
     int *lnext, *sent, *from;    /* per node: cursor; per rank: messages sent, parent (-2: none yet) */
+    int *sender, *receiver;      /* the sends in the order they are made (when recorded) */
     int64_t *port, *mem;         /* per node: when its network port / memory is free */
     ev *heap;
 } sim;
@@ -73,12 +77,11 @@ static int take_local(sim *s, int n)
     return -1;
 }
 
-/* Simulates the schedule for one lf; returns the completion time (ns). When me >= 0,
- * records me's children in send order (child, *nchild) and returns its parent in *parent. */
-static int64_t simulate(sim *s, int root, const ct_logp_key *k, int lf, int me, int *parent,
-                        int *child, int *nchild)
+/* Simulates the schedule for one lf; returns the completion time (ns); with record, the
+ * sends in s->sender / s->receiver (size - 1 of them) and the parents in s->from. */
+static int64_t simulate(sim *s, int root, const ct_logp_key *k, int lf, int record)
 {
-    int n = 0, seq = 0, next_node = 1;
+    int n = 0, seq = 0, next_node = 1, nsent = 0;
     /* a reduce's parent also combines each child's message: a longer gap (Karp et al.'s
      * summation counts the addition as the sender's gap does a message) */
     int64_t done = 0, c_inter = k->cost[1], c_intra = k->cost[2],
@@ -88,7 +91,6 @@ static int64_t simulate(sim *s, int root, const ct_logp_key *k, int lf, int me, 
     for (int v = 0; v < s->nnodes; v++) s->lnext[v] = s->first[v], s->port[v] = s->mem[v] = 0;
     for (int r = 0; r < s->size; r++) s->sent[r] = 0, s->from[r] = -2;
     s->from[root] = -1;
-    if (nchild) *nchild = 0;
     int rnode = s->node_of[root];
     heap_push(s->heap, &n, (ev){0, seq++, root});
     while (n > 0) {
@@ -103,7 +105,7 @@ static int64_t simulate(sim *s, int root, const ct_logp_key *k, int lf, int me, 
         if (to < 0) continue;                        /* nothing left for r to do */
         s->sent[r]++;
         s->from[to] = r;
-        if (r == me) child[(*nchild)++] = to;
+        if (record) s->sender[nsent] = r, s->receiver[nsent] = to, nsent++;
         int64_t *busy = across ? &s->port[home] : &s->mem[home], x = across ? x_inter : x_intra;
         int64_t start = e.t > *busy ? e.t : *busy, ready = start + (across ? c_inter : c_intra) + x;
         *busy = start + x;
@@ -111,8 +113,58 @@ static int64_t simulate(sim *s, int root, const ct_logp_key *k, int lf, int me, 
         heap_push(s->heap, &n, (ev){ready, seq++, to});
         heap_push(s->heap, &n, (ev){e.t + gap, seq++, r});
     }
-    if (parent) *parent = s->from[me];
     return done;
+}
+
+/* One tree: every rank's parent and children (in send order), in virtual ranks (key.root
+ * -1: the root is 0, node and local rank counted from the root's) or comm ranks. */
+typedef struct {
+    ct_logp_key key;             /* bytes: the size class; root -1: virtual */
+    int built, lf;               /* lf: as chosen */
+    long long model_ns;          /* the model's completion time */
+    int *parent, *cfirst, *clist;   /* children of v: clist[cfirst[v] .. cfirst[v + 1]) */
+} tree;
+
+struct ct_logp_cache {
+    int size, uniform, ppn;
+    int *first, *members, *vnode_of, *vfirst;   /* the comm's nodes; the virtual ones */
+    tree trees[CT_LOGP_CACHED];
+    int next;                                   /* the slot the next new tree takes */
+    ct_logp_place place;                        /* the answer of the last call */
+};
+
+static struct ct_logp_cache *cache_of(ct_hier *h, MPI_Comm comm)
+{
+    if (h->logp) return h->logp;
+    struct ct_logp_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    MPI_Comm_size(comm, &c->size);
+    int size = c->size, nn = h->nnodes;
+    c->uniform = !h->uneven;
+    c->ppn = h->node_size[0];
+    c->first = calloc((size_t)nn + 1, sizeof(int));
+    c->members = malloc(sizeof(int) * (size_t)size);
+    c->vnode_of = malloc(sizeof(int) * (size_t)size);
+    c->vfirst = malloc(sizeof(int) * ((size_t)nn + 1));
+    c->place.child = malloc(sizeof(int) * (size_t)size);
+    if (!c->first || !c->members || !c->vnode_of || !c->vfirst || !c->place.child) {
+        ct_logp_free(c);
+        return NULL;
+    }
+    for (int r = 0; r < size; r++) c->first[h->node_of[r] + 1]++;
+    for (int v = 0; v < nn; v++) c->first[v + 1] += c->first[v];
+    /* comm order inside a node is local rank order (the node split is keyed by rank) */
+    for (int r = 0; r < size; r++) c->members[c->first[h->node_of[r]] + h->lrank_of[r]] = r;
+    for (int v = 0; v <= nn; v++) c->vfirst[v] = v * c->ppn;
+    for (int r = 0; r < size; r++) c->vnode_of[r] = c->uniform ? r / c->ppn : 0;
+    h->logp = c;
+    return c;
+}
+
+static int same_key(const ct_logp_key *a, const ct_logp_key *b)
+{
+    return a->root == b->root && a->lf == b->lf && a->bytes == b->bytes &&
+           !memcmp(a->cost, b->cost, sizeof a->cost);
 }
 
 /* the model's message size for `bytes`: the next power of two (at least 8), so that a
@@ -124,71 +176,102 @@ static long long size_class(long long bytes)
     return b;
 }
 
-static int same_key(const ct_logp_key *a, const ct_logp_key *b)
+/* builds t for k (lf -1: the model's fastest); MPI_ERR_NO_MEM leaves t unbuilt */
+static int build(struct ct_logp_cache *c, const ct_hier *h, tree *t, const ct_logp_key *k)
 {
-    return a->root == b->root && a->lf == b->lf && a->bytes == b->bytes &&
-           !memcmp(a->cost, b->cost, sizeof a->cost);
-}
-
-const ct_logp_tree *ct_logp_tree_get(ct_hier *h, MPI_Comm comm, const ct_logp_key *key)
-{
-    ct_logp_key k = *key;
-    k.bytes = size_class(k.bytes);
-    for (int i = 0; i < CT_LOGP_CACHED; i++)
-        if (h->logp[i] && same_key(&h->logp[i]->key, &k)) return h->logp[i];
-    int size, me, slot = h->logp_next;
-    MPI_Comm_size(comm, &size);
-    MPI_Comm_rank(comm, &me);
-    ct_logp_tree *t = h->logp[slot];
-    if (!t) {
-        t = calloc(1, sizeof *t);
-        if (!t || !(t->child = malloc(sizeof(int) * (size_t)size))) {
-            free(t);
-            return NULL;
-        }
-        h->logp[slot] = t;
+    int size = c->size, virt = k->root < 0, rc = MPI_SUCCESS;
+    sim s = {.size = size, .nnodes = h->nnodes, .node_of = virt ? c->vnode_of : h->node_of,
+             .first = virt ? c->vfirst : c->first, .members = NULL};
+    int *ident = NULL;
+    if (virt) {       /* virtual rank v is node v / ppn, local rank v % ppn */
+        ident = malloc(sizeof(int) * (size_t)size);
+        if (ident) for (int v = 0; v < size; v++) ident[v] = v;
+        s.members = ident;
+    } else {
+        s.members = c->members;
     }
-    t->key.root = -1;             /* not valid until built */
-    int root = k.root, lf = k.lf;
-    sim s = {.size = size, .nnodes = h->nnodes, .node_of = h->node_of};
-    s.first = calloc((size_t)h->nnodes + 1, sizeof(int));
     s.lnext = malloc(sizeof(int) * (size_t)h->nnodes);
-    s.members = malloc(sizeof(int) * (size_t)size);
     s.sent = malloc(sizeof(int) * (size_t)size);
     s.from = malloc(sizeof(int) * (size_t)size);
+    s.sender = malloc(2 * sizeof(int) * (size_t)size);
+    s.receiver = s.sender ? s.sender + size : NULL;
     s.heap = malloc(sizeof(ev) * 2 * (size_t)size);
     s.port = malloc(2 * sizeof(int64_t) * (size_t)h->nnodes);
     s.mem = s.port ? s.port + h->nnodes : NULL;
-    if (!s.first || !s.lnext || !s.members || !s.sent || !s.from || !s.heap || !s.port) {
-        t = NULL;
+    free(t->parent); free(t->cfirst); free(t->clist);
+    t->built = 0;
+    t->parent = malloc(sizeof(int) * (size_t)size);
+    t->cfirst = calloc((size_t)size + 1, sizeof(int));
+    t->clist = malloc(sizeof(int) * (size_t)size);
+    if (!s.members || !s.lnext || !s.sent || !s.from || !s.sender || !s.heap || !s.port ||
+        !t->parent || !t->cfirst || !t->clist) {
+        rc = MPI_ERR_NO_MEM;
         goto out;
     }
-    for (int r = 0; r < size; r++) s.first[h->node_of[r] + 1]++;
-    for (int v = 0; v < h->nnodes; v++) s.first[v + 1] += s.first[v];
-    for (int v = 0; v < h->nnodes; v++) s.lnext[v] = s.first[v];
-    for (int r = 0; r < size; r++) s.members[s.lnext[h->node_of[r]]++] = r;
-    int best = lf;
-    if (lf < 0) {          /* the model's choice; a larger lf only on a strict gain */
+    int root = virt ? 0 : k->root, best = k->lf;
+    if (best < 0) {         /* the model's choice; a larger lf only on a strict gain */
         int64_t tbest = INT64_MAX;
         for (int l = 0; l < h->maxppn; l++) {
-            int64_t tl = simulate(&s, root, &k, l, -1, NULL, NULL, NULL);
+            int64_t tl = simulate(&s, root, k, l, 0);
             if (tl < tbest) tbest = tl, best = l;
         }
     }
+    t->model_ns = simulate(&s, root, k, best, 1);
     t->lf = best;
-    t->model_ns = simulate(&s, root, &k, best, me, &t->parent, t->child, &t->nchild);
-    t->key = k;
-    h->logp_next = (slot + 1) % CT_LOGP_CACHED;
+    /* children per sender, in send order (a stable counting sort of the sends) */
+    for (int i = 0; i < size - 1; i++) t->cfirst[s.sender[i] + 1]++;
+    for (int v = 0; v < size; v++) t->cfirst[v + 1] += t->cfirst[v];
+    int *fill = s.sent;                                        /* per sender: next slot */
+    for (int v = 0; v < size; v++) fill[v] = t->cfirst[v];
+    for (int i = 0; i < size - 1; i++) t->clist[fill[s.sender[i]]++] = s.receiver[i];
+    memcpy(t->parent, s.from, sizeof(int) * (size_t)size);
+    t->key = *k;
+    t->built = 1;
 out:
-    free(s.first); free(s.lnext); free(s.members); free(s.sent); free(s.from); free(s.heap);
+    free(ident); free(s.lnext); free(s.sent); free(s.from); free(s.sender); free(s.heap);
     free(s.port);
-    return t;
+    return rc;
 }
 
-void ct_logp_tree_free(ct_logp_tree *t)
+const ct_logp_place *ct_logp_place_get(ct_hier *h, MPI_Comm comm, const ct_logp_key *key)
 {
-    if (t) free(t->child);
-    free(t);
+    struct ct_logp_cache *c = cache_of(h, comm);
+    if (!c) return NULL;
+    ct_logp_key k = *key;
+    int root = k.root, me;
+    k.bytes = size_class(k.bytes);
+    if (c->uniform) k.root = -1;
+    MPI_Comm_rank(comm, &me);
+    tree *t = NULL;
+    for (int i = 0; i < CT_LOGP_CACHED && !t; i++)
+        if (c->trees[i].built && same_key(&c->trees[i].key, &k)) t = &c->trees[i];
+    ct_logp_place *p = &c->place;
+    if (!t) {
+        t = &c->trees[c->next];
+        if (build(c, h, t, &k) != MPI_SUCCESS) return NULL;
+        c->next = (c->next + 1) % CT_LOGP_CACHED;
+    }
+    /* comm rank <-> the tree's rank: the identity, or nodes and local ranks rotated so
+     * that the root is virtual rank 0 */
+    int nn = h->nnodes, ppn = c->ppn, rn = h->node_of[root], rl = h->lrank_of[root];
+    int v = !c->uniform ? me
+                        : ((h->node_of[me] - rn + nn) % nn) * ppn + (h->lrank_of[me] - rl + ppn) % ppn;
+#define COMM_RANK(u) (!c->uniform ? (u) : c->members[c->first[((u) / ppn + rn) % nn] + ((u) % ppn + rl) % ppn])
+    p->lf = t->lf, p->model_ns = t->model_ns;
+    p->parent = t->parent[v] < 0 ? -1 : COMM_RANK(t->parent[v]);
+    p->nchild = t->cfirst[v + 1] - t->cfirst[v];
+    for (int i = 0; i < p->nchild; i++) p->child[i] = COMM_RANK(t->clist[t->cfirst[v] + i]);
+#undef COMM_RANK
+    return p;
+}
+
+void ct_logp_free(struct ct_logp_cache *c)
+{
+    if (!c) return;
+    for (int i = 0; i < CT_LOGP_CACHED; i++)
+        free(c->trees[i].parent), free(c->trees[i].cfirst), free(c->trees[i].clist);
+    free(c->first); free(c->members); free(c->vnode_of); free(c->vfirst); free(c->place.child);
+    free(c);
 }
 
 ct_logp_key ct_logp_key_of(const ct_args *a, const int *p, int rbw)

@@ -27,7 +27,7 @@ static int free_hier(MPI_Comm comm, int key, void *val, void *extra)
     if (h->win != MPI_WIN_NULL) MPI_Win_free(&h->win);
     if (h->lane != MPI_COMM_NULL) MPI_Comm_free(&h->lane);
     MPI_Comm_free(&h->node);
-    for (int i = 0; i < CT_LOGP_CACHED; i++) ct_logp_tree_free(h->logp[i]);
+    ct_logp_free(h->logp);
     free(h->node_of); free(h->lrank_of); free(h->node_size); free(h->up); free(h->up_built);
     free(h);
     return MPI_SUCCESS;

@@ -13,7 +13,7 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
     MPI_Comm_size(a->comm, &size);
     if (a->count == 0 || size == 1) return MPI_SUCCESS;
     ct_logp_key key = ct_logp_key_of(a, p, 0);
-    const ct_logp_tree *t = ct_logp_tree_get(ct_hier_get(a->comm), a->comm, &key);
+    const ct_logp_place *t = ct_logp_place_get(ct_hier_get(a->comm), a->comm, &key);
     if (!t) return MPI_ERR_NO_MEM;
     ct_sched_round(s);
     if (t->parent >= 0) {

@@ -22,7 +22,7 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
     if (a->sendbuf != MPI_IN_PLACE) ct_sched_copy(s, acc, a->sendbuf, bytes);
     if (a->count == 0 || size == 1) return MPI_SUCCESS;
     ct_logp_key key = ct_logp_key_of(a, p, p[6]);
-    const ct_logp_tree *t = ct_logp_tree_get(ct_hier_get(a->comm), a->comm, &key);
+    const ct_logp_place *t = ct_logp_place_get(ct_hier_get(a->comm), a->comm, &key);
     if (!t) return MPI_ERR_NO_MEM;
     /* every receive posted at once: on SMPI (and under a rendezvous) a message moves only
      * once its receive is posted, so one at a time would pay the latency per child */
@@ -51,7 +51,7 @@ static int run(const ct_args *a, const int *p)
         return MPI_SUCCESS;
     }
     ct_logp_key key = ct_logp_key_of(a, p, p[6]);
-    const ct_logp_tree *t = ct_logp_tree_get(ct_hier_get(a->comm), a->comm, &key);
+    const ct_logp_place *t = ct_logp_place_get(ct_hier_get(a->comm), a->comm, &key);
     ct_sched *wire;
     if (!t || ct_sched_create(a->comm, &wire) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
     MPI_Comm comm;
