@@ -438,3 +438,15 @@ def test_han_every_pair_of_modules_smpi(smpi, han_catalogue, coll):
             out = smpi(16, "colltune-algotest", ["-a", f"{coll}/han", "-s", "0", "-r", "few", "-m", "blocking",
                                                  "-d", "-b", f"imod={imod},smod={smod}", "-c", "1,7,1031"])
             assert re.search(r"\b[1-9]\d* passed, 0 failed", out), (imod, smod, out[-2000:])
+
+
+@pytest.mark.parametrize("vnode", [0, 3])
+@pytest.mark.parametrize("nbytes", [1048576, 3000000])
+def test_logp_tree_reduce_large_message(smpi, nbytes, vnode):
+    """reduce/logp_tree past its receive window (4 MiB of children's results at once: 4
+    children at 1 MiB, one at a time at 3 MB, a slot taking the next child as it frees), 32
+    ranks, root 5, checked; logp_tree really ran. The matrix's counts all fit the window."""
+    out = smpi(32, "colltune-taskbench", ["--coll", "reduce", "--bytes", str(nbytes), "--whole",
+                                          "flat:logp_tree", "--check", "--reps", "1", "--root", "5"], vnode)
+    recs = [json.loads(line) for line in out.splitlines()]
+    assert len(recs) == 1 and recs[0]["check"] == "ok" and recs[0]["ran"] == "logp_tree", (out, recs)
