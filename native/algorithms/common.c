@@ -71,6 +71,12 @@ const char *ct_need_commutative(const ct_args *a)
     return ct_is_commutative(a->op) ? NULL : "operation is not commutative";
 }
 
+const char *ct_need_dense_commutative(const ct_args *a)
+{
+    const char *r = ct_need_dense(a);
+    return r ? r : ct_need_commutative(a);
+}
+
 const char *ct_need_pof2(const ct_args *a)
 {
     int n;

@@ -19,6 +19,7 @@ int ct_pof2_floor(int n);
 /* Common supports() checks; each returns NULL or the reason to decline. */
 const char *ct_need_dense(const ct_args *a);       /* contiguous, no holes, lb 0 */
 const char *ct_need_commutative(const ct_args *a);
+const char *ct_need_dense_commutative(const ct_args *a);   /* both: the reductions' usual check */
 const char *ct_need_pof2(const ct_args *a);
 const char *ct_need_bytes_fit(const ct_args *a, int times);  /* count*ext*times <= INT_MAX */
 const char *ct_need_comm_elems_fit(const ct_args *a);        /* count*size <= INT_MAX */

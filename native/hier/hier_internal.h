@@ -15,8 +15,6 @@ typedef struct {
 /* A rank's place in the greedy LogP broadcast tree of one call (logp_tree.c). */
 typedef struct {
     int parent, nchild, *child;    /* comm ranks; children in send order; parent -1: root */
-    int lf;                        /* local sends before other nodes, as chosen */
-    long long model_ns;            /* the model's completion time */
 } ct_logp_place;
 struct ct_logp_cache;
 

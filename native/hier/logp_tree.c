@@ -120,8 +120,7 @@ static int64_t simulate(sim *s, int root, const ct_logp_key *k, int lf, int reco
  * -1: the root is 0, node and local rank counted from the root's) or comm ranks. */
 typedef struct {
     ct_logp_key key;             /* bytes: the size class; root -1: virtual */
-    int built, lf;               /* lf: as chosen */
-    long long model_ns;          /* the model's completion time */
+    int built;
     int *parent, *cfirst, *clist;   /* children of v: clist[cfirst[v] .. cfirst[v + 1]) */
 } tree;
 
@@ -216,8 +215,7 @@ static int build(struct ct_logp_cache *c, const ct_hier *h, tree *t, const ct_lo
             if (tl < tbest) tbest = tl, best = l;
         }
     }
-    t->model_ns = simulate(&s, root, k, best, 1);
-    t->lf = best;
+    simulate(&s, root, k, best, 1);
     /* children per sender, in send order (a stable counting sort of the sends) */
     for (int i = 0; i < size - 1; i++) t->cfirst[s.sender[i] + 1]++;
     for (int v = 0; v < size; v++) t->cfirst[v + 1] += t->cfirst[v];
@@ -257,7 +255,6 @@ const ct_logp_place *ct_logp_place_get(ct_hier *h, MPI_Comm comm, const ct_logp_
     int v = !c->uniform ? me
                         : ((h->node_of[me] - rn + nn) % nn) * ppn + (h->lrank_of[me] - rl + ppn) % ppn;
 #define COMM_RANK(u) (!c->uniform ? (u) : c->members[c->first[((u) / ppn + rn) % nn] + ((u) % ppn + rl) % ppn])
-    p->lf = t->lf, p->model_ns = t->model_ns;
     p->parent = t->parent[v] < 0 ? -1 : COMM_RANK(t->parent[v]);
     p->nchild = t->cfirst[v + 1] - t->cfirst[v];
     for (int i = 0; i < p->nchild; i++) p->child[i] = COMM_RANK(t->clist[t->cfirst[v] + i]);

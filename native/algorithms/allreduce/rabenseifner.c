@@ -18,12 +18,6 @@
  * range a rank keeps after step k; the allgather walks it back. */
 #include "../internal.h"
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
@@ -58,5 +52,5 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
 const ct_algorithm ct_allreduce_rabenseifner = {
     .id = 3, .name = "rabenseifner", .coll = CT_ALLREDUCE,
     .description = "recursive-halving reduce-scatter + recursive-doubling allgather (commutative ops)",
-    .nparams = 0, .supports = supports, .schedule = schedule,
+    .nparams = 0, .supports = ct_need_dense_commutative, .schedule = schedule,
 };

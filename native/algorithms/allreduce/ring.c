@@ -3,12 +3,6 @@
  * rank reduces segment k while k+1 is still arriving. Commutative ops only. */
 #include "../internal.h"
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 /* Reduce-scatter: in round j of a step, send segment j of the outgoing
  * block, receive segment j of the incoming one and fold segment j-1 while
  * they move (the last fold of a step runs in the first round of the next
@@ -69,5 +63,5 @@ const ct_algorithm ct_allreduce_ring = {
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
     },
     .tune = {"segsize=8192"},
-    .supports = supports, .schedule = schedule,
+    .supports = ct_need_dense_commutative, .schedule = schedule,
 };

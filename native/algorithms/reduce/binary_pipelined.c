@@ -3,12 +3,6 @@
  * tree, not rank order: commutative ops only. */
 #include "../internal.h"
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     ct_tree_reduce(s, a, CT_TREE_KARY, 2, p[0]);
@@ -23,5 +17,5 @@ const ct_algorithm ct_reduce_binary_pipelined = {
         {.name = "segsize", .unit = "bytes", .help = "segment size, 0 = whole message",
          .def = 8192, .min = 0, .max = 1 << 30, .nprobe = 2, .probe = {0, 1000}},
     },
-    .supports = supports, .schedule = schedule,
+    .supports = ct_need_dense_commutative, .schedule = schedule,
 };

@@ -11,12 +11,6 @@
  * to new rank 0 cost one more hop of the whole vector to the root. */
 #include "../internal.h"
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     (void)p;
@@ -60,5 +54,5 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
 const ct_algorithm ct_reduce_rabenseifner = {
     .id = 4, .name = "rabenseifner", .coll = CT_REDUCE,
     .description = "recursive-halving reduce-scatter + binomial gather (commutative ops)",
-    .nparams = 0, .supports = supports, .schedule = schedule,
+    .nparams = 0, .supports = ct_need_dense_commutative, .schedule = schedule,
 };

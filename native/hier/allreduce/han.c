@@ -5,12 +5,6 @@
  * ops only (the trees reduce in arrival order). See docs/hier.md. */
 #include "../hier_internal.h"
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 static int run(const ct_args *a, const int *p)
 {
     ct_han_params hp = ct_han_params_from(CT_ALLREDUCE, p);
@@ -49,5 +43,5 @@ const ct_algorithm ct_allreduce_han = {
     },
     .tune = {"imod=2", "imod=2,fs=262144,ss=0,sralg=5,iadepth=2",
              "imod=2,iaalg=3,fs=262144,ss=0,sralg=5,iadepth=2"},
-    .supports = supports, .run = run,
+    .supports = ct_need_dense_commutative, .run = run,
 };

@@ -12,12 +12,6 @@
  * segments that are in the three steps at once (multileader_pipeline.c). */
 #include "../hier_internal.h"
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 static int run(const ct_args *a, const int *p)
 {
     ct_hier *h = ct_hier_get(a->comm);
@@ -56,5 +50,5 @@ const ct_algorithm ct_allreduce_multileader = {
          .def = 0, .min = 0, .max = 1 << 30, .nprobe = 1, .probe = {64}},
     },
     .tune = {"iaalg=2", "iaalg=1", "iaalg=3,fs=262144", "iaalg=3,fs=1048576", "iaalg=2,fs=1048576"},
-    .supports = supports, .run = run,
+    .supports = ct_need_dense_commutative, .run = run,
 };

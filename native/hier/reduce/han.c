@@ -8,12 +8,6 @@
  * order). See native/hier/han.c and docs/hier.md. */
 #include "../hier_internal.h"
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 static int run(const ct_args *a, const int *p)
 {
     ct_han_params hp = ct_han_params_from(CT_REDUCE, p);
@@ -40,5 +34,5 @@ const ct_algorithm ct_reduce_han = {
         {.name = "ss", .unit = "bytes", .help = "inner segment of one intra-node tree op, 0 = whole",
          .def = 65536, .min = 0, .max = 1 << 30, .nprobe = 0},
     },
-    .supports = supports, .run = run,
+    .supports = ct_need_dense_commutative, .run = run,
 };

@@ -17,12 +17,6 @@ static int window(int nchild, MPI_Aint bytes)
     return w < 1 ? 1 : w < nchild ? (int)w : nchild;
 }
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 static int schedule(const ct_args *a, const int *p, ct_sched *s)
 {
     int size, rank;
@@ -116,5 +110,5 @@ const ct_algorithm ct_reduce_logp_tree = {
                {.name = "rbw", .unit = "MB/s", .help = "model: rate of a local reduction (bytes of one operand)",
                 .def = 4000, .min = 1, .max = 100000000, .nprobe = 0}},
     .tune = {"inter=800", "inter=2500"},
-    .supports = supports, .run = run, .schedule = schedule,
+    .supports = ct_need_dense_commutative, .run = run, .schedule = schedule,
 };

@@ -10,12 +10,6 @@
  * run the flat Rabenseifner. */
 #include "../hier_internal.h"
 
-static const char *supports(const ct_args *a)
-{
-    const char *r = ct_need_dense(a);
-    return r ? r : ct_need_commutative(a);
-}
-
 static int run(const ct_args *a, const int *p)
 {
     ct_hier *h = ct_hier_get(a->comm);
@@ -51,5 +45,5 @@ const ct_algorithm ct_reduce_multileader = {
          .def = 4, .min = 1, .max = 4, .nprobe = 1, .probe = {2}},
     },
     .tune = {"iralg=2"},
-    .supports = supports, .run = run,
+    .supports = ct_need_dense_commutative, .run = run,
 };
