@@ -102,6 +102,84 @@ def test_crash_loses_only_its_point(sim_backend, tmp_path):
     assert len(res.runs) == 2 and list(res.runs["status"]) == ["crashed", "ok"]
 
 
+def _smpimain_in(workdir: str) -> list[int]:
+    """The simulation processes (smpimain) running in a launch's directory."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if (os.readlink(f"/proc/{pid}/cwd") == workdir
+                    and open(f"/proc/{pid}/comm").read().startswith("smpimain")):
+                pids.append(int(pid))
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_launch_killed_beside_others_is_relaunched_alone(sim_backend, tmp_path, monkeypatch):
+    """The kernel's OOM killer SIGKILLs the largest process, which may be the victim of
+    the others' memory (two 64 MiB allreduces on 192 ranks at once were). A launch
+    SIGKILLed while another ran is measured again from the point it was at, with no
+    launch beside it; one SIGKILLed while alone has its point recorded as crashed.
+    The kills are real: the test SIGKILLs smpimain while colltune-bench hangs."""
+    import threading
+    settings = _settings(timeout=120.0, jobs=2)
+    sim_backend.settings = settings
+    prov = sim_backend.provider()
+    a = BenchSpec("bcast", prov.lookup("bcast", "binomial_tree"), 2, 1, (8, 1000, 2000))
+    b = BenchSpec("bcast", prov.lookup("bcast", "flattree"), 2, 1, (8, 16))
+    both_hung = threading.Barrier(2, timeout=60)
+    spans, kills = [], []
+    real_run = sim_backend.run
+
+    def run(launch, workdir):
+        sizes = launch.bench_args[launch.bench_args.index("--sizes") + 1].split(",")
+        hang = ("1000" if "1000" in sizes and sum(k[0] == "a" for k in kills) < 2 else     # a's
+                "8" if sizes == ["8", "16"] and not any(k[0] == "b" for k in kills)         # b's
+                else None)
+        if hang:
+            launch.bench_args = [*launch.bench_args, "--hang-at-size", hang]
+            who = "a" if hang == "1000" else "b"
+            first_round = not kills
+
+            def kill():     # once this launch's own smpimain runs and its bench hangs
+                log, pids = os.path.join(workdir, "launch.log"), []
+                for _ in range(600):
+                    pids = _smpimain_in(os.path.realpath(workdir))
+                    if pids and "blocks forever" in open(log, errors="replace").read():
+                        break
+                    time.sleep(0.1)
+                if first_round:
+                    both_hung.wait()
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                    kills.append((who, time.monotonic()))
+            threading.Thread(target=kill, daemon=True).start()
+        t0 = time.monotonic()
+        result = real_run(launch, workdir)
+        spans.append((sizes, t0, time.monotonic(), result.exit_code))
+        return result
+    monkeypatch.setattr(sim_backend, "run", run)
+    with Store(str(tmp_path / "s.sqlite")) as store:
+        summary = Campaign("k", sim_backend, store, settings, show_progress=False).run([a, b])
+        res = Results.from_store(store, "k")
+    st = {(r.algorithm, r.msg_size): r.status for r in res.points.itertuples()}
+    assert st == {("binomial_tree", 8): "ok", ("binomial_tree", 1000): "crashed",
+                  ("binomial_tree", 2000): "ok", ("flattree", 8): "ok", ("flattree", 16): "ok"}, (st, spans)
+    assert summary.relaunched_alone == 2, spans     # both were killed beside the other
+    assert sorted(k[0] for k in kills) == ["a", "a", "b"], kills
+    crashed = res.points.set_index(["algorithm", "msg_size"]).loc[("binomial_tree", 1000)]
+    assert "SIGKILL" in crashed["check_error"], crashed["check_error"]
+    # the relaunches after the first-round kills ran with no launch beside them
+    first_end = max(end for sizes, t0, end, code in spans[:2])
+    for sizes, t0, end, code in spans[2:4]:
+        others = [(s, u0, u1) for s, u0, u1, _ in spans if (u0, u1) != (t0, end)]
+        assert all(u1 <= t0 or u0 >= end for _, u0, u1 in others), (sizes, spans)
+        assert t0 >= first_end
+    runs = res.runs.set_index("algorithm")
+    assert list(runs.loc[["binomial_tree"], "status"]) == ["crashed", "crashed", "ok"], res.runs
+    assert list(runs.loc[["flattree"], "status"]) == ["crashed", "ok"], res.runs
+
+
 def pd_isnull(v) -> bool:
     return v is None or v != v
 

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,8 @@ class CampaignSummary:
     past_deadline: int = 0                  # jobs not started: Campaign.deadline had passed
     past_deadline_colls: set = field(default_factory=set)    # their collectives
     measured: dict[str, int] = field(default_factory=dict)
+    # launches SIGKILLed (the kernel's OOM killer) beside others, relaunched alone
+    relaunched_alone: int = 0
     wall_s: float = 0.0
 
     def add(self, status: str) -> None:
@@ -78,6 +81,49 @@ class CampaignSummary:
 def _ident(point: dict[str, Any]) -> tuple:
     return (int(point["participants"]), int(point["msg_size"]),
             point.get("delay_us"), point.get("tcalc_us"))
+
+
+class LaunchGate:
+    """Launches run side by side (setting ``jobs``), except one that must run alone: a
+    launch the kernel killed (SIGKILL: the OOM killer picks the largest process, which
+    may be the victim of the others' memory) is relaunched with nothing beside it.
+    ``slot.overlapped`` says whether another launch ran during one's life."""
+
+    @dataclass
+    class Slot:
+        overlapped: bool = False
+
+    def __init__(self, stopping):
+        self._cv = threading.Condition()
+        self._active: list[LaunchGate.Slot] = []
+        self._alone_waiting = 0         # launches waiting to run alone go first
+        self._alone_running = False
+        self._stopping = stopping
+
+    def _must_wait(self, alone: bool) -> bool:
+        if self._stopping():
+            return False
+        return bool(self._active) if alone else bool(self._alone_waiting or self._alone_running)
+
+    @contextmanager
+    def enter(self, alone: bool = False):
+        slot = self.Slot()
+        with self._cv:
+            self._alone_waiting += alone
+            while self._must_wait(alone):
+                self._cv.wait(0.5)
+            self._alone_waiting -= alone
+            self._alone_running = alone
+            for other in self._active:
+                other.overlapped = slot.overlapped = True
+            self._active.append(slot)
+        try:
+            yield slot
+        finally:
+            with self._cv:
+                self._active.remove(slot)
+                self._alone_running = self._alone_running and not alone
+                self._cv.notify_all()
 
 
 class Campaign:
@@ -94,6 +140,7 @@ class Campaign:
         self.context = {k: v for k, v in self.provenance.items() if k not in settings_only}
         self._lock = threading.Lock()       # guards the summary and the store across workers
         self._stopping = False              # interrupted: launches that end are not stored
+        self._gate = LaunchGate(lambda: self._stopping)
         # store keys of points this campaign skipped as already measured (by any campaign):
         # Results.from_store(store, name, also_keys=...) gives the campaign's whole space
         self.reused_keys: set[str] = set()
@@ -203,6 +250,7 @@ class Campaign:
         relaunch what was not reached."""
         spec = job.spec
         stalled = 0      # consecutive launches that timed out before finishing any point
+        alone = False    # the next launch runs with no other beside it (LaunchGate)
         while not self._stopping:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 with self._lock:
@@ -211,10 +259,21 @@ class Campaign:
                 return
             launch = Launch(spec.nodes, spec.ppn, spec.bench_args(self.settings, job.check),
                             self.backend.provider().force(spec.algorithm), self.settings.timeout)
-            result, placed = self._launch(launch, workdir, spec)
+            with self._gate.enter(alone) as slot:
+                result, placed = self._launch(launch, workdir, spec)
             if self._stopping:
                 return
             points, unreached = self._classify(spec, job, result)
+            if slot.overlapped and _sigkilled(result) and not alone:
+                # killed beside other launches, perhaps for their memory: the point it was
+                # at is not recorded as crashed but measured again, alone
+                culprit = [_ident(p) for p in points if p["status"] == CRASHED]
+                points = [p for p in points if p["status"] != CRASHED]
+                unreached, alone = culprit + unreached, bool(culprit)
+                with self._lock:
+                    summary.relaunched_alone += alone
+            else:
+                alone = False
             stalled = stalled + 1 if result.timed_out and not result.records else 0
             if unreached and stalled >= MAX_STALLED_LAUNCHES:
                 # Too slow (or hung) at every point tried: do not pay a timeout per size.
@@ -316,6 +375,11 @@ class Campaign:
             "wall_s": result.wall_s, "command": " ".join(result.command),
         }
         self.store.add_run(run, [p for p in points if p.get("key")], job.replace)
+
+
+def _sigkilled(result: LaunchResult) -> bool:
+    """Killed by SIGKILL (not by its timeout): -9, or 137 from a launcher's shell."""
+    return not result.timed_out and result.exit_code in (-9, 128 + 9)
 
 
 def _missing(ident: tuple, status: str, why: str) -> dict:

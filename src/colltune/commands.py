@@ -309,6 +309,10 @@ def reuse_notes(summary) -> list[str]:
     for setting, n in sorted((getattr(summary, "other_settings", None) or {}).items()):
         out.append(f"{n} stored point(s) measured again: they were measured with another "
                    f"{setting} (the platform's sidecar or the environment changed since)")
+    alone = getattr(summary, "relaunched_alone", 0)
+    if alone:
+        out.append(f"{alone} launch(es) killed by SIGKILL beside other launches (the kernel's OOM "
+                   f"killer?) were measured again alone")
     late = getattr(summary, "past_deadline", 0)
     if late:
         out.append(f"{late} job(s) of launches not started: the tuning budget was spent "
