@@ -144,7 +144,9 @@ def check_state_dir(state, runs=1):
         assert doc["schema"] == "colltune-online-samples/1" and doc["fingerprint"] == st["fingerprint"]
         assert doc["job"]["budget"] == BUDGET
         for b in doc["blocks"]:
-            assert sum(a["n"] for a in b["arms"]) == b["sampled"] <= b["calls"]
+            # outliers (rare calls 5x their arm's median: real noise here) are not learnt
+            assert sum(a["n"] + a["outliers"] for a in b["arms"]) == b["sampled"] <= b["calls"]
+            assert b["outlier_s"] >= 0 and (b["outlier_s"] > 0) == any(a["outliers"] for a in b["arms"])
             # calls that built per-communicator state: their arms learnt them amortised
             assert 0 <= b["setup_calls"] <= b["sampled"] and b["setup_s"] >= 0
             assert all(a["mean"] > 0 and a["min"] <= a["mean"] for a in b["arms"] if a["n"])

@@ -79,13 +79,26 @@ typedef struct {
     long long sampled;               /* b.setups, b.setup_s: this run's */
     double prior[CT_ONLINE_MAX_ARMS];              /* the state's mean (0: none) */
     double clean_sum[CT_ONLINE_MAX_ARMS], clean_n[CT_ONLINE_MAX_ARMS];   /* calls without setup */
+    double cut[CT_ONLINE_MAX_ARMS];  /* a clean call above costs is an outlier (outlier_cuts) */
+    long long outliers[CT_ONLINE_MAX_ARMS];
+    double outlier_s;                /* what the block's outliers cost */
 } agg_t;
+
+/* Outliers: a call 5x its arm's median in this run (an OS hiccup, a page fault storm,
+ * a rank descheduled mid-call) would move the arm's mean by 5/n of the median and
+ * more; the state's choice follows the mean. A clean call (no setup) is left out of its
+ * arm's statistics when it costs more than OUTLIER_FACTOR x the median of the arm's
+ * clean calls of the block in this run, the arm has at least OUTLIER_MIN_N of them and
+ * at most OUTLIER_MAX_SHARE of them are that far: more often is the arm's own cost. */
+#define OUTLIER_FACTOR 5.0
+#define OUTLIER_MIN_N 8
+#define OUTLIER_MAX_SHARE 0.1
 
 /* One sampled call (or a cell's summary, idx < 0): its records r[first..end), its
  * cost (latest end - latest start over the samplers), whether some rank built
  * per-communicator state in it, the cost its arm learns from (amortise), and the
  * index of its block's statistics (aggregate). */
-typedef struct { int first, end, setup, agg; double cost, learn; } call_t;
+typedef struct { int first, end, setup, agg, outlier; double cost, learn; } call_t;
 
 static agg_t *agg_of(agg_t **aggs, int *n, const rec_t *r)
 {
@@ -150,11 +163,13 @@ static int write_samples(const char *path, const char *run_id, agg_t *aggs, int 
                 "\"bytes_hi\": ", i ? "," : "", ct_coll_name((ct_coll)b->coll), b->nodes, b->ppn, lo);
         if (hi >= 0) fprintf(f, "%lld", hi); else fprintf(f, "null");
         fprintf(f, ", \"calls\": %lld, \"sampled\": %lld, \"setup_calls\": %lld, \"setup_s\": %.9g, "
-                "\"arms\": [", b->calls, aggs[i].sampled, b->setups, b->setup_s);
+                "\"outlier_s\": %.9g, \"arms\": [", b->calls, aggs[i].sampled, b->setups, b->setup_s,
+                aggs[i].outlier_s);
         for (int j = 0; j < b->narms; j++) {
             const ct_online_arm *a = &b->arm[j];
             fprintf(f, "%s{\"arm\": \"%s\", \"p\": %.9g, \"n\": %.0f, \"mean\": %.9g, \"m2\": %.9g, "
-                    "\"min\": ", j ? ", " : "", a->id, a->p, a->n, a->mean, a->m2);
+                    "\"outliers\": %lld, \"min\": ", j ? ", " : "", a->id, a->p, a->n, a->mean, a->m2,
+                    aggs[i].outliers[j]);
             if (a->n > 0) fprintf(f, "%.9g}", a->min); else fprintf(f, "null}");
         }
         fprintf(f, "]}");
@@ -185,7 +200,7 @@ static call_t *calls_of(const rec_t *r, int nrec, int *ncalls)
         double t0 = -1e300, t1 = -1e300;
         for (; j < nrec && !by_call(&r[i], &r[j]); j++)
             t0 = fmax(t0, r[j].t0), t1 = fmax(t1, r[j].t1), setup |= r[j].arm & CT_ONLINE_SETUP;
-        c[k++] = (call_t){i, j, setup != 0, -1, t1 - t0, t1 - t0};
+        c[k++] = (call_t){i, j, setup != 0, -1, 0, t1 - t0, t1 - t0};
         i = j;
     }
     *ncalls = k;
@@ -224,8 +239,57 @@ static void amortise(const rec_t *r, call_t *c, int ncalls, agg_t *aggs)
     }
 }
 
+static int clean_arm(const rec_t *r, const call_t *c, const agg_t *aggs)
+{
+    const rec_t *x = &r[c->first];
+    int arm = x->arm & ~CT_ONLINE_SETUP;
+    return x->idx < 0 || c->setup || arm >= aggs[c->agg].b.narms ? -1 : arm;
+}
+
+typedef struct { int key; double cost; } keyed_t;     /* key: block x CT_ONLINE_MAX_ARMS + arm */
+
+static int by_key_cost(const void *a, const void *b)
+{
+    const keyed_t *x = a, *y = b;
+    return x->key != y->key ? (x->key > y->key) - (x->key < y->key) : (x->cost > y->cost) - (x->cost < y->cost);
+}
+
+/* each (block, arm)'s cut (OUTLIER_FACTOR x median of its clean calls; INFINITY where
+ * the rule does not apply), then the calls above it flagged and counted. One sort. */
+static void outlier_cuts(const rec_t *r, call_t *c, int ncalls, agg_t *aggs, int nagg)
+{
+    for (int g = 0; g < nagg; g++)
+        for (int arm = 0; arm < CT_ONLINE_MAX_ARMS; arm++) aggs[g].cut[arm] = INFINITY;
+    keyed_t *v = malloc(((size_t)ncalls + 1) * sizeof *v);
+    if (!v) return;                 /* without memory no call is an outlier: the plain mean */
+    int n = 0;
+    for (int i = 0; i < ncalls; i++) {
+        int arm = clean_arm(r, &c[i], aggs);
+        if (arm >= 0) v[n++] = (keyed_t){c[i].agg * CT_ONLINE_MAX_ARMS + arm, c[i].cost};
+    }
+    qsort(v, (size_t)n, sizeof *v, by_key_cost);
+    for (int lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo; hi < n && v[hi].key == v[lo].key; hi++) {}
+        int m = hi - lo, far = 0;
+        if (m < OUTLIER_MIN_N) continue;
+        const keyed_t *g = &v[lo];
+        double cut = OUTLIER_FACTOR * (m % 2 ? g[m / 2].cost : 0.5 * (g[m / 2 - 1].cost + g[m / 2].cost));
+        for (int i = 0; i < m; i++) far += g[i].cost > cut;
+        if (far <= OUTLIER_MAX_SHARE * m)
+            aggs[g->key / CT_ONLINE_MAX_ARMS].cut[g->key % CT_ONLINE_MAX_ARMS] = cut;
+    }
+    free(v);
+    for (int i = 0; i < ncalls; i++) {
+        int arm = clean_arm(r, &c[i], aggs);
+        agg_t *a = &aggs[c[i].agg];
+        if (arm >= 0 && c[i].cost > a->cut[arm])
+            c[i].outlier = 1, a->outliers[arm]++, a->outlier_s += c[i].cost;
+    }
+}
+
 /* per-call costs into the per-(block, arm) statistics: the clean calls first (they
- * price the setup calls), then every call at the cost its arm learns */
+ * price the setup calls), then every call at the cost its arm learns; outliers are
+ * counted, not learnt */
 static agg_t *aggregate(const rec_t *r, call_t *c, int ncalls, int *nagg)
 {
     agg_t *aggs = NULL;
@@ -235,17 +299,21 @@ static agg_t *aggregate(const rec_t *r, call_t *c, int ncalls, int *nagg)
         agg_t *a = agg_of(&aggs, nagg, x);
         if (!a) return aggs;
         c[i].agg = (int)(a - aggs);
-        int arm = x->arm & ~CT_ONLINE_SETUP;
         if (x->idx < 0) a->b.calls += x->bytes, a->sampled += (long long)x->t0;
         else if (c[i].setup) a->b.setups++;
-        else if (arm < a->b.narms) a->clean_sum[arm] += c[i].cost, a->clean_n[arm]++;
+    }
+    outlier_cuts(r, c, ncalls, aggs, *nagg);
+    for (int i = 0; i < ncalls; i++) {
+        int arm = clean_arm(r, &c[i], aggs);
+        if (arm >= 0 && !c[i].outlier)
+            aggs[c[i].agg].clean_sum[arm] += c[i].cost, aggs[c[i].agg].clean_n[arm]++;
     }
     amortise(r, c, ncalls, aggs);
     for (int i = 0; i < ncalls; i++) {
         const rec_t *x = &r[c[i].first];
         agg_t *a = &aggs[c[i].agg];
         int arm = x->arm & ~CT_ONLINE_SETUP;
-        if (x->idx < 0 || arm >= a->b.narms) continue;
+        if (x->idx < 0 || arm >= a->b.narms || c[i].outlier) continue;
         ct_online_arm *y = &a->b.arm[arm];
         ct_online_welford(&y->n, &y->mean, &y->m2, 1, c[i].learn, 0);
         y->min = fmin(y->min, c[i].learn);

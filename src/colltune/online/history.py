@@ -15,14 +15,14 @@ def block_key(b: dict) -> tuple:
 def block_time(b: dict) -> float:
     """Seconds the block's calls took in one run (rank-0 view, estimated). Calls that
     built per-communicator state: their arms learnt part of their cost, setup_s is
-    the rest."""
+    the rest; outliers (not learnt by their arms) cost outlier_s."""
     arms = b.get("arms", [])
     sampled = sum(a.get("n", 0) * a.get("mean", 0.0) for a in arms)
     n = sum(a.get("n", 0) for a in arms)
     measured = [a["mean"] for a in arms if a.get("n", 0) >= MIN_N]
-    rest = max(0, b.get("calls", 0) - n)
+    rest = max(0, b.get("calls", 0) - n - sum(a.get("outliers", 0) for a in arms))
     per_call = min(measured) if measured else (sampled / n if n else 0.0)
-    return sampled + b.get("setup_s", 0.0) + rest * per_call
+    return sampled + b.get("setup_s", 0.0) + b.get("outlier_s", 0.0) + rest * per_call
 
 
 def run_time(samples: Samples) -> float:

@@ -106,13 +106,13 @@ def _check_shape(path: str, data: dict) -> None:
             need(isinstance(b.get(k), int) and not isinstance(b.get(k), bool), f"{w}/{k}", "an integer")
         need(b.get("bytes_hi") is None or isinstance(b.get("bytes_hi"), int), f"{w}/bytes_hi",
              "an integer or null")
-        for k in ("calls", "setup_calls", "setup_s"):
+        for k in ("calls", "setup_calls", "setup_s", "outlier_s"):
             need(isinstance(b.get(k, 0), num), f"{w}/{k}", "a number")
         need(isinstance(b.get("arms"), list), f"{w}/arms", "a list")
         for j, a in enumerate(b["arms"]):
             need(isinstance(a, dict) and isinstance(a.get("arm"), str), f"{w}/arms/{j}",
                  "an object with an 'arm' name")
-            for k in ("p", "n", "mean", "m2"):
+            for k in ("p", "n", "mean", "m2", "outliers"):
                 need(isinstance(a.get(k, 0), num), f"{w}/arms/{j}/{k}", "a number")
     need(isinstance(data.get("records", []), list), "records", "a list")
 
