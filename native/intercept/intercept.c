@@ -708,6 +708,24 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
 }
 #endif
 
+/* Online mode: a tracked communicator's samples are reduced while its members are
+ * all here (MPI_Comm_free is collective), then its slot is reused (ct_online_comm_retire) */
+int MPI_Comm_free(MPI_Comm *comm)
+{
+    comm_info *ci;
+    int flag = 0;
+    if (ct_online_on && !inside && comm && *comm != MPI_COMM_NULL &&
+        PMPI_Comm_get_attr(*comm, keyval, &ci, &flag) == MPI_SUCCESS && flag && ci->online) {
+        inside++;
+        ct_own_begin();                   /* colltune's traffic, not the application's */
+        ct_online_comm_retire(ci->online, *comm);
+        ci->online = NULL;
+        ct_own_end();
+        inside--;
+    }
+    return PMPI_Comm_free(comm);
+}
+
 int MPI_Finalize(void)
 {
     /* the profile's run ends here, before colltune's own collectives of MPI_Finalize */

@@ -26,13 +26,15 @@
 #include <simgrid/engine.h>
 #endif
 
-#define MAX_COMMS 64                  /* communicators tracked per rank; later ones: library */
+#define MAX_COMMS 64                  /* live communicators tracked per rank; later ones: library */
 #define PINGS 10
 
 int ct_online_on;
 ct_online_job ct_online;
-static ct_online_comm *comms[MAX_COMMS];
-static int ncomms, key_counter;
+/* tracked communicators: the live ones (at most MAX_COMMS) and, on their sampler 0, the
+ * freed ones whose reduced samples wait for MPI_Finalize (ct_online_comm_retire) */
+static ct_online_comm **comms;
+static int ncomms, cap_comms, nlive, key_counter;
 static ct_online_block defaults[CT_NCOLLS][CT_ONLINE_NCLASS];   /* compiled presets */
 static ct_rule marker[CT_NCOLLS];          /* what choose_bytes returns: "online decides" */
 static double clock_offset;                /* this rank's clock minus world rank 0's (SMPI: 0) */
@@ -105,7 +107,7 @@ void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn
     PMPI_Comm_rank(comm, &rank);
     in[0] = rank == 0 ? ct_online.rank : -1;
     in[1] = rank == 0 ? key_counter : -1;
-    in[2] = ncomms == MAX_COMMS;
+    in[2] = nlive == MAX_COMMS;
     key_counter++;
     PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MAX, comm);
     PMPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, comm);
@@ -114,17 +116,22 @@ void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn
         static int warned;
         if (rank == 0 && !warned++)
             fprintf(stderr, "colltune: warning: online mode tracks at most %d communicators "
-                    "per rank, freed ones included; this one and later ones run the library's "
+                    "in use at once per rank (a freed one makes room); this one runs the library's "
                     "collectives, untuned and unsampled\n", MAX_COMMS);
         return NULL;
     }
     ct_online_comm *c = calloc(1, sizeof *c);
+    if (ncomms == cap_comms) {
+        ct_online_comm **p = realloc(comms, (size_t)(cap_comms = 2 * cap_comms + MAX_COMMS) * sizeof *p);
+        if (!p) free(c), c = NULL;
+        else comms = p;
+    }
     if (!c) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);   /* a silent skip would split the ranks */
     c->key = (uint64_t)out[0] << 32 | (uint32_t)out[1];
     c->size = size, c->nodes = nodes, c->ppn = ppn;
     if (size <= ct_online.max_samplers) c->sampler = rank;            /* every rank (default) */
     else c->sampler = leader && before < ct_online.max_samplers ? before : -1;   /* capped */
-    comms[ncomms++] = c;
+    comms[ncomms++] = c, nlive++;
     return c;
 }
 
@@ -213,20 +220,29 @@ static int draw(const ct_online_block *b, double u, const ct_args *a)
  * agreed state they all compute the same means, hence the same choice. The
  * reduced times are kept: at MPI_Finalize only the communicator's sampler 0
  * sends them. */
-static void decide(ct_online_cell *x, MPI_Comm comm)
+static double *reduce_times(ct_online_cell *x, MPI_Comm comm)
 {
     int n = (int)x->sampled;
-    double *t = malloc(3 * (size_t)n * sizeof *t), *setup;
-    ct_online_block merged = *x->blk;
+    double *t = malloc((3 * (size_t)n + 1) * sizeof *t), *setup;
     if (!t) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
     setup = t + 2 * n;
     ct_online_seconds(x);
     for (int i = 0; i < 2 * n; i++) t[i] = x->t ? x->t[i] : -1e300;
     for (int i = 0; i < n; i++) setup[i] = x->arm_of[i] & CT_ONLINE_SETUP ? 1 : 0;
     PMPI_Allreduce(MPI_IN_PLACE, t, 3 * n, MPI_DOUBLE, MPI_MAX, comm);
+    for (int i = 0; i < n; i++)
+        if (setup[i] > 0) x->arm_of[i] |= CT_ONLINE_SETUP;   /* some rank built state */
+    if (x->t) memcpy(x->t, t, 2 * (size_t)n * sizeof *t), x->reduced = 1;
+    return t;
+}
+
+static void decide(ct_online_cell *x, MPI_Comm comm)
+{
+    int n = (int)x->sampled;
+    double *t = reduce_times(x, comm), *setup = t + 2 * n;
+    ct_online_block merged = *x->blk;
     double sum[CT_ONLINE_MAX_ARMS] = {0}, clean[CT_ONLINE_MAX_ARMS] = {0}, all[CT_ONLINE_MAX_ARMS] = {0};
     for (int i = 0; i < n; i++) {
-        if (setup[i] > 0) x->arm_of[i] |= CT_ONLINE_SETUP;   /* some rank built state */
         int arm = x->arm_of[i] & ~CT_ONLINE_SETUP;
         all[arm]++;
         if (!(setup[i] > 0)) sum[arm] += t[2 * i + 1] - t[2 * i], clean[arm]++;
@@ -239,7 +255,6 @@ static void decide(ct_online_cell *x, MPI_Comm comm)
         ct_online_arm *a = &merged.arm[arm];
         ct_online_welford(&a->n, &a->mean, &a->m2, 1, cost, 0);
     }
-    if (x->t) memcpy(x->t, t, 2 * (size_t)n * sizeof *t), x->reduced = 1;
     free(t);
     int best = ct_online_choice(&merged);
     /* nothing measured 3 times: the rest of the run's calls are not timed, so drawing
@@ -247,6 +262,32 @@ static void decide(ct_online_cell *x, MPI_Comm comm)
     for (int i = 0; best < 0 && i < merged.narms; i++)
         if (CT_ONLINE_IS_LIBRARY(&merged.arm[i])) best = i;
     x->best = best >= 0 ? best : -2;
+}
+
+static void cell_free(ct_online_cell *x)
+{
+    free(x->arm_of), free(x->t), free(x->bytes), free(x);
+}
+
+/* MPI_Comm_free (collective: every member is here, with the same cells): the samples of
+ * cells still within their budget are reduced now, as at the budget, so that only the
+ * communicator's sampler 0 has anything left to send at MPI_Finalize; it keeps the
+ * cells, the other members free theirs, and the slot is free for a new communicator. */
+void ct_online_comm_retire(void *slot, MPI_Comm comm)
+{
+    ct_online_comm *c = slot;
+    if (!c) return;
+    for (int coll = 0; coll < CT_NCOLLS; coll++)
+        for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++) {
+            ct_online_cell *x = c->cell[coll][cls];
+            if (x && x->best == -1 && x->sampled > 0) free(reduce_times(x, comm));   /* agreed */
+            if (x && c->sampler != 0) cell_free(x), c->cell[coll][cls] = NULL;
+        }
+    nlive--;
+    if (c->sampler == 0) return;          /* kept for MPI_Finalize */
+    for (int i = 0; i < ncomms; i++)
+        if (comms[i] == c) comms[i] = comms[--ncomms];
+    free(c);
 }
 
 static int run_arm(ct_coll coll, const ct_online_arm *arm, const ct_args *a, const char **ran)

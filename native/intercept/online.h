@@ -33,6 +33,8 @@ extern int ct_online_on;
     ? ct_online_call(coll, a, slot, bytes, ran) : ct_call(coll, (r)->alg->name, (r)->params, a, ran))
 
 void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn);
+/* MPI_Comm_free, collective there: the communicator's samples reduced, its slot reused */
+void ct_online_comm_retire(void *slot, MPI_Comm comm);
 const ct_rule *ct_online_rule(ct_coll coll, void *slot, long long bytes);
 int ct_online_call(ct_coll coll, const ct_args *a, void *slot, long long bytes, const char **ran);
 /* after colltune's set-up: reads the state (collective on MPI_COMM_WORLD); 1 when on */

@@ -1,0 +1,89 @@
+"""Online mode and communicators that come and go (native/tests/onlinecomms.c: split,
+used, freed, round after round, as miniAMR does). At most 64 communicators in use at
+once are tracked per rank; a freed one gives its slot back (MPI_Comm_free: its samples
+are reduced over its members then, kept by its rank 0 for MPI_Finalize). Before, the
+65th communicator of a run and every later one ran the library untuned and unsampled.
+On SMPI, Open MPI and MPICH (the interposer's MPI_Comm_free preloaded)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import CACHE, REPO, have_mpi
+
+from colltune.providers.colltune import libcolltune, link_args
+from colltune.subcommands.run import compile_app
+
+from test_online_native import Job, warnings
+
+APP = f"{REPO}/native/tests/onlinecomms.c"
+CALLS, BUDGET = 3, 50
+FULL = "tracks at most 64 communicators in use at once"
+
+
+def samples(state):
+    (path,) = (state / "samples").iterdir()
+    return json.loads(path.read_text())
+
+
+def half_blocks(doc, size):
+    """The blocks of the split halves (the world's are larger)."""
+    return [b for b in doc["blocks"] if b["nodes"] * b["ppn"] < size]
+
+
+@pytest.fixture(scope="module")
+def smpi(tmp_path_factory):
+    job = Job("smpi", tmp_path_factory.mktemp("comms"))
+    job.app = compile_app(job.impl, APP, CACHE, link_args(libcolltune(job.impl, CACHE)))
+    return job
+
+
+def run(job, layout, state, rounds, live):
+    proc = job(layout, state, str(rounds), str(CALLS), str(live), budget=BUDGET)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    m = re.search(r"onlinecomms ok: (\d+) communicators, (\d+) calls, (\d+) failures", proc.stdout)
+    assert m and m[3] == "0", proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("rounds", [100])
+def test_freed_communicators_give_their_slot_back(smpi, tmp_path, rounds):
+    """100 communicators one after another, per half: every call of every one is
+    tuned and sampled (2 x 3 allreduces and bcasts per round on 6 ranks)."""
+    proc = run(smpi, (2, 3), tmp_path / "state", rounds, 0)
+    assert not any(FULL in w for w in warnings(proc)), proc.stderr
+    doc = samples(tmp_path / "state")
+    halves = half_blocks(doc, 6)
+    for coll in ("allreduce", "bcast"):
+        blocks = [b for b in halves if b["collective"] == coll]
+        # both halves' communicators, every round: 2 x rounds x CALLS calls, all sampled
+        assert sum(b["calls"] for b in blocks) == 2 * rounds * CALLS, blocks
+        assert sum(b["sampled"] for b in blocks) == 2 * rounds * CALLS, blocks
+        assert len([r for r in doc["records"] if r[0] == coll and r[3] == 3]) == 2 * rounds * CALLS
+    assert all(r[6] > 0 for r in doc["records"])
+
+
+def test_more_than_64_in_use_at_once_still_go_to_the_library(smpi, tmp_path):
+    """70 kept alive: the 65th and later run the library (one warning); the 64 tracked
+    ones, freed at the end, still bring their samples."""
+    proc = run(smpi, (2, 3), tmp_path / "state", 70, 70)
+    assert any(FULL in w for w in warnings(proc)), proc.stderr
+    halves = half_blocks(samples(tmp_path / "state"), 6)
+    for coll in ("allreduce", "bcast"):
+        blocks = [b for b in halves if b["collective"] == coll]
+        assert sum(b["calls"] for b in blocks) == 2 * 64 * CALLS, blocks
+
+
+@pytest.mark.parametrize("name", ["openmpi", "mpich"])
+def test_real_mpi_reuses_freed_slots(tmp_path, name):
+    if not have_mpi(name):
+        pytest.skip(f"{name} not installed")
+    job = Job(name, tmp_path)
+    job.app = compile_app(job.impl, APP, CACHE, [])
+    proc = run(job, 4, tmp_path / "state", 80, 0)
+    assert not any(FULL in w for w in warnings(proc)), proc.stderr
+    halves = half_blocks(samples(tmp_path / "state"), 4)
+    for coll in ("allreduce", "bcast"):
+        assert sum(b["calls"] for b in halves if b["collective"] == coll) == 2 * 80 * CALLS
