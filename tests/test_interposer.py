@@ -113,10 +113,10 @@ def test_rules_select_several_algorithms_with_correct_results(runner):
 
 @pytest.mark.parametrize("runner", ["smpi"], indirect=True)   # simulated hosts of 2, 2 and 1 ranks
 def test_nodes_and_ppn_of_uneven_nodes(runner):
-    """The rules' keys nodes/ppn come from one allreduce where the nodes are even and a
-    second where they are not: 5 ranks on hosts of 2, 2 and 1 span 3 nodes of at most 2
-    (uneven); the even half of collcheck's split (ranks 0, 2, 4; rank 0 writes the report)
-    one per node."""
+    """The rules' keys nodes/ppn come from the world's node map (native/intercept/topo.c,
+    no communication per communicator): 5 ranks on hosts of 2, 2 and 1 span 3 nodes of at
+    most 2 (uneven); the even half of collcheck's split (ranks 0, 2, 4; rank 0 writes the
+    report) one per node."""
     rules = runner.tmp / "uneven.rules"
     rules.write_text("colltune-rules 1\nallreduce -> recursive_doubling\nbcast -> binomial\n")
     proc, rep = runner.report(5, {"COLLTUNE_RULES": str(rules)})

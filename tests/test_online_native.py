@@ -233,7 +233,10 @@ def test_sim_conservative_draws_lean_on_the_choice(smpi, tmp_path):
     """COLLTUNE_ONLINE_RISK: a run's expected exploration may cost that share of its
     collective time. ring (25x the choice bruck) makes drawing from p cost far more than
     5 %: with risk 0 every draw of the measured blocks is bruck; with a risk no
-    exploration can exceed, the draws follow p (library and ring too)."""
+    exploration can exceed, the draws follow p (library and ring too). 40 iterations:
+    enough draws that each arm shows whatever sizes onlinecheck's rand() gives (SMPI's
+    ranks share libc's rand state, so any change of timing reorders the program's sizes;
+    at 8 a run had drawn no library call)."""
     fp = parse_state(good_state(smpi, tmp_path)[0] / "state.txt")["fingerprint"]
     lines = ["colltune-online-state 1", f"fingerprint {fp}", "run-count 2"]
     for rng in ("0..16", "17..256", "257..4096", "4097..65536", "65537..1048576"):
@@ -245,7 +248,7 @@ def test_sim_conservative_draws_lean_on_the_choice(smpi, tmp_path):
         state, log = tmp_path / f"state-{risk}", tmp_path / f"log-{risk}"
         state.mkdir()
         (state / "state.txt").write_text("\n".join(lines) + "\n")
-        assert ok(smpi((2, 3), state, "8", log=log, budget=8, COLLTUNE_ONLINE_RISK=risk))
+        assert ok(smpi((2, 3), state, "40", log=log, budget=8, COLLTUNE_ONLINE_RISK=risk))
         world = [k for k, v in check_logs(log, 6).items() if len(v) == 6]
         seq = [x for x in (log / "choices-0.txt").read_text().splitlines() if x.startswith(world[0])]
         seen[risk] = {x.split()[4] for x in seq if x.split()[1] == "allgather"}

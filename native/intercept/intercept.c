@@ -42,6 +42,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 #include "online.h"                         /* COLLTUNE_ONLINE: online tuning hooks */
 #include "guard.h"                          /* COLLTUNE_GUARD: rules vs the library, measured */
 #include "times.h"                          /* COLLTUNE_TIMES: time in the collectives */
+#include "topo.h"                           /* every world rank's node, from MPI_Init */
 
 enum { FROM_RULES, FROM_FORCE };
 static ct_rules sources[2];                 /* rules file, COLLTUNE_FORCE */
@@ -113,10 +114,14 @@ static comm_info *info_of(MPI_Comm comm)
     inside++;
     ct_own_begin();
     PMPI_Comm_test_inter(comm, &ci->inter);
-    if (!ci->inter) {
+    ct_topo t;
+    if (!ci->inter) PMPI_Comm_size(comm, &ci->size);
+    if (!ci->inter && ct_topo_of(comm, ci->size, &t)) {
+        ci->nodes = t.nodes, ci->ppn = t.ppn;             /* no communication (topo.c) */
+        CT_ONLINE_COMM(comm, ci->online, t.lrank, t.leaders_before, ci);
+    } else if (!ci->inter) {
         MPI_Comm node;
         int local = 1, lrank = 0;
-        PMPI_Comm_size(comm, &ci->size);
         if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
             MPI_SUCCESS) {
             PMPI_Comm_size(node, &local);
@@ -131,7 +136,7 @@ static comm_info *info_of(MPI_Comm comm)
         ci->nodes = (int)out[0];
         if (out[0] * out[2] == out[1] * out[1]) ci->ppn = (int)(out[1] / out[0]);
         else PMPI_Allreduce(&local, &ci->ppn, 1, MPI_INT, MPI_MAX, comm);
-        CT_ONLINE_COMM(comm, ci->online, lrank, ci);
+        CT_ONLINE_COMM(comm, ci->online, lrank, -1, ci);
     }
     inside--;
     ct_own_end();                         /* not the collective's traffic */
@@ -675,6 +680,13 @@ static void setup(void)
     if (online)
         for (int c = 0; c < CT_NCOLLS; c++) active[c] = 1;    /* online mode decides them all */
     ct_guard_init(world_rank, !cache_on, online);
+    int any = 0;                                    /* agreed: rules, force, online */
+    for (int c = 0; c < CT_NCOLLS; c++) any |= active[c];
+    if (any) {
+        inside++;
+        ct_topo_init(world_rank, world_size);       /* collective */
+        inside--;
+    }
     ct_validity_init();                             /* before any thread can call */
     if (verbose && !no_threads)           /* else the warning said they are ignored */
         fprintf(stderr, "colltune: interposer active: rules %s (%d rules), COLLTUNE_FORCE %s\n",
@@ -740,5 +752,6 @@ int MPI_Finalize(void)
     if (report) fclose(report), report = NULL;
     ct_rules_free(&sources[FROM_RULES]);
     ct_rules_free(&sources[FROM_FORCE]);
+    ct_topo_free();
     return PMPI_Finalize();
 }

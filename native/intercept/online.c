@@ -101,17 +101,19 @@ const ct_online_block *ct_online_block_of(int coll, int nodes, int ppn, int cls)
 /* ---- communicators --------------------------------------------------------------- */
 /* Collective on comm (info_of): the key is (world rank, counter) of comm's rank
  * 0, sent to all members; "tracked" needs room on every member. */
-void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn)
+void *ct_online_comm_init(MPI_Comm comm, int lrank, int before, int size, int nodes, int ppn)
 {
-    int rank, in[3], out[3], leader = lrank == 0, before = 0;
+    int rank, in[3], out[3], leader = lrank == 0;
     PMPI_Comm_rank(comm, &rank);
     in[0] = rank == 0 ? ct_online.rank : -1;
     in[1] = rank == 0 ? key_counter : -1;
     in[2] = nlive == MAX_COMMS;
     key_counter++;
     PMPI_Allreduce(in, out, 3, MPI_INT, MPI_MAX, comm);
-    PMPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, comm);
-    if (rank == 0) before = 0;             /* Exscan leaves rank 0's output undefined */
+    if (before < 0 && size > ct_online.max_samplers) {   /* agreed: only a capped one needs it */
+        PMPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, comm);
+        if (rank == 0) before = 0;         /* Exscan leaves rank 0's output undefined */
+    }
     if (out[2]) {                          /* someone is full: the library, on every rank */
         static int warned;
         if (rank == 0 && !warned++)
@@ -219,27 +221,37 @@ static int draw(const ct_online_block *b, double u, const ct_args *a)
  * each sampled call's latest start and end over all timed ranks; with the
  * agreed state they all compute the same means, hence the same choice. The
  * reduced times are kept: at MPI_Finalize only the communicator's sampler 0
- * sends them. */
-static double *reduce_times(ct_online_cell *x, MPI_Comm comm)
+ * sends them. Several cells (a freed communicator's) go in the same allreduce:
+ * per cell 2n times then n setup flags; the caller frees the result. */
+static double *reduce_times(ct_online_cell **xs, int k, MPI_Comm comm)
 {
-    int n = (int)x->sampled;
-    double *t = malloc((3 * (size_t)n + 1) * sizeof *t), *setup;
+    size_t total = 0;
+    for (int j = 0; j < k; j++) total += 3 * (size_t)xs[j]->sampled;
+    double *t = malloc((total + 1) * sizeof *t), *p = t;
     if (!t) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
-    setup = t + 2 * n;
-    ct_online_seconds(x);
-    for (int i = 0; i < 2 * n; i++) t[i] = x->t ? x->t[i] : -1e300;
-    for (int i = 0; i < n; i++) setup[i] = x->arm_of[i] & CT_ONLINE_SETUP ? 1 : 0;
-    PMPI_Allreduce(MPI_IN_PLACE, t, 3 * n, MPI_DOUBLE, MPI_MAX, comm);
-    for (int i = 0; i < n; i++)
-        if (setup[i] > 0) x->arm_of[i] |= CT_ONLINE_SETUP;   /* some rank built state */
-    if (x->t) memcpy(x->t, t, 2 * (size_t)n * sizeof *t), x->reduced = 1;
+    for (int j = 0; j < k; j++, p += 3 * (size_t)xs[j - 1]->sampled) {
+        ct_online_cell *x = xs[j];
+        int n = (int)x->sampled;
+        ct_online_seconds(x);
+        for (int i = 0; i < 2 * n; i++) p[i] = x->t ? x->t[i] : -1e300;
+        for (int i = 0; i < n; i++) p[2 * n + i] = x->arm_of[i] & CT_ONLINE_SETUP ? 1 : 0;
+    }
+    PMPI_Allreduce(MPI_IN_PLACE, t, (int)total, MPI_DOUBLE, MPI_MAX, comm);
+    p = t;
+    for (int j = 0; j < k; j++, p += 3 * (size_t)xs[j - 1]->sampled) {
+        ct_online_cell *x = xs[j];
+        int n = (int)x->sampled;
+        for (int i = 0; i < n; i++)
+            if (p[2 * n + i] > 0) x->arm_of[i] |= CT_ONLINE_SETUP;   /* some rank built state */
+        if (x->t) memcpy(x->t, p, 2 * (size_t)n * sizeof *t), x->reduced = 1;
+    }
     return t;
 }
 
 static void decide(ct_online_cell *x, MPI_Comm comm)
 {
     int n = (int)x->sampled;
-    double *t = reduce_times(x, comm), *setup = t + 2 * n;
+    double *t = reduce_times(&x, 1, comm), *setup = t + 2 * n;
     ct_online_block merged = *x->blk;
     double sum[CT_ONLINE_MAX_ARMS] = {0}, clean[CT_ONLINE_MAX_ARMS] = {0}, all[CT_ONLINE_MAX_ARMS] = {0};
     for (int i = 0; i < n; i++) {
@@ -276,13 +288,18 @@ static void cell_free(ct_online_cell *x)
 void ct_online_comm_retire(void *slot, MPI_Comm comm)
 {
     ct_online_comm *c = slot;
+    ct_online_cell *open[CT_NCOLLS * CT_ONLINE_NCLASS];
+    int k = 0;
     if (!c) return;
-    for (int coll = 0; coll < CT_NCOLLS; coll++)
+    for (int coll = 0; coll < CT_NCOLLS; coll++)       /* the same cells, in order, on every member */
         for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++) {
             ct_online_cell *x = c->cell[coll][cls];
-            if (x && x->best == -1 && x->sampled > 0) free(reduce_times(x, comm));   /* agreed */
-            if (x && c->sampler != 0) cell_free(x), c->cell[coll][cls] = NULL;
+            if (x && x->best == -1 && x->sampled > 0) open[k++] = x;
         }
+    if (k) free(reduce_times(open, k, comm));           /* one allreduce for all of them */
+    for (int coll = 0; coll < CT_NCOLLS; coll++)
+        for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++)
+            if (c->cell[coll][cls] && c->sampler != 0) cell_free(c->cell[coll][cls]), c->cell[coll][cls] = NULL;
     nlive--;
     if (c->sampler == 0) return;          /* kept for MPI_Finalize */
     for (int i = 0; i < ncomms; i++)

@@ -21,9 +21,9 @@ extern int ct_online_on;
 
 /* ---- hooks used by intercept.c ---- */
 /* info_of, once per communicator (collective there): its agreed key and sampler index */
-#define CT_ONLINE_COMM(comm, slot, lrank, ci) \
-    do { if (__builtin_expect(ct_online_on, 0)) (slot) = ct_online_comm_init(comm, lrank, (ci)->size, \
-                                                                      (ci)->nodes, (ci)->ppn); } while (0)
+#define CT_ONLINE_COMM(comm, slot, lrank, before, ci) \
+    do { if (__builtin_expect(ct_online_on, 0)) (slot) = ct_online_comm_init(comm, lrank, before, \
+                                                         (ci)->size, (ci)->nodes, (ci)->ppn); } while (0)
 /* choose_bytes: every decided call of a tracked communicator is online's (NULL: the
  * library, also when it is the block's best arm after the budget: no run() then) */
 #define CT_ONLINE_CHOOSE(coll, slot, bytes, from) \
@@ -32,7 +32,8 @@ extern int ct_online_on;
 #define CT_ONLINE_CALL(coll, r, a, slot, bytes, from, ran) ((from) == CT_ONLINE_FROM \
     ? ct_online_call(coll, a, slot, bytes, ran) : ct_call(coll, (r)->alg->name, (r)->params, a, ran))
 
-void *ct_online_comm_init(MPI_Comm comm, int lrank, int size, int nodes, int ppn);
+/* before: node leaders with a lower comm rank (-1: not known, an exscan counts them) */
+void *ct_online_comm_init(MPI_Comm comm, int lrank, int before, int size, int nodes, int ppn);
 /* MPI_Comm_free, collective there: the communicator's samples reduced, its slot reused */
 void ct_online_comm_retire(void *slot, MPI_Comm comm);
 const ct_rule *ct_online_rule(ct_coll coll, void *slot, long long bytes);

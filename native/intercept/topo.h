@@ -1,0 +1,19 @@
+/* A communicator's nodes, from its group alone (topo.c). */
+#ifndef CT_TOPO_H
+#define CT_TOPO_H
+#include <mpi.h>
+
+typedef struct {
+    int nodes, ppn;                  /* ppn: the largest node's ranks */
+    int lrank;                       /* this rank's place among its node's, by comm rank */
+    int leaders_before;              /* node leaders (a node's first rank) before this one */
+} ct_topo;
+
+/* MPI_Init, collective on MPI_COMM_WORLD: every world rank's node */
+void ct_topo_init(int world_rank, int world_size);
+/* 1: *t filled without communicating; 0: not known here (no map, a member outside
+ * MPI_COMM_WORLD, a communicator past CT_TOPO_LOCAL_MAX ranks) -- the same answer on
+ * every member, so they all take the caller's collective path together */
+int ct_topo_of(MPI_Comm comm, int size, ct_topo *t);
+void ct_topo_free(void);
+#endif
