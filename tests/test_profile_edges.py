@@ -57,6 +57,46 @@ def test_a_non_blocking_collective_in_flight_is_not_counted_as_the_blocking_one(
     assert prof.pairs("run", "bcast").total[0] >= 1000
 
 
+# the MPI_Iallreduce completes in a Waitall of 100 requests, at index 80
+LATE_INDEX = r"""
+#include <mpi.h>
+#include <stdlib.h>
+int main(int argc, char **argv)
+{
+    int n = 1 << 16;
+    int *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b);
+    char c[1000] = {0};
+    MPI_Request q[100];
+    MPI_Init(&argc, &argv);
+    for (int i = 0; i < 100; i++) q[i] = MPI_REQUEST_NULL;
+    MPI_Iallreduce(a, b, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[80]);
+    MPI_Waitall(100, q, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < 20; i++) MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Bcast(c, 1000, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not have_mpi("openmpi"), reason="Open MPI not installed (make setup)")
+def test_a_non_blocking_collective_completed_late_in_a_long_array_is_no_longer_in_flight(tmp_path):
+    """Completion calls looked at the first 64 requests of their array only: an
+    MPI_Iallreduce completed at index 80 of a Waitall stayed in flight to the end, and
+    every later blocking collective was left out as uncounted."""
+    src = tmp_path / "late.c"
+    src.write_text(LATE_INDEX)
+    out = tmp_path / "prof"
+    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "2", "--profile", str(out),
+            "--", str(src), timeout=300)
+    prof = load_profile(out)
+    assert str(prof.meta.get("monitoring", "")).startswith("on"), prof.meta
+    assert prof.visibility("run", "barrier") == "monitoring", prof.notes
+    assert prof.visibility("run", "bcast") == "monitoring", prof.notes
+    assert prof.pairs("run", "bcast").total[0] >= 1000
+    assert not any("ran while a non-blocking collective" in n for n in prof.notes), prof.notes
+
+
 # rank 0: a persistent send created while paused and started 3 times after resuming; a
 # region whose 63rd byte is the first of a two-byte character; an Alltoallw
 EDGES = r"""

@@ -39,40 +39,42 @@ void ct_prof_pending_forget(MPI_Request req)
     ct_prof_unlock();
 }
 
-/* Before a completion call: which of reqs[0..n) are followed (at most 64 per call
- * checked: a larger array's others are seen by a later call or stay in flight). */
-static uint64_t followed(int n, const MPI_Request *reqs)
+/* Before a completion call: the followed ones among reqs[0..n), their indices and
+ * handles (the call may set a completed one to MPI_REQUEST_NULL); returns how many. */
+static int followed(int n, const MPI_Request *reqs, int *idx, MPI_Request *was)
 {
-    uint64_t mask = 0;
+    int k = 0;
     ct_prof_lock();
-    for (int i = 0; i < n && i < 64; i++)
-        if (find(reqs[i]) >= 0) mask |= 1ull << i;
+    for (int i = 0; i < n && k < npending; i++)
+        if (find(reqs[i]) >= 0) idx[k] = i, was[k++] = reqs[i];
     ct_prof_unlock();
-    return mask;
+    return k;
 }
 
 /* After it: those whose handle is now MPI_REQUEST_NULL completed. */
-static void completed(uint64_t mask, const MPI_Request *before, const MPI_Request *reqs)
+static void completed(int k, const int *idx, const MPI_Request *was, const MPI_Request *reqs)
 {
     ct_prof_lock();
-    for (int i = 0; mask; i++, mask >>= 1) {
-        if (!(mask & 1) || reqs[i] != MPI_REQUEST_NULL) continue;
-        int k = find(before[i]);
-        if (k >= 0) pending[k] = pending[--npending];
+    for (int j = 0; j < k; j++) {
+        if (reqs[idx[j]] != MPI_REQUEST_NULL) continue;
+        int f = find(was[j]);
+        if (f >= 0) pending[f] = pending[--npending];
     }
     ct_prof_unlock();
 }
 
-/* One body for the eight completion calls: n requests at reqs. */
+/* One body for the eight completion calls: n requests at reqs. At most npending of
+ * them can be followed, so the scratch has room for MAX_PENDING (an array of any
+ * length is searched whole: only its first 64 were, and a followed request further
+ * on stayed in flight until the end, every later blocking collective uncounted). */
 #define FOLLOW(N, REQS, CALL)                                              \
     do {                                                                   \
         if (__builtin_expect(npending == 0, 1)) return CALL;               \
-        int n_ = (N) < 64 ? (N) : 64;                                      \
-        MPI_Request before_[64];                                           \
-        memcpy(before_, (REQS), (size_t)(n_ > 0 ? n_ : 0) * sizeof *before_); \
-        uint64_t mask_ = followed(n_, before_);                            \
+        int idx_[MAX_PENDING];                                             \
+        MPI_Request was_[MAX_PENDING];                                     \
+        int k_ = followed((N), (REQS), idx_, was_);                        \
         int rc_ = CALL;                                                    \
-        if (mask_) completed(mask_, before_, (REQS));                      \
+        if (k_) completed(k_, idx_, was_, (REQS));                         \
         return rc_;                                                        \
     } while (0)
 
