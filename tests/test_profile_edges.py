@@ -15,6 +15,18 @@ from colltune.profile.counts import ProfileError, load_profile
 
 from conftest import have_mpi, run_cli
 
+def monitored_profile(tmp_path, source: str):
+    """The program run on 2 ranks of Open MPI under --profile, with its monitoring on."""
+    src = tmp_path / "prog.c"
+    src.write_text(source)
+    out = tmp_path / "prof"
+    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "2", "--profile", str(out),
+            "--", str(src), timeout=300)
+    prof = load_profile(out)
+    assert str(prof.meta.get("monitoring", "")).startswith("on"), prof.meta
+    return prof
+
+
 # a 1 MiB MPI_Iallreduce left in flight across 20 barriers, then a bcast
 INFLIGHT = r"""
 #include <mpi.h>
@@ -41,13 +53,7 @@ def test_a_non_blocking_collective_in_flight_is_not_counted_as_the_blocking_one(
     """The pml's counters over the barriers' windows held the in-flight MPI_Iallreduce's
     traffic: 'barrier (monitoring)' showed the ring allreduce's megabytes. Those windows
     are now left out and said so; the bcast after the wait is measured as before."""
-    src = tmp_path / "inflight.c"
-    src.write_text(INFLIGHT)
-    out = tmp_path / "prof"
-    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "2", "--profile", str(out),
-            "--", str(src), timeout=300)
-    prof = load_profile(out)
-    assert str(prof.meta.get("monitoring", "")).startswith("on"), prof.meta
+    prof = monitored_profile(tmp_path, INFLIGHT)
     assert prof.pairs("run", "barrier").total == (0, 0)
     assert prof.visibility("run", "barrier") == "not visible"
     assert prof.library[("run", "barrier")]["calls"] == 40          # 20 calls x 2 ranks
@@ -84,13 +90,7 @@ def test_a_non_blocking_collective_completed_late_in_a_long_array_is_no_longer_i
     """Completion calls looked at the first 64 requests of their array only: an
     MPI_Iallreduce completed at index 80 of a Waitall stayed in flight to the end, and
     every later blocking collective was left out as uncounted."""
-    src = tmp_path / "late.c"
-    src.write_text(LATE_INDEX)
-    out = tmp_path / "prof"
-    run_cli("run", "--backend", "local", "--mpi", "openmpi", "-n", "2", "--profile", str(out),
-            "--", str(src), timeout=300)
-    prof = load_profile(out)
-    assert str(prof.meta.get("monitoring", "")).startswith("on"), prof.meta
+    prof = monitored_profile(tmp_path, LATE_INDEX)
     assert prof.visibility("run", "barrier") == "monitoring", prof.notes
     assert prof.visibility("run", "bcast") == "monitoring", prof.notes
     assert prof.pairs("run", "bcast").total[0] >= 1000
