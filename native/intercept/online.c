@@ -281,27 +281,48 @@ static void cell_free(ct_online_cell *x)
     free(x->arm_of), free(x->t), free(x->bytes), free(x);
 }
 
-/* MPI_Comm_free (collective: every member is here, with the same cells): the samples of
- * cells still within their budget are reduced now, as at the budget, so that only the
- * communicator's sampler 0 has anything left to send at MPI_Finalize; it keeps the
- * cells, the other members free theirs, and the slot is free for a new communicator. */
+/* a freed communicator whose cells hold at most this many samples still within budget
+ * keeps them raw on its timing ranks (an allreduce would cost more than they weigh);
+ * more are reduced over its members in one allreduce */
+#define RETIRE_RAW_MAX 32
+
+static void cell_shrink(ct_online_cell *x)      /* to its samples: nothing more is sampled */
+{
+    size_t n = x->sampled ? x->sampled : 1;
+    void *p;
+    if (x->t && (p = realloc(x->t, 2 * n * sizeof *x->t))) x->t = p;
+    if ((p = realloc(x->arm_of, n))) x->arm_of = p;
+    if (x->bytes && (p = realloc(x->bytes, n * sizeof *x->bytes))) x->bytes = p;
+}
+
+/* MPI_Comm_free (collective: every member is here, with the same cells): the slot is
+ * free for a new communicator. Each rank keeps what MPI_Finalize will gather from it,
+ * as for a live communicator: its sampler 0 every cell (summaries, reduced times), the
+ * other timing ranks their cells still within budget. Past RETIRE_RAW_MAX samples those
+ * are reduced now (the decision is agreed: the same samples on every member), so only
+ * sampler 0 keeps anything. */
 void ct_online_comm_retire(void *slot, MPI_Comm comm)
 {
     ct_online_comm *c = slot;
     ct_online_cell *open[CT_NCOLLS * CT_ONLINE_NCLASS];
-    int k = 0;
+    int k = 0, kept = 0;
+    long long n = 0;
     if (!c) return;
     for (int coll = 0; coll < CT_NCOLLS; coll++)       /* the same cells, in order, on every member */
         for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++) {
             ct_online_cell *x = c->cell[coll][cls];
-            if (x && x->best == -1 && x->sampled > 0) open[k++] = x;
+            if (x && x->best == -1 && x->sampled > 0) open[k++] = x, n += x->sampled;
         }
-    if (k) free(reduce_times(open, k, comm));           /* one allreduce for all of them */
+    if (k && n > RETIRE_RAW_MAX) free(reduce_times(open, k, comm));   /* one allreduce */
     for (int coll = 0; coll < CT_NCOLLS; coll++)
-        for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++)
-            if (c->cell[coll][cls] && c->sampler != 0) cell_free(c->cell[coll][cls]), c->cell[coll][cls] = NULL;
+        for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++) {
+            ct_online_cell *x = c->cell[coll][cls];
+            if (!x) continue;
+            if (c->sampler == 0 || (c->sampler > 0 && x->t && !x->reduced)) cell_shrink(x), kept++;
+            else cell_free(x), c->cell[coll][cls] = NULL;
+        }
     nlive--;
-    if (c->sampler == 0) return;          /* kept for MPI_Finalize */
+    if (kept) return;                     /* gathered at MPI_Finalize */
     for (int i = 0; i < ncomms; i++)
         if (comms[i] == c) comms[i] = comms[--ncomms];
     free(c);
