@@ -59,12 +59,14 @@ OUT = Path("benchmarks/results/best_of_both")
 PLANS = {   # training layouts, held-out layout
     "dragonfly": ("16x12,128x2", "48x4"),
     "fattree64x12": ("64x12", "32x12"),
+    "small": ("2x2", "3x1"),         # the whole pipeline in a minute (tests/test_best_of_both.py)
 }
 TRAIN_SIZES = "8,32,128,512,2K,8K,32K,128K,512K,2M,8M,64M"
 HELDOUT_SIZES = "100,3000,50000,700000,3000000,24000000"
 SELECTORS = ("ompi", "mpich")
 DEFAULT_SELECTOR = "ompi"
 DEPLOYED = "deployment"       # the store's provider of the deployed runs
+BUILD_LABEL = "interposer_build"    # a deployed point's libcolltune (native sources hash)
 
 
 def layouts(text: str) -> list[tuple[int, int]]:
@@ -94,14 +96,27 @@ class DeployedBackend:
     as the backend's own provider does."""
 
     def __init__(self, backend, rules: str, smpirun_args: list[str], program: str):
+        from colltune import native
         self._backend, self.rules, self.args, self.program = backend, rules, smpirun_args, program
         self._reports = tempfile.mkdtemp(prefix="bob-reports-")
+        self.build = native.sources_hash()      # the interposer's build (program's native/)
 
     def __getattr__(self, name):
         return getattr(self._backend, name)
 
     def provider(self):
         return self
+
+    # the Provider interface a Campaign reads (colltune.providers.base.Provider)
+    def key_fields(self, alg: Algorithm) -> dict[str, str]:
+        return {} if alg.provider == DEPLOYED else self._backend.provider().key_fields(alg)
+
+    def reuse_labels(self, alg: Algorithm) -> dict:
+        """A deployment's point measured with another build of libcolltune, or before the
+        build was recorded, is measured again (its rules file's sha is its key)."""
+        if alg.provider != DEPLOYED:
+            return self._backend.provider().reuse_labels(alg)
+        return {BUILD_LABEL: self.build}
 
     def force(self, alg: Algorithm):
         if alg.provider != DEPLOYED:
@@ -117,7 +132,7 @@ class DeployedBackend:
             return {"ran": "unknown (no interposer report at this point)"}
         return LabelledMods(launcher_args=list(self.args), program=self.program,
                             env={"COLLTUNE_RULES": self.rules, "COLLTUNE_REPORT": report},
-                            labels={"deployment": self.rules}, per_point=ran)
+                            labels={"deployment": self.rules, BUILD_LABEL: self.build}, per_point=ran)
 
 
 def _rule_lines(text: str) -> list[str]:
