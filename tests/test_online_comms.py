@@ -1,7 +1,8 @@
 """Online mode and communicators that come and go (native/tests/onlinecomms.c: split,
 used, freed, round after round, as miniAMR does). At most 64 communicators in use at
-once are tracked per rank; a freed one gives its slot back (MPI_Comm_free: its samples
-are reduced over its members then, kept by its rank 0 for MPI_Finalize). Before, the
+once are tracked per rank; a freed one gives its slot back (MPI_Comm_free: few samples
+stay raw on its timing ranks, more are reduced over its members then and kept by its
+rank 0, for MPI_Finalize). Before, the
 65th communicator of a run and every later one ran the library untuned and unsampled.
 On SMPI, Open MPI and MPICH (the interposer's MPI_Comm_free preloaded)."""
 from __future__ import annotations

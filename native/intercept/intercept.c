@@ -114,29 +114,12 @@ static comm_info *info_of(MPI_Comm comm)
     inside++;
     ct_own_begin();
     PMPI_Comm_test_inter(comm, &ci->inter);
-    ct_topo t;
-    if (!ci->inter) PMPI_Comm_size(comm, &ci->size);
-    if (!ci->inter && ct_topo_of(comm, ci->size, &t)) {
-        ci->nodes = t.nodes, ci->ppn = t.ppn;             /* no communication (topo.c) */
+    if (!ci->inter) {
+        ct_topo t;
+        PMPI_Comm_size(comm, &ci->size);
+        ct_topo_of(comm, ci->size, &t);   /* from the node map, else collective (topo.c) */
+        ci->nodes = t.nodes, ci->ppn = t.ppn;
         CT_ONLINE_COMM(comm, ci->online, t.lrank, t.leaders_before, ci);
-    } else if (!ci->inter) {
-        MPI_Comm node;
-        int local = 1, lrank = 0;
-        if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
-            MPI_SUCCESS) {
-            PMPI_Comm_size(node, &local);
-            PMPI_Comm_rank(node, &lrank);
-            PMPI_Comm_free(&node);
-        }
-        /* nodes and ppn (the largest node) in one allreduce where the nodes are even:
-         * leaders' sums of 1, local and local^2 are equal-size iff n*sum(l^2) == sum(l)^2
-         * (Cauchy-Schwarz); uneven nodes take a second one for the largest */
-        long long in[3] = {lrank == 0, lrank == 0 ? local : 0, lrank == 0 ? (long long)local * local : 0}, out[3];
-        PMPI_Allreduce(in, out, 3, MPI_LONG_LONG, MPI_SUM, comm);
-        ci->nodes = (int)out[0];
-        if (out[0] * out[2] == out[1] * out[1]) ci->ppn = (int)(out[1] / out[0]);
-        else PMPI_Allreduce(&local, &ci->ppn, 1, MPI_INT, MPI_MAX, comm);
-        CT_ONLINE_COMM(comm, ci->online, lrank, -1, ci);
     }
     inside--;
     ct_own_end();                         /* not the collective's traffic */

@@ -122,13 +122,13 @@ void *ct_online_comm_init(MPI_Comm comm, int lrank, int before, int size, int no
                     "collectives, untuned and unsampled\n", MAX_COMMS);
         return NULL;
     }
-    ct_online_comm *c = calloc(1, sizeof *c);
-    if (ncomms == cap_comms) {
-        ct_online_comm **p = realloc(comms, (size_t)(cap_comms = 2 * cap_comms + MAX_COMMS) * sizeof *p);
-        if (!p) free(c), c = NULL;
-        else comms = p;
+    if (ncomms == cap_comms) {            /* room for the freed ones kept (ct_online_comm_retire) */
+        ct_online_comm **p = realloc(comms, (size_t)(2 * cap_comms + MAX_COMMS) * sizeof *p);
+        if (!p) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);   /* a silent skip would split the ranks */
+        comms = p, cap_comms = 2 * cap_comms + MAX_COMMS;
     }
-    if (!c) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);   /* a silent skip would split the ranks */
+    ct_online_comm *c = calloc(1, sizeof *c);
+    if (!c) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
     c->key = (uint64_t)out[0] << 32 | (uint32_t)out[1];
     c->size = size, c->nodes = nodes, c->ppn = ppn;
     if (size <= ct_online.max_samplers) c->sampler = rank;            /* every rank (default) */
@@ -229,21 +229,23 @@ static double *reduce_times(ct_online_cell **xs, int k, MPI_Comm comm)
     for (int j = 0; j < k; j++) total += 3 * (size_t)xs[j]->sampled;
     double *t = malloc((total + 1) * sizeof *t), *p = t;
     if (!t) PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
-    for (int j = 0; j < k; j++, p += 3 * (size_t)xs[j - 1]->sampled) {
+    for (int j = 0; j < k; j++) {
         ct_online_cell *x = xs[j];
         int n = (int)x->sampled;
         ct_online_seconds(x);
         for (int i = 0; i < 2 * n; i++) p[i] = x->t ? x->t[i] : -1e300;
         for (int i = 0; i < n; i++) p[2 * n + i] = x->arm_of[i] & CT_ONLINE_SETUP ? 1 : 0;
+        p += 3 * n;
     }
     PMPI_Allreduce(MPI_IN_PLACE, t, (int)total, MPI_DOUBLE, MPI_MAX, comm);
     p = t;
-    for (int j = 0; j < k; j++, p += 3 * (size_t)xs[j - 1]->sampled) {
+    for (int j = 0; j < k; j++) {
         ct_online_cell *x = xs[j];
         int n = (int)x->sampled;
         for (int i = 0; i < n; i++)
             if (p[2 * n + i] > 0) x->arm_of[i] |= CT_ONLINE_SETUP;   /* some rank built state */
         if (x->t) memcpy(x->t, p, 2 * (size_t)n * sizeof *t), x->reduced = 1;
+        p += 3 * n;
     }
     return t;
 }
@@ -318,7 +320,7 @@ void ct_online_comm_retire(void *slot, MPI_Comm comm)
         for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++) {
             ct_online_cell *x = c->cell[coll][cls];
             if (!x) continue;
-            if (c->sampler == 0 || (c->sampler > 0 && x->t && !x->reduced)) cell_shrink(x), kept++;
+            if (ct_online_cell_gathered(c, x)) cell_shrink(x), kept++;
             else cell_free(x), c->cell[coll][cls] = NULL;
         }
     nlive--;

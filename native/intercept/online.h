@@ -165,6 +165,12 @@ typedef struct {
     int size, nodes, ppn, sampler;   /* sampler: index among the timed ranks (comm rank when all are), -1 none */
     ct_online_cell *cell[CT_NCOLLS][CT_ONLINE_NCLASS];
 } ct_online_comm;
+/* whether MPI_Finalize gathers anything of the cell from this rank: a communicator's
+ * sampler 0 its summary and times, another timing rank its times not yet reduced */
+static inline int ct_online_cell_gathered(const ct_online_comm *c, const ct_online_cell *x)
+{
+    return c->sampler == 0 || (c->sampler > 0 && x->t && !x->reduced);
+}
 int ct_online_ncomms(void);
 ct_online_comm *ct_online_get_comm(int i);
 const ct_online_block *ct_online_block_of(int coll, int nodes, int ppn, int cls);

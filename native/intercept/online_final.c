@@ -47,9 +47,9 @@ static rec_t *collect(int *n)
         for (int coll = 0; coll < CT_NCOLLS; coll++)
             for (int cls = 0; cls < CT_ONLINE_NCLASS; cls++) {
                 ct_online_cell *x = c->cell[coll][cls];
-                if (!x || c->sampler < 0) continue;
+                if (!x || !ct_online_cell_gathered(c, x)) continue;
                 ct_online_seconds(x);
-                int send = x->t && (!x->reduced || c->sampler == 0);
+                int send = x->t != NULL;          /* else sampler 0's summary alone */
                 size_t need = k + 1 + (send ? x->sampled : 0);
                 if (need > cap) {
                     rec_t *p = realloc(out, (cap = 2 * need) * sizeof *p);
@@ -79,7 +79,6 @@ typedef struct {
     long long sampled;               /* b.setups, b.setup_s: this run's */
     double prior[CT_ONLINE_MAX_ARMS];              /* the state's mean (0: none) */
     double clean_sum[CT_ONLINE_MAX_ARMS], clean_n[CT_ONLINE_MAX_ARMS];   /* calls without setup */
-    double cut[CT_ONLINE_MAX_ARMS];  /* a clean call above costs is an outlier (outlier_cuts) */
     long long outliers[CT_ONLINE_MAX_ARMS];
     double outlier_s;                /* what the block's outliers cost */
 } agg_t;
@@ -246,7 +245,7 @@ static int clean_arm(const rec_t *r, const call_t *c, const agg_t *aggs)
     return x->idx < 0 || c->setup || arm >= aggs[c->agg].b.narms ? -1 : arm;
 }
 
-typedef struct { int key; double cost; } keyed_t;     /* key: block x CT_ONLINE_MAX_ARMS + arm */
+typedef struct { int key, call; double cost; } keyed_t;   /* key: block x CT_ONLINE_MAX_ARMS + arm */
 
 static int by_key_cost(const void *a, const void *b)
 {
@@ -254,18 +253,16 @@ static int by_key_cost(const void *a, const void *b)
     return x->key != y->key ? (x->key > y->key) - (x->key < y->key) : (x->cost > y->cost) - (x->cost < y->cost);
 }
 
-/* each (block, arm)'s cut (OUTLIER_FACTOR x median of its clean calls; INFINITY where
- * the rule does not apply), then the calls above it flagged and counted. One sort. */
-static void outlier_cuts(const rec_t *r, call_t *c, int ncalls, agg_t *aggs, int nagg)
+/* per (block, arm), its clean calls sorted by cost: those above OUTLIER_FACTOR x their
+ * median flagged and counted where the rule applies. One sort. */
+static void outliers_of(const rec_t *r, call_t *c, int ncalls, agg_t *aggs)
 {
-    for (int g = 0; g < nagg; g++)
-        for (int arm = 0; arm < CT_ONLINE_MAX_ARMS; arm++) aggs[g].cut[arm] = INFINITY;
     keyed_t *v = malloc(((size_t)ncalls + 1) * sizeof *v);
     if (!v) return;                 /* without memory no call is an outlier: the plain mean */
     int n = 0;
     for (int i = 0; i < ncalls; i++) {
         int arm = clean_arm(r, &c[i], aggs);
-        if (arm >= 0) v[n++] = (keyed_t){c[i].agg * CT_ONLINE_MAX_ARMS + arm, c[i].cost};
+        if (arm >= 0) v[n++] = (keyed_t){c[i].agg * CT_ONLINE_MAX_ARMS + arm, i, c[i].cost};
     }
     qsort(v, (size_t)n, sizeof *v, by_key_cost);
     for (int lo = 0, hi; lo < n; lo = hi) {
@@ -275,16 +272,12 @@ static void outlier_cuts(const rec_t *r, call_t *c, int ncalls, agg_t *aggs, int
         const keyed_t *g = &v[lo];
         double cut = OUTLIER_FACTOR * (m % 2 ? g[m / 2].cost : 0.5 * (g[m / 2 - 1].cost + g[m / 2].cost));
         for (int i = 0; i < m; i++) far += g[i].cost > cut;
-        if (far <= OUTLIER_MAX_SHARE * m)
-            aggs[g->key / CT_ONLINE_MAX_ARMS].cut[g->key % CT_ONLINE_MAX_ARMS] = cut;
+        if (far > OUTLIER_MAX_SHARE * m) continue;
+        agg_t *a = &aggs[g->key / CT_ONLINE_MAX_ARMS];
+        for (int i = m - far; i < m; i++)   /* sorted: the far ones are the last */
+            c[g[i].call].outlier = 1, a->outliers[g->key % CT_ONLINE_MAX_ARMS]++, a->outlier_s += g[i].cost;
     }
     free(v);
-    for (int i = 0; i < ncalls; i++) {
-        int arm = clean_arm(r, &c[i], aggs);
-        agg_t *a = &aggs[c[i].agg];
-        if (arm >= 0 && c[i].cost > a->cut[arm])
-            c[i].outlier = 1, a->outliers[arm]++, a->outlier_s += c[i].cost;
-    }
 }
 
 /* per-call costs into the per-(block, arm) statistics: the clean calls first (they
@@ -302,7 +295,7 @@ static agg_t *aggregate(const rec_t *r, call_t *c, int ncalls, int *nagg)
         if (x->idx < 0) a->b.calls += x->bytes, a->sampled += (long long)x->t0;
         else if (c[i].setup) a->b.setups++;
     }
-    outlier_cuts(r, c, ncalls, aggs, *nagg);
+    outliers_of(r, c, ncalls, aggs);
     for (int i = 0; i < ncalls; i++) {
         int arm = clean_arm(r, &c[i], aggs);
         if (arm >= 0 && !c[i].outlier)

@@ -1,9 +1,11 @@
-/* Every world rank's node, learnt once in MPI_Init (one MPI_Comm_split_type and one
- * allgather on MPI_COMM_WORLD), so that a new communicator's nodes, ppn and this rank's
- * place in its node come from its group alone: MPI_Comm_split_type on it, one or two
- * allreduces and an exscan cost about 9 us per new communicator under SMPI (64 ranks),
- * which codes that split communicators all run long (miniAMR) paid outside any timed
- * collective. Memory: two ints per world rank, up to CT_TOPO_MAP_MAX ranks. */
+/* A communicator's nodes, ppn and this rank's place in its node (the rules' keys, online
+ * mode's samplers). Every world rank's node is learnt once in MPI_Init (one
+ * MPI_Comm_split_type and one allgather on MPI_COMM_WORLD), so a new communicator's come
+ * from its group alone. Asking its members (by_communicating: MPI_Comm_split_type on it
+ * and one or two allreduces, still the way where the map cannot tell) cost about 9 us per
+ * new communicator under SMPI at 64 ranks, which codes that split communicators all run
+ * long (miniAMR) paid outside any timed collective. Memory: two ints per world rank, up
+ * to CT_TOPO_MAP_MAX ranks. */
 #include <stdlib.h>
 #include "topo.h"
 
@@ -35,7 +37,28 @@ void ct_topo_init(int world_rank, int world_size)
     PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
 }
 
-int ct_topo_of(MPI_Comm comm, int size, ct_topo *t)
+/* Without the map: MPI_Comm_split_type on comm, then nodes and ppn (the largest node)
+ * in one allreduce where the nodes are even: leaders' sums of 1, local and local^2 are
+ * equal-size iff n*sum(l^2) == sum(l)^2 (Cauchy-Schwarz); uneven nodes take a second
+ * one for the largest. */
+static void by_communicating(MPI_Comm comm, ct_topo *t)
+{
+    MPI_Comm node;
+    int local = 1, lrank = 0;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        PMPI_Comm_size(node, &local);
+        PMPI_Comm_rank(node, &lrank);
+        PMPI_Comm_free(&node);
+    }
+    long long in[3] = {lrank == 0, lrank == 0 ? local : 0, lrank == 0 ? (long long)local * local : 0}, out[3];
+    PMPI_Allreduce(in, out, 3, MPI_LONG_LONG, MPI_SUM, comm);
+    *t = (ct_topo){(int)out[0], 0, lrank, -1};
+    if (out[0] * out[2] == out[1] * out[1]) t->ppn = (int)(out[1] / out[0]);
+    else PMPI_Allreduce(&local, &t->ppn, 1, MPI_INT, MPI_MAX, comm);
+}
+
+/* 1: *t from the map; 0: the map cannot tell (agreed: the same group on every member) */
+static int from_map(MPI_Comm comm, int size, ct_topo *t)
 {
     MPI_Group g;
     int me, ok = 1;
@@ -54,6 +77,11 @@ int ct_topo_of(MPI_Comm comm, int size, ct_topo *t)
     }
     for (int i = 0; i < size; i++) count[node_of[wranks[i]]] = 0;
     return 1;
+}
+
+void ct_topo_of(MPI_Comm comm, int size, ct_topo *t)
+{
+    if (!from_map(comm, size, t)) by_communicating(comm, t);
 }
 
 void ct_topo_free(void)

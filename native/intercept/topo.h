@@ -11,9 +11,10 @@ typedef struct {
 
 /* MPI_Init, collective on MPI_COMM_WORLD: every world rank's node */
 void ct_topo_init(int world_rank, int world_size);
-/* 1: *t filled without communicating; 0: not known here (no map, a member outside
- * MPI_COMM_WORLD, a communicator past CT_TOPO_LOCAL_MAX ranks) -- the same answer on
- * every member, so they all take the caller's collective path together */
-int ct_topo_of(MPI_Comm comm, int size, ct_topo *t);
+/* comm's topology: from the node map without communicating, or, where the map cannot
+ * tell (no map, a member outside MPI_COMM_WORLD, a communicator past CT_TOPO_LOCAL_MAX
+ * ranks: the same answer on every member), collectively over comm, every member alike
+ * (leaders_before is then -1: not counted) */
+void ct_topo_of(MPI_Comm comm, int size, ct_topo *t);
 void ct_topo_free(void);
 #endif

@@ -378,8 +378,9 @@ class Campaign:
 
 
 def _sigkilled(result: LaunchResult) -> bool:
-    """Killed by SIGKILL (not by its timeout): -9, or 137 from a launcher's shell."""
-    return not result.timed_out and result.exit_code in (-9, 128 + 9)
+    """Killed by SIGKILL, not by its timeout."""
+    import signal
+    return not result.timed_out and _signal_of(result.exit_code) == signal.SIGKILL
 
 
 def _missing(ident: tuple, status: str, why: str) -> dict:
@@ -410,10 +411,16 @@ _BANNER = ("If you think you've found a bug in SimGrid", "Minimal Working Exampl
            "a bug in the SimGrid bindings")
 
 
+def _signal_of(code: int | None) -> int:
+    """The signal that killed a process, from its exit code: -N, or 128+N from a shell;
+    0 for none."""
+    return -code if code is not None and code < 0 else code - 128 if code and 128 < code < 160 else 0
+
+
 def _signal_name(code: int | None) -> str:
-    """' (SIGSEGV)' for a process killed by a signal: -N, or 128+N from a shell."""
+    """' (SIGSEGV)' for a process killed by a signal."""
     import signal
-    n = -code if code is not None and code < 0 else code - 128 if code and 128 < code < 160 else 0
+    n = _signal_of(code)
     try:
         return f" ({signal.Signals(n).name})" if n else ""
     except ValueError:
