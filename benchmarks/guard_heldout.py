@@ -11,8 +11,8 @@ library default").
     .venv/bin/python benchmarks/guard_heldout.py --platform dragonfly --layout all --no-run
 
 Per collective, at best_of_both's held-out layout and its sizes, four launches: the
-bench under the deployment (benchmarks/results/best_of_both/PLATFORM.colltune.rules,
---cfg=smpi/coll-selector:ompi), the same with COLLTUNE_GUARD=N, the rules file of
+bench under the deployment (benchmarks/results/best_of_both/PLATFORM.colltune.rules, kept
+here as PLATFORM-deployed.colltune.rules for the reprint; --cfg=smpi/coll-selector:ompi), the same with COLLTUNE_GUARD=N, the rules file of
 `deploy --guard` (PLATFORM-guard.colltune.rules here: where nothing was measured, the
 arm with the smallest worst slowdown, no margin over the default, docs/rules.md) with
 COLLTUNE_GUARD=N, and the `ompi` selector alone. Where the two rules files agree at a
@@ -61,6 +61,18 @@ KEPT, UNGUARDED = "guard kept it", "not guarded"
 def guarded(coll: str, rules_text: str, n: int) -> Algorithm:
     base = bob.deployed_algorithm(coll, rules_text)
     return Algorithm(bob.DEPLOYED, coll, f"{base.label}-guard{n}", ALGORITHM)
+
+
+def measured_deployment(platform: str, refresh: bool) -> Path:
+    """The committed deployment this store measured: a copy of best_of_both's rules file
+    (PLATFORM-deployed.colltune.rules here), so that a reprint reads the points of the file
+    they were measured with after best_of_both is re-run; a run takes best_of_both's
+    current file (another file: other labels, measured afresh)."""
+    snap, src = OUT / f"{platform}-deployed.colltune.rules", bob.OUT / f"{platform}.colltune.rules"
+    if refresh and (not snap.exists() or bob._rule_lines(snap.read_text()) != bob._rule_lines(src.read_text())):
+        OUT.mkdir(parents=True, exist_ok=True)
+        snap.write_text(src.read_text())
+    return (snap if snap.exists() else src).resolve()
 
 
 def guard_rules(platform: str) -> str:
@@ -137,7 +149,7 @@ def main() -> int:
                     help="launch only deploy --guard's rules (the other arms as stored)")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store")
     a = ap.parse_args()
-    rules = (bob.OUT / f"{a.platform}.colltune.rules").resolve()
+    rules = measured_deployment(a.platform, refresh=not a.no_run)
     text = rules.read_text()
     train, held = (bob.layouts(x) for x in bob.PLANS[a.platform])
     if a.layout == "all":
