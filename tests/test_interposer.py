@@ -112,15 +112,20 @@ def test_rules_select_several_algorithms_with_correct_results(runner):
 
 
 @pytest.mark.parametrize("runner", ["smpi"], indirect=True)   # simulated hosts of 2, 2 and 1 ranks
-def test_nodes_and_ppn_of_uneven_nodes(runner):
+@pytest.mark.parametrize("node_map", ["1", "0"], ids=["map", "asking"])
+def test_nodes_and_ppn_of_uneven_nodes(runner, node_map):
     """The rules' keys nodes/ppn come from the world's node map (native/intercept/topo.c,
-    no communication per communicator): 5 ranks on hosts of 2, 2 and 1 span 3 nodes of at
-    most 2 (uneven); the even half of collcheck's split (ranks 0, 2, 4; rank 0 writes the
-    report) one per node."""
+    no communication per communicator), or with COLLTUNE_NODE_MAP=0 from asking the members
+    (the way of jobs past the map's size and of spawned ranks): 5 ranks on hosts of 2, 2
+    and 1 span 3 nodes of at most 2 (uneven); the even half of collcheck's split (ranks 0,
+    2, 4; rank 0 writes the report) one per node."""
     rules = runner.tmp / "uneven.rules"
     rules.write_text("colltune-rules 1\nallreduce -> recursive_doubling\nbcast -> binomial\n")
-    proc, rep = runner.report(5, {"COLLTUNE_RULES": str(rules)})
+    proc, rep = runner.report(5, {"COLLTUNE_RULES": str(rules), "COLLTUNE_NODE_MAP": node_map,
+                                  "COLLTUNE_VERBOSE": "1"})
     assert ok(proc) and not warnings(proc)
+    way = "from the node map" if node_map == "1" else "asked of their members"
+    assert f"communicators' nodes {way}" in proc.stderr, proc.stderr
     seen = {(r["comm_size"], r["nodes"], r["ppn"]) for r in rep}
     assert {(5, 3, 2), (3, 3, 1)} <= seen, seen
 

@@ -41,8 +41,8 @@ def smpi(tmp_path_factory):
     return job
 
 
-def run(job, layout, state, rounds, live, calls=CALLS):
-    proc = job(layout, state, str(rounds), str(calls), str(live), budget=BUDGET)
+def run(job, layout, state, rounds, live, calls=CALLS, **env):
+    proc = job(layout, state, str(rounds), str(calls), str(live), budget=BUDGET, **env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     m = re.search(r"onlinecomms ok: (\d+) communicators, (\d+) calls, (\d+) failures", proc.stdout)
     assert m and m[3] == "0", proc.stdout + proc.stderr
@@ -66,6 +66,29 @@ def test_freed_communicators_give_their_slot_back(smpi, tmp_path, rounds, calls)
         assert sum(b["sampled"] for b in blocks) == 2 * rounds * calls, blocks
         assert len([r for r in doc["records"] if r[0] == coll and r[3] == 3]) == 2 * rounds * calls
     assert all(r[6] > 0 for r in doc["records"])
+
+
+def test_capped_samplers_from_the_node_map_and_from_asking(smpi, tmp_path):
+    """COLLTUNE_ONLINE_SAMPLERS=2: only the first two node leaders of a communicator time
+    its calls. A leader's place is counted from the world node map, or, where there is none
+    (COLLTUNE_NODE_MAP=0, the way of very large jobs), by an exscan over the members: both
+    ways every call of the uneven halves (2 nodes, ppn 2) is sampled and has a cost, with
+    the same blocks and calls (the costs differ in the last digits: asking the members
+    shifts the ranks' arrival; which ranks timed is not in the samples file)."""
+    seen = {}
+    for node_map in ("1", "0"):
+        state = tmp_path / f"state-{node_map}"
+        run(smpi, (2, 3), state, 10, 0, COLLTUNE_ONLINE_SAMPLERS="2", COLLTUNE_NODE_MAP=node_map)
+        doc = samples(state)
+        assert doc["job"]["max_samplers"] == 2
+        halves = half_blocks(doc, 6)
+        assert {(b["nodes"], b["ppn"]) for b in halves} == {(2, 2)}, halves
+        for coll in ("allreduce", "bcast"):
+            blocks = [b for b in halves if b["collective"] == coll]
+            assert sum(b["sampled"] for b in blocks) == 2 * 10 * CALLS, blocks
+        assert all(r[6] > 0 for r in doc["records"])
+        seen[node_map] = sorted(tuple(r[:6]) for r in doc["records"])
+    assert seen["1"] == seen["0"]
 
 
 def test_more_than_64_in_use_at_once_still_go_to_the_library(smpi, tmp_path):

@@ -672,9 +672,10 @@ static void setup(void)
     }
     ct_validity_init();                             /* before any thread can call */
     if (verbose && !no_threads)           /* else the warning said they are ignored */
-        fprintf(stderr, "colltune: interposer active: rules %s (%d rules), COLLTUNE_FORCE %s\n",
-                rules_path ? rules_path : "none", sources[FROM_RULES].n,
-                sources[FROM_FORCE].n ? force : "none");
+        fprintf(stderr, "colltune: interposer active: rules %s (%d rules), COLLTUNE_FORCE %s, "
+                "communicators' nodes %s\n", rules_path ? rules_path : "none", sources[FROM_RULES].n,
+                sources[FROM_FORCE].n ? force : "none",
+                ct_topo_mapped() ? "from the node map" : "asked of their members");
 }
 
 int MPI_Init(int *argc, char ***argv)

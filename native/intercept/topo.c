@@ -5,8 +5,10 @@
  * and one or two allreduces, still the way where the map cannot tell) cost about 9 us per
  * new communicator under SMPI at 64 ranks, which codes that split communicators all run
  * long (miniAMR) paid outside any timed collective. Memory: two ints per world rank, up
- * to CT_TOPO_MAP_MAX ranks. */
+ * to CT_TOPO_MAP_MAX ranks. COLLTUNE_NODE_MAP=0 on any rank: every communicator asks its
+ * members (the path of larger jobs and spawned ranks, tested and compared that way). */
 #include <stdlib.h>
+#include <string.h>
 #include "topo.h"
 
 #define CT_TOPO_MAP_MAX (1 << 18)     /* world ranks mapped (2 MiB); larger jobs communicate */
@@ -21,6 +23,7 @@ void ct_topo_init(int world_rank, int world_size)
 {
     MPI_Comm node;
     int first = world_rank;
+    const char *map = getenv("COLLTUNE_NODE_MAP");   /* "0": ask the members (tests, comparisons) */
     if (world_size > CT_TOPO_MAP_MAX) return;                       /* agreed: the size */
     if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
         return;          /* an error handler that returns: on every rank alike (collective) */
@@ -32,7 +35,13 @@ void ct_topo_init(int world_rank, int world_size)
     wranks = malloc((size_t)CT_TOPO_LOCAL_MAX * sizeof *wranks);
     if (!node_of || !count || !ranks || !wranks)     /* a rank without the map would disagree */
         PMPI_Abort(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    if (map && !strcmp(map, "0")) first = -1;
     PMPI_Allgather(&first, 1, MPI_INT, node_of, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int i = 0; i < world_size; i++)
+        if (node_of[i] < 0) {        /* any rank without the map: none has it (agreed) */
+            ct_topo_free();
+            return;
+        }
     for (int i = 0; i < CT_TOPO_LOCAL_MAX; i++) ranks[i] = i;
     PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
 }
@@ -78,6 +87,8 @@ static int from_map(MPI_Comm comm, int size, ct_topo *t)
     for (int i = 0; i < size; i++) count[node_of[wranks[i]]] = 0;
     return 1;
 }
+
+int ct_topo_mapped(void) { return node_of != NULL; }
 
 void ct_topo_of(MPI_Comm comm, int size, ct_topo *t)
 {

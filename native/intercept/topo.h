@@ -17,4 +17,5 @@ void ct_topo_init(int world_rank, int world_size);
  * (leaders_before is then -1: not counted) */
 void ct_topo_of(MPI_Comm comm, int size, ct_topo *t);
 void ct_topo_free(void);
+int ct_topo_mapped(void);        /* 1: communicators' topology from the world node map */
 #endif
