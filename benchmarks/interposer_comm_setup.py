@@ -9,7 +9,11 @@ MPI_Wtime per round. Side by side in one run, on each platform and layout:
   rules          linked with libcolltune and a rules file whose rules never match
                  (bytes >= 100 MB): every call takes the full decision, finds no rule and
                  runs the library -- what differs from `library` is the per-communicator
-                 set-up (topology) and the per-call decision
+                 set-up (topology, from the world node map learnt at MPI_Init) and the
+                 per-call decision
+  asking         `rules` with COLLTUNE_NODE_MAP=0: each new communicator asks its members
+                 for its topology (the way of jobs past the map's size; before the map,
+                 every communicator's)
   online         COLLTUNE_ONLINE with a state whose blocks give the library p = 1 for
                  every size class (the calls run the library, drawn and timed): the
                  set-up plus online's per-communicator key agreement and its
@@ -66,7 +70,8 @@ def main() -> int:
     plain = compile_app(impl, APP, CACHE, [])
     linked = compile_app(impl, APP, CACHE, link_args(libcolltune(impl, CACHE)))
     print(f"us per round (split, allreduce + bcast of 37 ints, free), {a.rounds} rounds, SMPI simulated time")
-    print(f"{'platform':13} {'layout':>6} {'library':>9} {'rules':>9} {'online':>9} {'rules-lib':>9} {'online-lib':>10}")
+    print(f"{'platform':13} {'layout':>6} {'library':>9} {'rules':>9} {'asking':>9} {'online':>9} "
+          f"{'rules-lib':>9} {'asking-lib':>10} {'online-lib':>10}")
     with tempfile.TemporaryDirectory() as d:
         rules = os.path.join(d, "never.rules")
         with open(rules, "w") as f:
@@ -87,6 +92,7 @@ def main() -> int:
                 return float(m[1]), p
             lib, _ = run(plain, {})
             ruled, _ = run(linked, {"COLLTUNE_RULES": rules})
+            asking, _ = run(linked, {"COLLTUNE_RULES": rules, "COLLTUNE_NODE_MAP": "0"})
             # the state's fingerprint: the one a fresh run writes
             probe = os.path.join(d, f"probe-{name}")
             run(linked, {"COLLTUNE_ONLINE": probe, "COLLTUNE_ONLINE_BUDGET": "0"})
@@ -97,8 +103,8 @@ def main() -> int:
             online, proc = run(linked, {"COLLTUNE_ONLINE": state})
             if "warning" in proc.stderr:
                 raise SystemExit(f"{name}: {proc.stderr[-2000:]}")
-            print(f"{name:13} {nodes:>3}x{ppn:<2} {lib:9.2f} {ruled:9.2f} {online:9.2f} "
-                  f"{ruled - lib:9.2f} {online - lib:10.2f}")
+            print(f"{name:13} {nodes:>3}x{ppn:<2} {lib:9.2f} {ruled:9.2f} {asking:9.2f} {online:9.2f} "
+                  f"{ruled - lib:9.2f} {asking - lib:10.2f} {online - lib:10.2f}")
     return 0
 
 
