@@ -12,10 +12,10 @@ library default").
 
 Per collective, at best_of_both's held-out layout and its sizes, four launches: the
 bench under the deployment (benchmarks/results/best_of_both/PLATFORM.colltune.rules, kept
-here as PLATFORM-deployed.colltune.rules for the reprint; --cfg=smpi/coll-selector:ompi), the same with COLLTUNE_GUARD=N, the rules file of
-`deploy --guard` (PLATFORM-guard.colltune.rules here: where nothing was measured, the
-arm with the smallest worst slowdown, no margin over the default, docs/rules.md) with
-COLLTUNE_GUARD=N, and the `ompi` selector alone. Where the two rules files agree at a
+here as PLATFORM-deployed.colltune.rules for the reprint; --cfg=smpi/coll-selector:ompi),
+the same with COLLTUNE_GUARD=N, the rules file of `deploy --guard`
+(PLATFORM-guard.colltune.rules here: where nothing was measured, the arm with the smallest
+worst slowdown, no margin over the default, docs/rules.md) with COLLTUNE_GUARD=N, and the `ompi` selector alone. Where the two rules files agree at a
 point, the guarded launch of the committed file is that of `deploy --guard`'s too (same
 rule, same guard, a deterministic simulator) and is not run twice; where they differ,
 `deploy --guard`'s file also runs without the guard (its rule's own time, for the
