@@ -66,15 +66,18 @@ def test_freed_communicators_give_their_slot_back(smpi, tmp_path, rounds, calls)
         assert sum(b["sampled"] for b in blocks) == 2 * rounds * calls, blocks
         assert len([r for r in doc["records"] if r[0] == coll and r[3] == 3]) == 2 * rounds * calls
     assert all(r[6] > 0 for r in doc["records"])
+    # every rank of a half timed its calls; 40 samples were reduced when it was freed
+    assert {r[7] for r in doc["records"] if r[3] == 3} == ({3} if calls == CALLS else {None})
 
 
 def test_capped_samplers_from_the_node_map_and_from_asking(smpi, tmp_path):
     """COLLTUNE_ONLINE_SAMPLERS=2: only the first two node leaders of a communicator time
     its calls. A leader's place is counted from the world node map, or, where there is none
     (COLLTUNE_NODE_MAP=0, the way of very large jobs), by an exscan over the members: both
-    ways every call of the uneven halves (2 nodes, ppn 2) is sampled and has a cost, with
-    the same blocks and calls (the costs differ in the last digits: asking the members
-    shifts the ranks' arrival; which ranks timed is not in the samples file)."""
+    ways every call of the uneven halves (2 nodes, ppn 2) is sampled and has a cost from
+    the clocks of exactly two ranks (a second leader that counted itself third timed
+    nothing), with the same blocks and calls (the costs differ in the last digits: asking
+    the members shifts the ranks' arrival)."""
     seen = {}
     for node_map in ("1", "0"):
         state = tmp_path / f"state-{node_map}"
@@ -87,6 +90,7 @@ def test_capped_samplers_from_the_node_map_and_from_asking(smpi, tmp_path):
             blocks = [b for b in halves if b["collective"] == coll]
             assert sum(b["sampled"] for b in blocks) == 2 * 10 * CALLS, blocks
         assert all(r[6] > 0 for r in doc["records"])
+        assert {r[7] for r in doc["records"]} == {2}, doc["records"][:4]
         seen[node_map] = sorted(tuple(r[:6]) for r in doc["records"])
     assert seen["1"] == seen["0"]
 

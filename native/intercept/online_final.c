@@ -22,6 +22,7 @@
 typedef struct {
     uint64_t key;
     int32_t coll, cls, nodes, ppn, size, arm;
+    int32_t reduced;                  /* t0, t1: the max over the communicator's timed ranks */
     int64_t idx;                      /* sampled call number; -1: the block's summary */
     int64_t bytes;                    /* summary: calls */
     double t0, t1;                    /* summary: t0 = sampled calls */
@@ -56,7 +57,7 @@ static rec_t *collect(int *n)
                     if (!p) { *n = (int)k; return out; }
                     out = p;
                 }
-                rec_t base = {c->key, coll, cls, c->nodes, c->ppn, c->size, 0, -1, 0, 0, 0};
+                rec_t base = {c->key, coll, cls, c->nodes, c->ppn, c->size, 0, x->reduced, -1, 0, 0, 0};
                 if (c->sampler == 0) {
                     out[k] = base, out[k].bytes = x->calls, out[k].t0 = x->sampled;
                     k++;
@@ -181,9 +182,11 @@ static int write_samples(const char *path, const char *run_id, agg_t *aggs, int 
         if (x->idx < 0) continue;
         for (int j = c[i].first; j < c[i].end; j++) by = r[j].bytes > by ? r[j].bytes : by;
         const ct_online_block *b = ct_online_block_of(x->coll, x->nodes, x->ppn, x->cls);
-        fprintf(f, "%s\n  [\"%s\", %d, %d, %d, %lld, \"%s\", %.9g]", first ? "" : ",",
+        fprintf(f, "%s\n  [\"%s\", %d, %d, %d, %lld, \"%s\", %.9g, ", first ? "" : ",",
                 ct_coll_name((ct_coll)x->coll), x->nodes, x->ppn, x->size, by,
                 b->arm[x->arm & ~CT_ONLINE_SETUP].id, c[i].learn);
+        /* how many ranks' clocks the cost came from (null: reduced before, not known here) */
+        if (x->reduced) fprintf(f, "null]"); else fprintf(f, "%d]", c[i].end - c[i].first);
         first = 0;
     }
     fprintf(f, "\n]}\n");

@@ -29,7 +29,7 @@ def store_samples(store: Store, samples: Samples, campaign: str, state_dir: str)
     """Add one samples file's records; returns the number of new points."""
     data, job = samples.data, samples.data.get("job", {})
     groups: dict = {}
-    for coll, nodes, ppn, size, nbytes, arm, cost in data.get("records", []):
+    for coll, nodes, ppn, size, nbytes, arm, cost, *_timed_by in data.get("records", []):
         groups.setdefault((coll, nodes, ppn, arm), {}).setdefault((size, nbytes), []).append(cost)
     probs, added = _arm_p(data), 0
     for (coll, nodes, ppn, arm), by_point in groups.items():
