@@ -184,7 +184,7 @@ def used_sizes(state_dir: str) -> dict:
     """{block key: {bytes: calls}} of the timed calls in every samples file of a state dir."""
     out: dict = {}
     for s in samples_files(state_dir):
-        for coll, nodes, ppn, _size, nbytes, _arm, _cost in s.data.get("records", []):
+        for coll, nodes, ppn, _size, nbytes, _arm, _cost, *_ in s.data.get("records", []):
             key = (coll, nodes, ppn, state.class_of(nbytes))
             out.setdefault(key, {}).setdefault(nbytes, 0)
             out[key][nbytes] += 1

@@ -94,7 +94,7 @@ def medians(ex_dir: str, runs: int) -> dict:
     by: dict = {}
     for k in range(runs):
         for s in samples_files(os.path.join(ex_dir, f"arm{k}")):
-            for coll, nodes, ppn, _size, nbytes, arm, cost in s.data.get("records", []):
+            for coll, nodes, ppn, _size, nbytes, arm, cost, *_ in s.data.get("records", []):
                 by.setdefault((coll, nodes, ppn, state.class_of(nbytes)), {}).setdefault(arm, []).append(cost)
     return {key: {arm: statistics.median(c) for arm, c in arms.items()} for key, arms in by.items()}
 
