@@ -107,6 +107,23 @@ def test_logp_tree_matrix_smpi_every_subcommunicator(smpi, coll, vnode):
     blocking_matrix_13(smpi, coll, "logp_tree", vnode)
 
 
+def test_logp_tree_search_stops_without_changing_the_choice(tmp_path):
+    """The model's search over lf stops at the first lf that never held a holder back
+    (native/tests/logpsearch.c): over uniform and uneven layouts, roots, sizes and costs
+    it picks the lf and time that trying every lf picks, with fewer simulations. The tree
+    code is compiled into the check itself (no MPI run: any MPI's mpicc gives mpi.h)."""
+    impl = impl_or_skip(REAL_MPIS[0])
+    exe = tmp_path / "logpsearch"
+    r = subprocess.run([impl.cc, "-O2", "-I", str(NATIVE / "include"), "-o", str(exe),
+                        str(NATIVE / "tests" / "logpsearch.c")], capture_output=True, text=True,
+                       env=impl.run_env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout
+    m = re.search(r"logpsearch ok: (\d+) cases, (\d+) simulations instead of (\d+)", r.stdout)
+    assert m and int(m[1]) > 1000 and int(m[2]) < int(m[3]), r.stdout
+
+
 def matrix_around(smpi, han_catalogue, coll: str, base: str, vnode: int) -> None:
     """The blocking matrix (1..13 ranks, every root, counts 0, 1, 7, 301) with
     the probes varied around base values `base` (algotest -b) instead of the
