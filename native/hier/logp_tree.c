@@ -13,8 +13,8 @@
  * of its node. Every lf from 0 up is simulated with the model's costs and the fastest
  * kept (lf = -1), or lf is given. The search stops at the first lf that never held a
  * holder back (the larger ones make the same tree, so the choice is the same): at 1024
- * nodes x 128 ranks and 8 B, 14 of the 128 are simulated (0.4 s instead of 3.8, per tree
- * and rank, on the first call of a size class).
+ * nodes x 128 ranks and 8 B, 11 of the 128 are simulated (0.36 s instead of 4.1 of CPU
+ * per rank, on the first call of a size class; native/tests/logpsearch.c).
  *
  * The ranks of a node share its network port and its memory: a message also holds the
  * node's port (across nodes) or its memory (inside) for bytes / bandwidth, one message

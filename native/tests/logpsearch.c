@@ -2,9 +2,12 @@
  * never held a holder back; this checks, over a grid of layouts (uniform and uneven
  * nodes, every third root), sizes and model costs, that it chooses the lf and the time
  * the search over every lf chooses. Not an MPI program: the tree's code is included.
- * Prints "logpsearch ok: ..." and exits 0, or names the first cases that differ. */
+ * Prints "logpsearch ok: ..." and exits 0, or names the first cases that differ.
+ * `logpsearch NODES PPN BYTES` times both searches on one layout instead (the default
+ * costs of bcast/logp_tree). */
 #include "../hier/logp_tree.c"
 #include <stdio.h>
+#include <time.h>
 
 MPI_Aint ct_extent(MPI_Datatype t)
 {
@@ -25,8 +28,47 @@ static int layout(int nn, int ppn, int uneven, int *node_of, int *first)
     return size;
 }
 
-int main(void)
+static double seconds(void)
 {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* both searches on one uniform layout: lf chosen, simulations, CPU seconds */
+static int one(int nn, int ppn, long long nbytes)
+{
+    int size = nn * ppn, *node_of = malloc(sizeof(int) * (size_t)size);
+    int *first = malloc(sizeof(int) * (size_t)(nn + 1)), *members = malloc(sizeof(int) * (size_t)size);
+    layout(nn, ppn, 0, node_of, first);
+    for (int r = 0; r < size; r++) members[r] = r;
+    sim s = {.size = size, .nnodes = nn, .node_of = node_of, .first = first, .members = members};
+    s.lnext = malloc(sizeof(int) * (size_t)nn);
+    s.sent = malloc(sizeof(int) * (size_t)size);
+    s.from = malloc(sizeof(int) * (size_t)size);
+    s.heap = malloc(sizeof(ev) * 2 * (size_t)size);
+    s.port = malloc(2 * sizeof(int64_t) * (size_t)nn);
+    s.mem = s.port + nn;
+    ct_logp_key k = {.root = 0, .lf = -1, .bytes = nbytes, .cost = {250, 1300, 550, 12500, 8000, 0}};
+    for (int early = 1; early >= 0; early--) {
+        int64_t best = INT64_MAX;
+        int lf = -1, sims = 0, bound = 1;
+        double t0 = seconds();
+        for (int l = 0; l < ppn && (bound || !early); l++, sims++) {
+            bound = 0;
+            int64_t t = simulate(&s, 0, &k, l, 0, &bound);
+            if (t < best) best = t, lf = l;
+        }
+        printf("%s: lf %d (%lld ns in the model), %d simulations, %.3f s\n",
+               early ? "search stopping where lf never binds" : "every lf", lf, (long long)best,
+               sims, seconds() - t0);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4) return one(atoi(argv[1]), atoi(argv[2]), atoll(argv[3]));
     static const int nns[] = {1, 2, 3, 5, 16, 17, 48}, ppns[] = {1, 2, 3, 4, 12, 16, 32};
     static const long long bytes[] = {8, 2048, 65536};
     static const int costs[][3] = {{100, 1000, 300}, {200, 2000, 700}, {500, 5000, 700}};
