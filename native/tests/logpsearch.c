@@ -15,17 +15,50 @@ MPI_Aint ct_extent(MPI_Datatype t)
     return 1;
 }
 
-/* node sizes: ppn each, or (uneven) ppn, ppn - 1, ppn, ppn - 1, ... (at least 1) */
-static int layout(int nn, int ppn, int uneven, int *node_of, int *first)
+/* a layout's simulation state: nn nodes of ppn ranks, or (uneven) ppn, ppn - 1, ppn, ... */
+static sim sim_new(int nn, int ppn, int uneven)
 {
-    int size = 0;
+    int cap = nn * ppn, size = 0;
+    int *node_of = malloc(sizeof(int) * (size_t)cap), *first = malloc(sizeof(int) * (size_t)(nn + 1));
+    int *members = malloc(sizeof(int) * (size_t)cap);
     for (int v = 0; v < nn; v++) {
         int k = uneven && v % 2 && ppn > 1 ? ppn - 1 : ppn;
         first[v] = size;
-        for (int j = 0; j < k; j++) node_of[size++] = v;
+        for (int j = 0; j < k; j++) members[size] = size, node_of[size++] = v;
     }
     first[nn] = size;
-    return size;
+    sim s = {.size = size, .nnodes = nn, .node_of = node_of, .first = first, .members = members};
+    s.lnext = malloc(sizeof(int) * (size_t)nn);
+    s.sent = malloc(sizeof(int) * (size_t)size);
+    s.from = malloc(sizeof(int) * (size_t)size);
+    s.heap = malloc(sizeof(ev) * 2 * (size_t)size);
+    s.port = malloc(2 * sizeof(int64_t) * (size_t)nn);
+    s.mem = s.port + nn;
+    if (!node_of || !first || !members || !s.lnext || !s.sent || !s.from || !s.heap || !s.port) {
+        fprintf(stderr, "logpsearch: out of memory for %d nodes x %d ranks\n", nn, ppn);
+        exit(2);
+    }
+    return s;
+}
+
+static void sim_free(sim *s)
+{
+    free((void *)s->node_of), free((void *)s->first), free((void *)s->members);
+    free(s->lnext), free(s->sent), free(s->from), free(s->heap), free(s->port);
+}
+
+/* the model's fastest lf over 0 .. ppn - 1 (the smallest on ties), all of them or up to
+ * the first that never binds; *lf, *sims: the choice and the simulations made */
+static int64_t search(sim *s, int root, const ct_logp_key *k, int ppn, int early, int *lf, long *sims)
+{
+    int64_t best = INT64_MAX;
+    int bound = 1;
+    for (int l = 0; l < ppn && (bound || !early); l++, ++*sims) {
+        bound = 0;
+        int64_t t = simulate(s, root, k, l, 0, &bound);
+        if (t < best) best = t, *lf = l;
+    }
+    return best;
 }
 
 static double seconds(void)
@@ -38,31 +71,18 @@ static double seconds(void)
 /* both searches on one uniform layout: lf chosen, simulations, CPU seconds */
 static int one(int nn, int ppn, long long nbytes)
 {
-    int size = nn * ppn, *node_of = malloc(sizeof(int) * (size_t)size);
-    int *first = malloc(sizeof(int) * (size_t)(nn + 1)), *members = malloc(sizeof(int) * (size_t)size);
-    layout(nn, ppn, 0, node_of, first);
-    for (int r = 0; r < size; r++) members[r] = r;
-    sim s = {.size = size, .nnodes = nn, .node_of = node_of, .first = first, .members = members};
-    s.lnext = malloc(sizeof(int) * (size_t)nn);
-    s.sent = malloc(sizeof(int) * (size_t)size);
-    s.from = malloc(sizeof(int) * (size_t)size);
-    s.heap = malloc(sizeof(ev) * 2 * (size_t)size);
-    s.port = malloc(2 * sizeof(int64_t) * (size_t)nn);
-    s.mem = s.port + nn;
+    sim s = sim_new(nn, ppn, 0);
     ct_logp_key k = {.root = 0, .lf = -1, .bytes = nbytes, .cost = {250, 1300, 550, 12500, 8000, 0}};
     for (int early = 1; early >= 0; early--) {
-        int64_t best = INT64_MAX;
-        int lf = -1, sims = 0, bound = 1;
+        int lf = -1;
+        long sims = 0;
         double t0 = seconds();
-        for (int l = 0; l < ppn && (bound || !early); l++, sims++) {
-            bound = 0;
-            int64_t t = simulate(&s, 0, &k, l, 0, &bound);
-            if (t < best) best = t, lf = l;
-        }
-        printf("%s: lf %d (%lld ns in the model), %d simulations, %.3f s\n",
-               early ? "search stopping where lf never binds" : "every lf", lf, (long long)best,
-               sims, seconds() - t0);
+        int64_t t = search(&s, 0, &k, ppn, early, &lf, &sims);
+        printf("%s: lf %d (%lld ns in the model), %ld simulations, %.3f s\n",
+               early ? "search stopping where lf never binds" : "every lf", lf, (long long)t, sims,
+               seconds() - t0);
     }
+    sim_free(&s);
     return 0;
 }
 
@@ -76,48 +96,26 @@ int main(int argc, char **argv)
     for (size_t a = 0; a < sizeof nns / sizeof *nns; a++)
         for (size_t b = 0; b < sizeof ppns / sizeof *ppns; b++)
             for (int uneven = 0; uneven < 2; uneven++) {
-                int nn = nns[a], ppn = ppns[b], cap = nn * ppn;
-                int *node_of = malloc(sizeof(int) * (size_t)cap), *first = malloc(sizeof(int) * (size_t)(nn + 1));
-                int *members = malloc(sizeof(int) * (size_t)cap);
-                int size = layout(nn, ppn, uneven, node_of, first);
-                for (int r = 0; r < size; r++) members[r] = r;
-                sim s = {.size = size, .nnodes = nn, .node_of = node_of, .first = first, .members = members};
-                s.lnext = malloc(sizeof(int) * (size_t)nn);
-                s.sent = malloc(sizeof(int) * (size_t)size);
-                s.from = malloc(sizeof(int) * (size_t)size);
-                s.heap = malloc(sizeof(ev) * 2 * (size_t)size);
-                s.port = malloc(2 * sizeof(int64_t) * (size_t)nn);
-                s.mem = s.port + nn;
-                for (int root = 0; root < size; root += size / 3 > 0 ? size / 3 : 1)
+                int nn = nns[a], ppn = ppns[b];
+                sim s = sim_new(nn, ppn, uneven);
+                for (int root = 0; root < s.size; root += s.size / 3 > 0 ? s.size / 3 : 1)
                     for (size_t c = 0; c < sizeof bytes / sizeof *bytes; c++)
                         for (size_t m = 0; m < sizeof costs / sizeof *costs; m++)
                             for (int rbw = 0; rbw <= 4000; rbw += 4000) {
                                 ct_logp_key k = {.root = root, .lf = -1, .bytes = bytes[c],
                                                  .cost = {costs[m][0], costs[m][1], costs[m][2], 12500, 20000, rbw}};
-                                int64_t tfull = INT64_MAX, tearly = INT64_MAX;
-                                int lfull = -1, learly = -1, bound = 1, ignored;
-                                for (int l = 0; l < ppn; l++, full_sims++) {
-                                    ignored = 0;
-                                    int64_t t = simulate(&s, root, &k, l, 0, &ignored);
-                                    if (t < tfull) tfull = t, lfull = l;
-                                }
-                                for (int l = 0; l < ppn && bound; l++, early_sims++) {
-                                    bound = 0;
-                                    int64_t t = simulate(&s, root, &k, l, 0, &bound);
-                                    if (t < tearly) tearly = t, learly = l;
-                                }
+                                int lfull = -1, learly = -1;
+                                int64_t tfull = search(&s, root, &k, ppn, 0, &lfull, &full_sims);
+                                int64_t tearly = search(&s, root, &k, ppn, 1, &learly, &early_sims);
                                 cases++;
-                                if (tfull != tearly || lfull != learly) {
-                                    if (differ++ < 5)
-                                        printf("differ: %d nodes x %d ranks%s, root %d, %lld B, costs %d/%d/%d "
-                                               "rbw %d: every lf chooses lf %d (%lld ns), the search lf %d (%lld ns)\n",
-                                               nn, ppn, uneven ? " (uneven)" : "", root, bytes[c], costs[m][0],
-                                               costs[m][1], costs[m][2], rbw, lfull, (long long)tfull, learly,
-                                               (long long)tearly);
-                                }
+                                if ((tfull != tearly || lfull != learly) && differ++ < 5)
+                                    printf("differ: %d nodes x %d ranks%s, root %d, %lld B, costs %d/%d/%d "
+                                           "rbw %d: every lf chooses lf %d (%lld ns), the search lf %d (%lld ns)\n",
+                                           nn, ppn, uneven ? " (uneven)" : "", root, bytes[c], costs[m][0],
+                                           costs[m][1], costs[m][2], rbw, lfull, (long long)tfull, learly,
+                                           (long long)tearly);
                             }
-                free(node_of), free(first), free(members), free(s.lnext), free(s.sent), free(s.from);
-                free(s.heap), free(s.port);
+                sim_free(&s);
             }
     if (differ) {
         printf("logpsearch FAILED: %ld of %ld cases differ\n", differ, cases);
