@@ -130,6 +130,20 @@ static int64_t simulate(sim *s, int root, const ct_logp_key *k, int lf, int reco
     return done;
 }
 
+/* The model's fastest lf over 0 .. nlf - 1 (a larger lf only on a strict gain), with
+ * stop up to the first lf that never binds (simulate); *sims counts the simulations. */
+static int best_lf(sim *s, int root, const ct_logp_key *k, int nlf, int stop, long *sims)
+{
+    int64_t tbest = INT64_MAX;
+    int best = 0, bound = 1;
+    for (int l = 0; l < nlf && (bound || !stop); l++, ++*sims) {
+        bound = 0;
+        int64_t tl = simulate(s, root, k, l, 0, &bound);
+        if (tl < tbest) tbest = tl, best = l;
+    }
+    return best;
+}
+
 /* One tree: every rank's parent and children (in send order), in virtual ranks (key.root
  * -1: the root is 0, node and local rank counted from the root's) or comm ranks. */
 typedef struct {
@@ -221,15 +235,9 @@ static int build(struct ct_logp_cache *c, const ct_hier *h, tree *t, const ct_lo
         rc = MPI_ERR_NO_MEM;
         goto out;
     }
-    int root = virt ? 0 : k->root, best = k->lf, bound = 1;
-    if (best < 0) {         /* the model's choice; a larger lf only on a strict gain */
-        int64_t tbest = INT64_MAX;
-        for (int l = 0; l < h->maxppn && bound; l++) {   /* up to the first lf that never binds */
-            bound = 0;
-            int64_t tl = simulate(&s, root, k, l, 0, &bound);
-            if (tl < tbest) tbest = tl, best = l;
-        }
-    }
+    int root = virt ? 0 : k->root, best = k->lf, bound = 0;
+    long sims = 0;
+    if (best < 0) best = best_lf(&s, root, k, h->maxppn, 1, &sims);   /* the model's choice */
     simulate(&s, root, k, best, 1, &bound);
     /* children per sender, in send order (a stable counting sort of the sends) */
     for (int i = 0; i < size - 1; i++) t->cfirst[s.sender[i] + 1]++;

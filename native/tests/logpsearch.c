@@ -47,18 +47,12 @@ static void sim_free(sim *s)
     free(s->lnext), free(s->sent), free(s->from), free(s->heap), free(s->port);
 }
 
-/* the model's fastest lf over 0 .. ppn - 1 (the smallest on ties), all of them or up to
- * the first that never binds; *lf, *sims: the choice and the simulations made */
-static int64_t search(sim *s, int root, const ct_logp_key *k, int ppn, int early, int *lf, long *sims)
+/* best_lf's choice (logp_tree.c), all lf or stopping where one never binds, and its time */
+static int64_t search(sim *s, int root, const ct_logp_key *k, int ppn, int stop, int *lf, long *sims)
 {
-    int64_t best = INT64_MAX;
-    int bound = 1;
-    for (int l = 0; l < ppn && (bound || !early); l++, ++*sims) {
-        bound = 0;
-        int64_t t = simulate(s, root, k, l, 0, &bound);
-        if (t < best) best = t, *lf = l;
-    }
-    return best;
+    int ignored = 0;
+    *lf = best_lf(s, root, k, ppn, stop, sims);
+    return simulate(s, root, k, *lf, 0, &ignored);
 }
 
 static double seconds(void)
