@@ -10,22 +10,23 @@ library default").
     .venv/bin/python benchmarks/guard_heldout.py --platform dragonfly --layout 16x12 --no-committed
     .venv/bin/python benchmarks/guard_heldout.py --platform dragonfly --layout all --no-run
 
-Per collective, at best_of_both's held-out layout and its sizes, four launches: the
-bench under the deployment (benchmarks/results/best_of_both/PLATFORM.colltune.rules, kept
-here as PLATFORM-deployed.colltune.rules for the reprint; --cfg=smpi/coll-selector:ompi),
-the same with COLLTUNE_GUARD=N, the rules file of `deploy --guard`
+Per collective, at best_of_both's held-out layout and its sizes, four launches: the bench
+under the deployment (benchmarks/results/best_of_both/PLATFORM.colltune.rules, kept here
+as PLATFORM-deployed.colltune.rules for the reprint; --cfg=smpi/coll-selector:ompi), the
+same with COLLTUNE_GUARD=N, the rules file of `deploy --guard`
 (PLATFORM-guard.colltune.rules here: where nothing was measured, the arm with the smallest
-worst slowdown, no margin over the default, docs/rules.md) with COLLTUNE_GUARD=N, and the `ompi` selector alone. Where the two rules files agree at a
-point, the guarded launch of the committed file is that of `deploy --guard`'s too (same
-rule, same guard, a deterministic simulator) and is not run twice; where they differ,
-`deploy --guard`'s file also runs without the guard (its rule's own time, for the
-exploration). --layout measures another layout of the plan (a trained one), and
---no-committed there leaves out the committed file: `deploy --guard`'s rules with the
-guard at every point, without it only where the guard chose the library (the rule's
-own time, for the exploration), and the selector; --layout all reprints every layout
-and deploy --guard's geometric means over them by set. Every launch has the same warm-up, 2(N+1) + 1 calls: the guard's
-exploration and the call that decides (one allreduce of two doubles, then the verdict),
-so the timed call runs what the guard decided (SimGrid is deterministic: 1 timed call).
+worst slowdown, no margin over the default, docs/rules.md) with COLLTUNE_GUARD=N, and the
+`ompi` selector alone. Where the two rules files agree at a point, the guarded launch of
+the committed file is that of `deploy --guard`'s too (same rule, same guard, a
+deterministic simulator) and is not run twice; where they differ, `deploy --guard`'s file
+also runs without the guard (its rule's own time, for the exploration). --layout measures
+another layout of the plan (a trained one), and --no-committed there leaves out the
+committed file: `deploy --guard`'s rules with the guard at every point, without it only
+where the guard chose the library (the rule's own time, for the exploration), and the
+selector; --layout all reprints every layout and deploy --guard's geometric means over
+them by set. Every launch has the same warm-up, 2(N+1) + 1 calls: the guard's exploration
+and the call that decides (one allreduce of two doubles, then the verdict), so the timed
+call runs what the guard decided (SimGrid is deterministic: 1 timed call).
 The exploration is not in that time; `amortized` adds it back from the measured times:
 (N+1) calls of the library and N+1 of the rule's algorithm, over CALLS calls of the
 point (the deciding allreduce, of two doubles, is left out). The interposer's report
