@@ -10,13 +10,13 @@
  * Here a group of n ranks (base + j*stride, j < n) splits into its even
  * members (A) and its odd ones (B); A keeps the lower ceil(n/2) of the group's
  * n blocks, B the upper floor(n/2). Members 2j and 2j+1 exchange halves, so
- * the largest exchange goes to the nearest rank (as ct_rs_nearest). When n is
- * odd A's last member has no partner: it sends B's j-th member the j-th block
- * of B's range, one block more for that member, and in the allgather gets the
- * blocks back the same way. Each contribution is still reduced into every
- * block exactly once; a link carries 2m(P-1)/P plus at most one block per odd
- * level. For powers of two the schedule is ct_rs_nearest's, message for
- * message. */
+ * the largest exchange goes to the nearest rank (allreduce/rabenseifner.c says
+ * why). When n is odd A's last member has no partner: it sends B's j-th member
+ * the j-th block of B's range, one block more for that member, and in the
+ * allgather gets the blocks back the same way. Each contribution is still
+ * reduced into every block exactly once; a link carries 2m(P-1)/P plus at most
+ * one block per odd level. For powers of two the schedule is the one the
+ * fold's power-of-two exchange made, message for message. */
 #include "internal.h"
 
 static int member(const ct_halving_level *l, int j) { return l->base + j * l->stride; }
@@ -102,5 +102,43 @@ void ct_ag_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_level 
                 ct_sched_send(s, ct_at(buf, ext, e0), e1 - e0, a->dtype, member(l, l->n - 1));
             }
         }
+    }
+}
+
+/* Group index of the member that gathers for the half of l's group that does not hold
+ * collector g: g's partner, or B's last member when g is A's unpartnered last one. */
+static int other_collector(const ct_halving_level *l, int g)
+{
+    if (g % 2) return g - 1;
+    return g + 1 < l->n ? g + 1 : l->n - 2;
+}
+
+void ct_gather_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_level *lev, int k,
+                   int root)
+{
+    int size, coll[32], sub[32];
+    MPI_Comm_size(a->comm, &size);
+    MPI_Aint ext = ct_extent(a->dtype);
+    /* top down: who collects each level's group (coll) and this rank's half (sub) */
+    for (int t = 0, g = root; t < k; t++) {
+        const ct_halving_level *l = &lev[t];
+        coll[t] = g;
+        sub[t] = (g % 2 == l->i % 2) ? g : other_collector(l, g);
+        g = sub[t] / 2;
+    }
+    /* bottom up: a half's collector hands its range to the group's */
+    for (int t = k - 1; t >= 0; t--) {
+        const ct_halving_level *l = &lev[t];
+        int na = (l->n + 1) / 2;
+        int a0 = ct_block_start(a->count, size, l->c), a1 = ct_block_start(a->count, size, l->c + na);
+        int b1 = ct_block_start(a->count, size, l->c + l->n);
+        int in_a = l->i % 2 == 0;
+        ct_sched_round(s);
+        if (l->i == sub[t] && sub[t] != coll[t])
+            ct_sched_send(s, ct_at(buf, ext, in_a ? a0 : a1), in_a ? a1 - a0 : b1 - a1, a->dtype,
+                          member(l, coll[t]));
+        else if (l->i == coll[t])
+            ct_sched_recv(s, ct_at(buf, ext, in_a ? a1 : a0), in_a ? b1 - a1 : a1 - a0, a->dtype,
+                          member(l, other_collector(l, coll[t])));
     }
 }

@@ -73,20 +73,15 @@ typedef struct { int n, c, i, base, stride; } ct_halving_level;   /* group, bloc
 int ct_rs_any(ct_sched *s, void *buf, void *tmp, void *extra, const ct_args *a,
               ct_halving_level *lev);
 void ct_ag_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_level *lev, int k);
+/* The blocks of ct_rs_any's levels gathered at rank root (a reduce's second half). */
+void ct_gather_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_level *lev, int k,
+                   int root);
 
 /* Block b of count elements split into n nearly equal blocks. */
 static inline int ct_block_start(int count, int n, int b)
 {
     return b * (count / n) + (b < count % n ? b : count % n);
 }
-
-/* Recursive-halving reduce-scatter among pof2 new ranks, nearest partner
- * first (halving.c). Step k keeps the block range [lo[k], lo[k] + pof2/2^(k+1));
- * afterwards new rank r holds block bitreverse(r) of the reduction in buf.
- * Returns the number of steps (log2 pof2); lo needs that many entries.
- * Commutative op. */
-int ct_rs_nearest(ct_sched *s, void *buf, void *tmp, const ct_args *a, int newrank, int pof2,
-                  int keep, int *lo);
 
 /* Scatter + allgather building blocks (scatter.c), on the message as bytes
  * cut into size pieces of chunk bytes in virtual-rank order (root = 0). */
