@@ -2,8 +2,9 @@
  * benchmarks/profile_groundtruth.py: REPS calls of one collective inside the named
  * region "gt" (MPI_Pcontrol 100 / -100, docs/profile-counting.md), nothing else sent.
  *   profile_groundtruth COLL BYTES [REPS]
- * COLL: bcast (root 0) | allreduce (floats, MPI_SUM) | allgather | alltoall; BYTES: per
- * rank (bcast, allreduce) or per block (allgather, alltoall). */
+ * COLL: bcast (root 0) | allreduce (floats, MPI_SUM) | reduce (the same, root 0) |
+ * allgather | alltoall; BYTES: per rank (bcast, allreduce, reduce) or per block (allgather,
+ * alltoall). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,8 @@ int main(int argc, char **argv)
         if (!strcmp(coll, "bcast")) MPI_Bcast(a, bytes, MPI_CHAR, 0, MPI_COMM_WORLD);
         else if (!strcmp(coll, "allreduce"))
             MPI_Allreduce(a, b, bytes / 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        else if (!strcmp(coll, "reduce"))
+            MPI_Reduce(a, b, bytes / 4, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
         else if (!strcmp(coll, "allgather"))
             MPI_Allgather(a, bytes, MPI_CHAR, b, bytes, MPI_CHAR, MPI_COMM_WORLD);
         else if (!strcmp(coll, "alltoall"))

@@ -115,3 +115,22 @@ def test_groundtruth_small(tmp_path, coll, nbytes, how, launch):
     mine = simtrace.profile_link_loads(prof, topo)
     assert mine == ref
     assert sum(b for b, _ in ref.values()) > 0
+
+
+@pytest.mark.parametrize("coll", ["allreduce", "reduce"])
+def test_rabenseifner_moves_only_what_halving_needs_on_six_ranks(tmp_path, coll):
+    """On 6 ranks (not a power of two) no rank of colltune's Rabenseifner sends or receives
+    more than 2m(P-1)/P, m the vector, with one block of slack. MPICH's fold (the form
+    before native/algorithms/halving_any.c) moved the whole vector once more through four of
+    them: 2.5m, 1.5x what the bandwidth bound allows (48 lanes on the dragonfly: 2.94m)."""
+    nbytes = 6000
+    out = _run(tmp_path, coll, nbytes, "colltune:rabenseifner", ["--layout", "3x2"])
+    prof = load_profile(out)
+    n = prof.size
+    assert n == 6 and not prof.library.get(("gt", coll)), "colltune declined a call"
+    cell = prof.pairs("gt", coll, "colltune").as_dict()
+    bound = (2 * nbytes * (n - 1) / n + nbytes / n) * REPS
+    for r in range(n):
+        sent = sum(b for (s, _), (b, _) in cell.items() if s == r)
+        got = sum(b for (_, d), (b, _) in cell.items() if d == r)
+        assert 0 < sent <= bound and got <= bound, (r, sent, got, bound)
