@@ -157,11 +157,12 @@ def deployment(table_path: Path, session) -> tuple[str, list[str]]:
         return Path(d, "colltune.rules").read_text(), manifest["launch"]["COLLTUNE_SMPIRUN_ARGS"].split()
 
 
-def tune(session, plat: str, colls, train, sizes) -> DecisionTable:
+def tune(session, plat: str, colls, train, sizes, retry_crashed: bool = False) -> DecisionTable:
     """The tuner a user runs, per training layout (allgather's feasible sizes differ
     by layout); the entries of all layouts make the platform's table."""
     provider = session.backend().provider()
     args = build_parser().parse_args(["tune"])
+    args.retry_failed = frozenset({"crashed"}) if retry_crashed else False
     entries, prov = [], None
     for n, p in train:
         by_sizes: dict[tuple, list[str]] = {}
@@ -259,6 +260,9 @@ def main() -> int:
     ap.add_argument("--retry-deployed-failures", action="store_true",
                     help="measure the deployment's recorded failures again (e.g. a launch that "
                          "timed out, with a longer --eval-timeout); the selectors' stay recorded")
+    ap.add_argument("--retry-training-crashes", action="store_true",
+                    help="measure the training points recorded as crashed again (e.g. killed for "
+                         "memory while another launch ran beside them: rerun with --jobs 1)")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store and table")
     ap.add_argument("--recheck", metavar="SIZES",
                     help="measure the committed deployment again at these sizes (all layouts of the "
@@ -285,7 +289,7 @@ def main() -> int:
         return 1 if recheck({**cli, "timeout": a.eval_timeout}, a.platform, colls, train + held,
                             parse_list(a.recheck), rules.resolve(), dep_args, store, a.reduction_op) else 0
     if not a.no_run:
-        table = tune(session, a.platform, colls, train, tsizes)
+        table = tune(session, a.platform, colls, train, tsizes, a.retry_training_crashes)
         table.save(str(table_path))
         new, dep_args = deployment(table_path, session)
         # the deployment's store label is the rules file's sha: keep the file (and its

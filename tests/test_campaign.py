@@ -95,11 +95,18 @@ def test_crash_loses_only_its_point(sim_backend, tmp_path):
     with Store(str(tmp_path / "s.sqlite")) as store:
         Campaign("c", sim_backend, store, settings, show_progress=False).run([spec])
         res = Results.from_store(store, "c")
+        # retrying failures of another status leaves it; retrying crashes measures it again
+        kept = Campaign("c", sim_backend, store, settings, show_progress=False,
+                        retry_failed=frozenset({"timeout"})).run([spec])
+        again = Campaign("c", sim_backend, store, settings, show_progress=False,
+                         retry_failed=frozenset({"crashed"})).run([spec])
     st = {r.msg_size: r.status for r in res.points.itertuples()}
     assert st == {0: "crashed", 8: "ok", 1000: "ok"}, "SimGrid fixed its count-0 bug? " + str(st)
     crashed = res.points[res.points["status"] == "crashed"].iloc[0]
     assert "exit code" in crashed["check_error"]
     assert len(res.runs) == 2 and list(res.runs["status"]) == ["crashed", "ok"]
+    assert kept.launches == 0 and kept.skipped_failures == {"crashed": 1}
+    assert again.launches == 1 and again.measured == {"crashed": 1} and not again.skipped_failures
 
 
 def _smpimain_in(workdir: str) -> list[int]:

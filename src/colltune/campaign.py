@@ -128,7 +128,10 @@ class LaunchGate:
 
 class Campaign:
     def __init__(self, name: str, backend: Backend, store: Store, settings,
-                 show_progress: bool = True, retry_failed: bool = False, placer=None):
+                 show_progress: bool = True, retry_failed: bool | frozenset[str] = False,
+                 placer=None):
+        """retry_failed: measure stored failures again, all (True) or those whose status is
+        in the set (e.g. {"crashed"}: killed for memory while something ran beside it)."""
         self.name, self.backend, self.store, self.settings = name, backend, store, settings
         self.placer = placer
         self.show_progress, self.retry_failed = show_progress, retry_failed
@@ -176,12 +179,12 @@ class Campaign:
             stored = {k: st for k, st in stored.items() if k not in other}
             done = set(stored)
             failed = {k for k, st in stored.items() if st != OK}
-            if self.retry_failed:
-                self.store.forget(failed)
-                done -= failed
-            else:
-                for k in failed:
-                    summary.skipped_failures[stored[k]] = summary.skipped_failures.get(stored[k], 0) + 1
+            again = failed if self.retry_failed is True else \
+                {k for k in failed if stored[k] in (self.retry_failed or ())}
+            self.store.forget(again)
+            done -= again
+            for k in failed - again:
+                summary.skipped_failures[stored[k]] = summary.skipped_failures.get(stored[k], 0) + 1
             # the sizes whose result data this run checks (the others are timed unchecked)
             check = self.settings.check
             checked_sizes = {m for m in spec.sizes if check != "none" and spec.nprocs *
