@@ -21,17 +21,35 @@
 
 static int member(const ct_halving_level *l, int j) { return l->base + j * l->stride; }
 
-int ct_rs_any(ct_sched *s, void *buf, void *tmp, void *extra, const ct_args *a,
-              ct_halving_level *lev)
+/* Element bounds at level l: A keeps [a0, a1), B [a1, b1). */
+static void halves(const ct_args *a, int size, const ct_halving_level *l, int *a0, int *a1, int *b1)
+{
+    *a0 = ct_block_start(a->count, size, l->c);
+    *a1 = ct_block_start(a->count, size, l->c + (l->n + 1) / 2);
+    *b1 = ct_block_start(a->count, size, l->c + l->n);
+}
+
+/* Element bounds [*e0, *e1) of B's j-th block at level l (what A's unpartnered member
+ * and B's member j exchange when n is odd). */
+static void b_block(const ct_args *a, int size, const ct_halving_level *l, int j, int *e0, int *e1)
+{
+    int b = l->c + (l->n + 1) / 2 + j;
+    *e0 = ct_block_start(a->count, size, b);
+    *e1 = ct_block_start(a->count, size, b + 1);
+}
+
+int ct_rs_any(ct_sched *s, void *buf, void *tmp, const ct_args *a, ct_halving_level *lev)
 {
     int size, rank, k = 0;
     ct_size_rank(a, &size, &rank);
     MPI_Aint ext = ct_extent(a->dtype);
+    /* one block from A's unpartnered member, at odd levels only */
+    void *extra = ct_is_pof2(size) ? NULL : ct_sched_alloc(s, (size_t)((a->count / size + 1) * ext));
     ct_halving_level l = {.n = size, .c = 0, .i = rank, .base = 0, .stride = 1};
     while (l.n > 1) {
         int na = (l.n + 1) / 2, odd = l.n % 2, j = l.i / 2;
-        int a0 = ct_block_start(a->count, size, l.c), a1 = ct_block_start(a->count, size, l.c + na);
-        int b1 = ct_block_start(a->count, size, l.c + l.n);
+        int a0, a1, b1;
+        halves(a, size, &l, &a0, &a1, &b1);
         lev[k++] = l;
         ct_sched_round(s);
         if (l.i % 2 == 0 && l.i + 1 < l.n) {            /* A, with a partner */
@@ -42,13 +60,13 @@ int ct_rs_any(ct_sched *s, void *buf, void *tmp, void *extra, const ct_args *a,
             ct_sched_reduce(s, ct_at(tmp, ext, a0), ct_at(buf, ext, a0), a1 - a0, a->dtype, a->op);
         } else if (l.i % 2 == 0) {                      /* A's last member, n odd */
             for (int b = 0; b < l.n / 2; b++) {
-                int e0 = ct_block_start(a->count, size, l.c + na + b);
-                int e1 = ct_block_start(a->count, size, l.c + na + b + 1);
+                int e0, e1;
+                b_block(a, size, &l, b, &e0, &e1);
                 ct_sched_send(s, ct_at(buf, ext, e0), e1 - e0, a->dtype, member(&l, 2 * b + 1));
             }
         } else {                                        /* B */
-            int e0 = ct_block_start(a->count, size, l.c + na + j);
-            int e1 = ct_block_start(a->count, size, l.c + na + j + 1);
+            int e0, e1;
+            b_block(a, size, &l, j, &e0, &e1);
             ct_sched_send(s, ct_at(buf, ext, a0), a1 - a0, a->dtype, member(&l, l.i - 1));
             ct_sched_recv(s, ct_at(tmp, ext, a1), b1 - a1, a->dtype, member(&l, l.i - 1));
             if (odd) ct_sched_recv(s, extra, e1 - e0, a->dtype, member(&l, l.n - 1));
@@ -79,9 +97,9 @@ void ct_ag_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_level 
     MPI_Aint ext = ct_extent(a->dtype);
     while (k-- > 0) {
         const ct_halving_level *l = &lev[k];
-        int na = (l->n + 1) / 2, j = l->i / 2;
-        int a0 = ct_block_start(a->count, size, l->c), a1 = ct_block_start(a->count, size, l->c + na);
-        int b1 = ct_block_start(a->count, size, l->c + l->n);
+        int j = l->i / 2;
+        int a0, a1, b1;
+        halves(a, size, l, &a0, &a1, &b1);
         ct_sched_round(s);
         if (l->i % 2 == 0 && l->i + 1 < l->n) {
             int peer = member(l, l->i + 1);
@@ -89,16 +107,16 @@ void ct_ag_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_level 
             ct_sched_recv(s, ct_at(buf, ext, a1), b1 - a1, a->dtype, peer);
         } else if (l->i % 2 == 0) {
             for (int b = 0; b < l->n / 2; b++) {
-                int e0 = ct_block_start(a->count, size, l->c + na + b);
-                int e1 = ct_block_start(a->count, size, l->c + na + b + 1);
+                int e0, e1;
+                b_block(a, size, l, b, &e0, &e1);
                 ct_sched_recv(s, ct_at(buf, ext, e0), e1 - e0, a->dtype, member(l, 2 * b + 1));
             }
         } else {
             ct_sched_send(s, ct_at(buf, ext, a1), b1 - a1, a->dtype, member(l, l->i - 1));
             ct_sched_recv(s, ct_at(buf, ext, a0), a1 - a0, a->dtype, member(l, l->i - 1));
             if (l->n % 2) {
-                int e0 = ct_block_start(a->count, size, l->c + na + j);
-                int e1 = ct_block_start(a->count, size, l->c + na + j + 1);
+                int e0, e1;
+                b_block(a, size, l, j, &e0, &e1);
                 ct_sched_send(s, ct_at(buf, ext, e0), e1 - e0, a->dtype, member(l, l->n - 1));
             }
         }
@@ -129,9 +147,8 @@ void ct_gather_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_le
     /* bottom up: a half's collector hands its range to the group's */
     for (int t = k - 1; t >= 0; t--) {
         const ct_halving_level *l = &lev[t];
-        int na = (l->n + 1) / 2;
-        int a0 = ct_block_start(a->count, size, l->c), a1 = ct_block_start(a->count, size, l->c + na);
-        int b1 = ct_block_start(a->count, size, l->c + l->n);
+        int a0, a1, b1;
+        halves(a, size, l, &a0, &a1, &b1);
         int in_a = l->i % 2 == 0;
         ct_sched_round(s);
         if (l->i == sub[t] && sub[t] != coll[t])

@@ -66,12 +66,9 @@ int ct_newrank_to_rank(int newrank, int rem, int keep);
  * fold, so no rank moves the vector more than an allreduce must. Commutative
  * op. ct_rs_any leaves each rank one of size blocks (ct_block_start(count,
  * size, .)) fully reduced in buf and returns the number of levels k (lev needs
- * ceil(log2 size) entries); ct_ag_any walks them back.
- * extra: scratch of one block (count / size + 1 elements) when size is not a
- * power of two, else unused. */
+ * ceil(log2 size) entries); ct_ag_any walks them back. */
 typedef struct { int n, c, i, base, stride; } ct_halving_level;   /* group, blocks, my index */
-int ct_rs_any(ct_sched *s, void *buf, void *tmp, void *extra, const ct_args *a,
-              ct_halving_level *lev);
+int ct_rs_any(ct_sched *s, void *buf, void *tmp, const ct_args *a, ct_halving_level *lev);
 void ct_ag_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_level *lev, int k);
 /* The blocks of ct_rs_any's levels gathered at rank root (a reduce's second half). */
 void ct_gather_any(ct_sched *s, void *buf, const ct_args *a, const ct_halving_level *lev, int k,

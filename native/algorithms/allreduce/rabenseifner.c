@@ -27,9 +27,8 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
     if (a->sendbuf != MPI_IN_PLACE) ct_sched_copy(s, a->recvbuf, a->sendbuf, bytes);
     if (a->count == 0 || size == 1) return MPI_SUCCESS;
     char *tmp = ct_sched_alloc(s, (size_t)bytes);
-    char *extra = ct_is_pof2(size) ? NULL : ct_sched_alloc(s, (size_t)((a->count / size + 1) * ext));
     ct_halving_level lev[32];
-    int k = ct_rs_any(s, a->recvbuf, tmp, extra, a, lev);
+    int k = ct_rs_any(s, a->recvbuf, tmp, a, lev);
     ct_ag_any(s, a->recvbuf, a, lev, k);
     return MPI_SUCCESS;
 }

@@ -24,10 +24,9 @@ static int schedule(const ct_args *a, const int *p, ct_sched *s)
     /* the root reduces in place in its receive buffer */
     char *buf = rank == a->root ? a->recvbuf : ct_sched_alloc(s, (size_t)bytes);
     char *tmp = ct_sched_alloc(s, (size_t)bytes);
-    char *extra = ct_is_pof2(size) ? NULL : ct_sched_alloc(s, (size_t)((a->count / size + 1) * ext));
     if (buf != in) ct_sched_copy(s, buf, in, bytes);
     ct_halving_level lev[32];
-    int k = ct_rs_any(s, buf, tmp, extra, a, lev);
+    int k = ct_rs_any(s, buf, tmp, a, lev);
     ct_gather_any(s, buf, a, lev, k, a->root);
     return MPI_SUCCESS;
 }
