@@ -406,3 +406,27 @@ def test_a_failed_campaign_lets_later_launches_run(sim_backend, settings, tmp_pa
     with Store(str(tmp_path / "s.sqlite")) as store, pytest.raises(RuntimeError):
         Campaign("broken", broken, store, settings, False).run([spec])
     assert run_process(["true"], dict(os.environ), 10, str(tmp_path), str(tmp_path / "r.jsonl")).exit_code == 0
+
+
+def test_a_launch_that_overran_its_timeout_is_a_timeout_even_if_the_waiter_was_late(tmp_path,
+                                                                                   monkeypatch):
+    """Popen.wait polls the child before it reads the clock, so a waiting thread starved of
+    CPU past the deadline (two test workers on two cores) found a launch that overran its
+    timeout already ended and counted it clean. The starvation is emulated: wait() first
+    sleeps past the deadline, then waits as the real one does."""
+    import subprocess
+
+    from colltune.backends.base import run_process
+    real_wait = subprocess.Popen.wait
+
+    def late_wait(self, timeout=None):
+        if timeout is not None:
+            time.sleep(timeout + 0.5)        # the child (sleep 0.3) ends while we are away
+        return real_wait(self, timeout)
+    monkeypatch.setattr(subprocess.Popen, "wait", late_wait)
+    json_path = str(tmp_path / "r.jsonl")
+    late = run_process(["sleep", "0.3"], dict(os.environ), 0.2, str(tmp_path), json_path)
+    assert late.timed_out and late.exit_code is None and late.wall_s > 0.2, late
+    monkeypatch.undo()
+    in_time = run_process(["true"], dict(os.environ), 5, str(tmp_path), json_path)
+    assert not in_time.timed_out and in_time.exit_code == 0, in_time

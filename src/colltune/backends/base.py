@@ -125,6 +125,10 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
         timed_out = False
         try:
             proc.wait(timeout=timeout)
+            # Popen.wait polls the child before it reads the clock: a waiter starved of
+            # CPU past the deadline finds a launch that overran it already ended and
+            # returns normally. What the waiter cannot prove ended in time is a timeout.
+            timed_out = time.monotonic() - start > timeout
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc)
