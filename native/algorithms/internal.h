@@ -54,14 +54,6 @@ void ct_tree_reduce(ct_sched *s, const ct_args *a, ct_tree_kind kind, int radix,
 /* Order-preserving binomial reduce (used by reduce/binomial and allreduce). */
 void ct_binomial_reduce(ct_sched *s, const ct_args *a);
 
-/* Recursive-halving helpers for non-powers of two (MPICH's scheme): the first
- * 2*rem ranks fold pairwise, so pof2 "new ranks" remain, each a contiguous
- * range of old ranks in order. keep: which rank of a pair works on, 1 the
- * odd one (order-keeping), 0 the even one (commutative ops only). */
-void ct_fold_in(ct_sched *s, void *buf, void *tmp, const ct_args *a, int keep, int *newrank);
-void ct_fold_out(ct_sched *s, void *buf, const ct_args *a);
-int ct_newrank_to_rank(int newrank, int rem, int keep);
-
 /* Recursive halving / doubling on any number of ranks (halving_any.c): no
  * fold, so no rank moves the vector more than an allreduce must. Commutative
  * op. ct_rs_any leaves each rank one of size blocks (ct_block_start(count,
