@@ -181,7 +181,7 @@ def report(points, cache, times, plat) -> list[str]:
         runs = "library (ompi)" if how == "library" else how
         if not rec or "error" in rec:
             out.append(f"{f'{n}x{p}':<6} {c:<9} {human_bytes(m):>7} {who:<9} {runs[:26]:<26} "
-                       + ("not profiled yet" if not rec else f"FAILED: {rec['error'][-80:]!r}"))
+                       + ("not profiled yet" if not rec else f"FAILED: {rec['error'].strip().splitlines()[0][:100]}"))
             continue
         t = rec["top"][0]
         ref = meas or (rec["sim_s"] if who in NO_STORE_ROW else None)
