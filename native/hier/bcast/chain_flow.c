@@ -113,6 +113,6 @@ const ct_algorithm ct_bcast_chain_flow = {
         {.name = "w", .unit = "", .help = "receives posted, and sends in flight per child",
          .def = 4, .min = 1, .max = 64, .nprobe = 1, .probe = {1}},
     },
-    .tune = {"w=8", "ps=2048"},
+    .tune = {"w=8"},
     .supports = supports, .run = run,
 };
