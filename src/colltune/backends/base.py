@@ -122,13 +122,14 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, cwd: str,
     log_path = os.path.join(cwd, "launch.log")
     with open(log_path, "w") as log:
         proc = start_launch(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        launched = time.monotonic()       # wait()'s deadline counts from here, so does ours
         timed_out = False
         try:
             proc.wait(timeout=timeout)
             # Popen.wait polls the child before it reads the clock: a waiter starved of
             # CPU past the deadline finds a launch that overran it already ended and
             # returns normally. What the waiter cannot prove ended in time is a timeout.
-            timed_out = time.monotonic() - start > timeout
+            timed_out = time.monotonic() - launched > timeout
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc)
