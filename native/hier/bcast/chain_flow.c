@@ -27,32 +27,32 @@ static int rank_at(const ct_hier *h, int size, int n, int lr)
     return -1;
 }
 
-/* This rank's parent and children. A node's chain starts at its head; the other ranks
- * follow in local rank order. */
+/* node-local rank at position q of a node's chain: the head first, then the others in
+ * local rank order (and back: position of local rank lr) */
+static int lrank_at(int q, int head_lr) { return q == 0 ? head_lr : q <= head_lr ? q - 1 : q; }
+static int pos_of(int lr, int head_lr) { return lr == head_lr ? 0 : lr < head_lr ? lr + 1 : lr; }
+
+/* comm rank of node n's head when the root has node-local rank j */
+static int head_of(const ct_hier *h, int size, int n, int j)
+{
+    return rank_at(h, size, n, ct_hier_leader(h, n, j));
+}
+
+/* This rank's parent and children. A node's chain starts at its head (the root on the
+ * root's node); the heads form the chain of nodes. */
 static place place_of(const ct_hier *h, int size, int rank, int root)
 {
     place p = {.parent = -1, .nkid = 0};
     int rn = h->node_of[root], j = h->lrank_of[root], nn = h->nnodes;
     int n = h->node_of[rank], pos = (n - rn + nn) % nn;          /* node's place in the chain */
-    int head_lr = ct_hier_leader(h, n, j), lr = h->lrank_of[rank];   /* the root on its node */
-    /* position in the node's chain: the head 0, then the others in local rank order */
-    int at = lr == head_lr ? 0 : lr < head_lr ? lr + 1 : lr;
+    int head_lr = ct_hier_leader(h, n, j), at = pos_of(h->lrank_of[rank], head_lr);
     if (at == 0) {
-        if (pos > 0) {
-            int pn = (n - 1 + nn) % nn;
-            p.parent = rank_at(h, size, pn, ct_hier_leader(h, pn, j));
-        }
-        if (pos + 1 < nn) {
-            int nx = (n + 1) % nn;
-            p.kid[p.nkid++] = rank_at(h, size, nx, ct_hier_leader(h, nx, j));
-        }
+        if (pos > 0) p.parent = head_of(h, size, (n - 1 + nn) % nn, j);
+        if (pos + 1 < nn) p.kid[p.nkid++] = head_of(h, size, (n + 1) % nn, j);
     } else {
-        int prev = at - 1;   /* chain position -> local rank */
-        p.parent = rank_at(h, size, n, prev == 0 ? head_lr : prev <= head_lr ? prev - 1 : prev);
+        p.parent = rank_at(h, size, n, lrank_at(at - 1, head_lr));
     }
-    int next = at + 1;
-    if (next < h->node_size[n])
-        p.kid[p.nkid++] = rank_at(h, size, n, next <= head_lr ? next - 1 : next);
+    if (at + 1 < h->node_size[n]) p.kid[p.nkid++] = rank_at(h, size, n, lrank_at(at + 1, head_lr));
     return p;
 }
 
