@@ -107,25 +107,31 @@ def test_logp_tree_matrix_smpi_every_subcommunicator(smpi, coll, vnode):
     blocking_matrix_13(smpi, coll, "logp_tree", vnode)
 
 
-# chain_flow: vnode 0 gives nodes of 4 ranks (the last one short when k % 4), 3 nodes of
-# 3 + 1 per host, 1 one rank per node (a chain of nodes only)
+# the dataflow bcasts (native/hier/flow.c): vnode 0 gives nodes of 4 ranks (the last one
+# short when k % 4), 3 nodes of 3 + 1 per host, 1 one rank per node (a tree of nodes only)
+FLOW = ["chain_flow", "tree_flow"]
+
+
+@pytest.mark.parametrize("name", FLOW)
 @pytest.mark.parametrize("vnode", [0, 3, 1])
-def test_chain_flow_matrix_smpi_every_subcommunicator(smpi, vnode):
+def test_flow_bcast_matrix_smpi_every_subcommunicator(smpi, vnode, name):
     """Communicators of 1..13 ranks and WORLD, every root (heads at the root's node-local
     rank, local rank 0 on nodes too small for it), counts 0, 1, 7 and 301, its defaults,
     presets and probes (pieces of 1000 bytes, a window of 1)."""
-    blocking_matrix_13(smpi, "bcast", "chain_flow", vnode)
+    blocking_matrix_13(smpi, "bcast", name, vnode)
 
 
+@pytest.mark.parametrize("name", FLOW)
 @pytest.mark.parametrize("vnode", [0, 3])
-def test_chain_flow_many_pieces_through_a_small_window(smpi, vnode):
+def test_flow_bcast_many_pieces_through_a_small_window(smpi, vnode, name):
     """Pieces of 8 bytes and a window of 2: 301 ints are 151 pieces, so every rank reuses
     its receive and send slots 75 times (a 3-byte type: pieces of 2 elements), and a
-    piece that arrives out of turn would land in the wrong place."""
+    piece that arrives out of turn would land in the wrong place (tree_flow: pieces
+    alternate between two trees, a head's two parents' pieces interleave)."""
     counts = [0, 1, 7, 301]
     algs = [a for a in parse_listing(smpi(1, "colltune-algotest", ["-l"]))
-            if (a["coll"], a["name"]) == ("bcast", "chain_flow")]
-    out = smpi(13, "colltune-algotest", ["-a", "bcast/chain_flow", "-s", "13", "-r", "all", "-m",
+            if (a["coll"], a["name"]) == ("bcast", name)]
+    out = smpi(13, "colltune-algotest", ["-a", f"bcast/{name}", "-s", "13", "-r", "all", "-m",
                                          "blocking", "-d", "-b", "ps=8,w=2",
                                          "-c", ",".join(map(str, counts))], vnode)
     one_set = [{**a, "tune": [], "params": [{**p, "probe": []} for p in a["params"]]} for a in algs]

@@ -21,7 +21,7 @@ extern const ct_algorithm ct_allgather_ring, ct_allgather_recursive_doubling,
 extern const ct_algorithm ct_bcast_han, ct_allreduce_han, ct_reduce_han;   /* native/hier */
 extern const ct_algorithm ct_allreduce_multileader, ct_reduce_multileader;  /* native/hier */
 extern const ct_algorithm ct_bcast_logp_tree, ct_reduce_logp_tree;           /* native/hier */
-extern const ct_algorithm ct_bcast_chain_flow;                               /* native/hier */
+extern const ct_algorithm ct_bcast_chain_flow, ct_bcast_tree_flow;           /* native/hier */
 
 static const ct_algorithm *const table[] = {
     &ct_bcast_linear, &ct_bcast_binomial, &ct_bcast_binary, &ct_bcast_knomial,
@@ -35,7 +35,7 @@ static const ct_algorithm *const table[] = {
     &ct_allgather_neighbor_exchange,
     &ct_bcast_han, &ct_allreduce_han, &ct_reduce_han, &ct_allreduce_multileader,
     &ct_reduce_multileader,
-    &ct_bcast_logp_tree, &ct_reduce_logp_tree, &ct_bcast_chain_flow,
+    &ct_bcast_logp_tree, &ct_reduce_logp_tree, &ct_bcast_chain_flow, &ct_bcast_tree_flow,
 };
 
 static const char *const coll_names[CT_NCOLLS] = {"bcast", "reduce", "allreduce", "allgather"};
