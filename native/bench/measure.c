@@ -125,6 +125,7 @@ static void one_rep(const point_t *pt, const coll_args_t *a, int kind, double t_
 /* Rank 0's bookkeeping of the repetitions of one point. */
 typedef struct {
     double *ttc[2], *rmax, *rmean;
+    int cap, full;      /* repetitions the arrays hold; 1: they could not grow, stop */
     int n[2], warm_left, late, attempts;
     int on_time;        /* repetitions in a row whose ranks all arrived before the start */
 } series_t;
@@ -133,6 +134,21 @@ typedef struct {
  * that arrived at its wait after the target start shows the window is too short:
  * double it. A rank that arrived in time but started late was descheduled (noise
  * on a busy machine): discard the repetition, keep the window. */
+/* Rank 0: room for twice the repetitions (the arrays grow as the point runs, so a
+ * huge --max-reps costs no memory it does not use); 0 when out of memory. */
+static int grow(series_t *s)
+{
+    int cap = s->cap ? 2 * s->cap : 256;
+    double **arr[4] = {&s->ttc[0], &s->ttc[1], &s->rmax, &s->rmean};
+    for (int k = 0; k < 4; k++) {
+        double *q = realloc(*arr[k], (size_t)cap * sizeof(double));
+        if (!q) return 0;
+        *arr[k] = q;
+    }
+    s->cap = cap;
+    return 1;
+}
+
 static int account(const point_t *pt, const double *ase, double t_start, int kind, series_t *s, double *window)
 {
     double lo = ase[1], hi = ase[2], dmax = 0, dsum = 0;
@@ -159,6 +175,7 @@ static int account(const point_t *pt, const double *ase, double t_start, int kin
     }
     if (s->warm_left > 0) { s->warm_left--; return 0; }
     if (late) { s->late++; return 0; }
+    if (s->n[kind] >= s->cap && !grow(s)) { s->full = 1; return 0; }
     int i = s->n[kind]++;
     s->ttc[kind][i] = hi - lo;
     if (kind == K_MAIN) {
@@ -176,7 +193,8 @@ static int keep_going(const point_t *pt, const series_t *s, double t0)
 {
     const options_t *o = pt->o;
     int overlap = o->scenario == SCEN_OVERLAP, n = s->n[K_MAIN];
-    if (s->attempts >= 10 * o->max_reps + 100) return 0; /* persistent late starts */
+    if (s->attempts >= 10LL * o->max_reps + 100) return 0; /* persistent late starts */
+    if (s->full) return 0;                              /* no memory for more */
     if (clock_now() - t0 >= o->max_seconds) return 0;
     if (s->warm_left > 0) return 1;
     if (overlap && s->n[K_PURE] != n) return 1;
@@ -224,11 +242,7 @@ void point_time(const point_t *pt, record_t *rec)
     memset(&s, 0, sizeof s);
     double *se_all = NULL, window = o->sync_window_us * 1e-6, t0 = clock_now();
     if (root) {
-        size_t m = (size_t)o->max_reps + 1;
-        s.ttc[K_MAIN] = malloc(m * sizeof(double));
-        s.ttc[K_PURE] = malloc(m * sizeof(double));
-        s.rmax = malloc(m * sizeof(double));
-        s.rmean = malloc(m * sizeof(double));
+        if (!grow(&s)) s.full = 1;
         se_all = malloc(3 * (size_t)pt->size * sizeof(double));
         s.warm_left = o->warmup * (overlap ? 2 : 1);
     }

@@ -154,6 +154,14 @@ def run_all(work):
     check("check only", rc == 0 and [m["participants"] for m in ms] == [1, 1, 3, 3, 5, 5]
           and all(m["valid"] is True and m["reps"] == 0 and m["ttc_median_s"] is None for m in ms), str(ms[:1]))
 
+    # a huge --max-reps: the series grow as they fill (it once overflowed an int and
+    # measured no repetition, or would have allocated 16 GB up front)
+    rc, recs, _ = bench.run(2, ["--coll", "bcast", "--sizes", "8", "--min-reps", "300",
+                                "--max-reps", "2000000000", "--check", "none"])
+    ms = measurements(recs)
+    check("huge --max-reps", rc == 0 and len(ms) == 1 and ms[0]["reps"] >= 300
+          and ms[0]["ttc_median_s"] is not None, str(ms[:1]))
+
     # option errors: exit 2 with a message naming the option
     for bad, word in ((["--coll", "nope"], "--coll"), (["--coll", "bcast", "--sizes", "1,x"], "--sizes"),
                       (["--coll", "bcast", "--sizes", "1", "--procs", "9"], "--procs"),
