@@ -695,6 +695,10 @@ def _demo_app(cli, config_file, table, dep_dir) -> int:
                 sys.stderr.write(proc.stderr)
                 raise ColltuneError(f"the demo program failed ({shown_cmd}: exit "
                                     f"{proc.returncode})")
+            warned = [ln for ln in proc.stderr.splitlines() if ln.startswith("colltune: warning")]
+            if warned:      # e.g. the rules refused: every call went to the library
+                raise ColltuneError(f"{shown_cmd}: the interposer warned, the deployment did "
+                                    f"not run as deployed:\n" + "\n".join(warned))
             runs[key] = _parse_collmix(proc.stdout, shown_cmd)
         ran = {}
         if os.path.exists(report):
@@ -712,7 +716,7 @@ def _demo_app(cli, config_file, table, dep_dir) -> int:
         what = ran.get((coll, nbytes))
         what = (f"colltune {what}" if what and what != "library" else
                 f"library ({selector})" if what == "library" else
-                f"{rule.provider} {rule.algorithm}")
+                f"not reported (table: {rule.provider} {rule.algorithm})")
         print(f"{coll + ' ' + _bytes(nbytes) + f' x {calls}':<27} {td * 1e6:>13.1f} us "
               f"{tt * 1e6:>9.1f} us {td / tt if tt else float('nan'):>6.2f}x  {what}")
     print(f"{'total in collectives':<27} {d['total'] * 1e6:>13.1f} us {t['total'] * 1e6:>9.1f} us "

@@ -72,7 +72,11 @@ def compile_app(impl, source: str, cache_dir: str, extra: list[str]) -> Path:
     """Build a C source with impl's compiler (+ extra link arguments), cached."""
     from ..errors import BuildError
     src = Path(source).resolve()
-    key = hashlib.sha256(src.read_bytes() + "\0".join(extra).encode()).hexdigest()[:12]
+    h = hashlib.sha256(src.read_bytes() + "\0".join(extra).encode())
+    for arg in extra:       # a linked file's content, not only its path: a deployment's
+        if os.path.isfile(arg):   # lib/libcolltune.a is rewritten in place by a new deploy
+            h.update(Path(arg).read_bytes())
+    key = h.hexdigest()[:12]
     out = Path(cache_dir).resolve() / f"run-{impl.name}-{impl.identity()}" / f"{src.stem}-{key}"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
