@@ -4,6 +4,7 @@
     make demo                                            # writes results/demo-deploy
     .venv/bin/python benchmarks/demo_neighbourhood.py    # about 30 s; prints and writes
                                                          # benchmarks/results/demo_neighbourhood/collmix-8x4.txt
+    .venv/bin/python benchmarks/demo_neighbourhood.py --to-library allreduce:8   # -> collmix-8x4-allreduce-8.txt
 
 `make demo` runs src/colltune/apps/collmix.c on 8x4 under the library default and under the
 deployment; the program times every call on every rank as it comes (no barrier), so a call's
@@ -30,7 +31,7 @@ from colltune.exporters.colltune_rules import LIBRARY, match, read_rules
 
 REPO = Path(__file__).resolve().parents[1]
 APP = REPO / "src" / "colltune" / "apps" / "collmix.c"
-OUT = REPO / "benchmarks" / "results" / "demo_neighbourhood" / "collmix-8x4.txt"
+OUT = REPO / "benchmarks" / "results" / "demo_neighbourhood"
 
 
 def to_library(rules_path: Path, coll: str, nbytes: int, nodes: int, ppn: int) -> tuple[str, int]:
@@ -86,8 +87,10 @@ def main() -> int:
                 lines.append(f"{iters:>10}  {name:<38} {row * 1e6:>14.1f} {r['total'] * 1e6:>11.1f}")
     text = "\n".join(lines) + "\n"
     print(text, end="")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text)
+    OUT.mkdir(parents=True, exist_ok=True)
+    name = "collmix-8x4" + ("" if a.to_library == "bcast:64" else
+                            "-" + a.to_library.replace(":", "-"))
+    (OUT / f"{name}.txt").write_text(text)
     return 0
 
 
