@@ -11,7 +11,9 @@
  * chain). Within a stream every rank receives and sends in piece order, so the rank
  * blocked at the lowest piece can always progress: no deadlock whatever w. */
 #include <stdlib.h>
+#include <limits.h>
 #include "hier_internal.h"
+
 
 /* comm rank at node-local rank lr of node n (-1: none) */
 static int rank_at(const ct_hier *h, int size, int n, int lr)
@@ -72,12 +74,12 @@ static int ready(const MPI_Request *r) { return *r == MPI_REQUEST_NULL; }
 /* Forward the stream's pieces while they can go; returns the request it waits for
  * (NULL: the stream is done, or an error stopped it). */
 static MPI_Request *advance(stream *s, const ct_args *a, int t, int nt, int pe, int n, int w,
-                            int *rc)
+                            int limit, int *rc)
 {
     MPI_Aint ext = ct_extent(a->dtype);
 #define PIECE(i) (char *)a->recvbuf + (MPI_Aint)(t + nt * (i)) * pe * ext, \
                  t + nt * (i) == n - 1 ? a->count - (t + nt * (i)) * pe : pe, a->dtype
-    while (s->done < s->np && *rc == MPI_SUCCESS) {
+    while (s->done < s->np && s->done < limit && *rc == MPI_SUCCESS) {
         int i = s->done;
         if (s->parent >= 0) {
             for (; s->posted < s->np && s->posted < i + w; s->posted++)
@@ -97,7 +99,8 @@ static MPI_Request *advance(stream *s, const ct_args *a, int t, int nt, int pe, 
     return NULL;
 }
 
-int ct_flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piece_bytes, int w)
+int ct_flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piece_bytes, int w,
+                  int lag)
 {
     int size, rank;
     ct_size_rank(a, &size, &rank);
@@ -122,12 +125,16 @@ int ct_flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piec
     }
     while (rc == MPI_SUCCESS) {
         MPI_Request *blocked[2], wait[2];
-        int nb = 0, i;
+        int nb = 0, i, left = 0;
         for (int t = 0; t < ntrees; t++) {
-            MPI_Request *b = advance(&st[t], a, t, ntrees, pe, n, w, &rc);
+            const stream *o = &st[1 - t];     /* lag > 0: at most lag pieces ahead of it */
+            int limit = ntrees == 2 && lag > 0 && o->done < o->np ? o->done + lag : INT_MAX;
+            MPI_Request *b = advance(&st[t], a, t, ntrees, pe, n, w, limit, &rc);
             if (b) blocked[nb++] = b;
+            left += st[t].done < st[t].np;
         }
-        if (nb == 0 || rc != MPI_SUCCESS) break;
+        if (!left || rc != MPI_SUCCESS) break;
+        if (nb == 0) continue;     /* a stream held back by the lag may go on now */
         for (int k = 0; k < nb; k++) wait[k] = *blocked[k];
         rc = MPI_Waitany(nb, wait, &i, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && i != MPI_UNDEFINED) *blocked[i] = wait[i];   /* now NULL */
@@ -141,7 +148,7 @@ int ct_flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piec
     return rc;
 }
 
-int ct_flow_run(const ct_args *a, ct_node_tree tree, int ntrees, int piece_bytes, int w)
+int ct_flow_run(const ct_args *a, ct_node_tree tree, int ntrees, int piece_bytes, int w, int lag)
 {
     int size, rank;
     ct_size_rank(a, &size, &rank);
@@ -149,5 +156,5 @@ int ct_flow_run(const ct_args *a, ct_node_tree tree, int ntrees, int piece_bytes
     ct_hier *h = ct_hier_get(a->comm);
     if (!h) return MPI_ERR_NO_MEM;
     ct_flow_place p = ct_flow_place_of(h, size, rank, a->root, tree);
-    return ct_flow_bcast(a, &p, ntrees, piece_bytes, w);
+    return ct_flow_bcast(a, &p, ntrees, piece_bytes, w, lag);
 }

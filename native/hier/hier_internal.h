@@ -98,9 +98,10 @@ ct_flow_place ct_flow_place_of(const ct_hier *h, int size, int rank, int root, c
 /* The blocking dataflow bcast of a->recvbuf along p's first ntrees (1, 2) trees: pieces of
  * piece_bytes (at least one element), per tree w receives posted and w sends per child in
  * flight. */
-int ct_flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piece_bytes, int w);
+int ct_flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piece_bytes, int w,
+                  int lag);
 /* An algorithm's run: the bcast on a->comm's hierarchy, nodes in `tree`'s shape. */
-int ct_flow_run(const ct_args *a, ct_node_tree tree, int ntrees, int piece_bytes, int w);
+int ct_flow_run(const ct_args *a, ct_node_tree tree, int ntrees, int piece_bytes, int w, int lag);
 
 /* Tags of a call's ops stay below CT_HAN_TAG_ALT (step_tag in han.c: sub-op x
  * 4096 + segment); adding it gives a second, disjoint range: shared-memory ops

@@ -26,7 +26,7 @@ static int node_chain(int t, int v, int nn, int *child, int *nchild)
 
 static int run(const ct_args *a, const int *prm)
 {
-    return ct_flow_run(a, node_chain, 1, prm[0], prm[1]);
+    return ct_flow_run(a, node_chain, 1, prm[0], prm[1], 0);
 }
 
 const ct_algorithm ct_bcast_chain_flow = {

@@ -14,18 +14,20 @@ static const char *supports(const ct_args *a) { return ct_need_dense(a); }
 
 static int run(const ct_args *a, const int *prm)
 {
-    return ct_flow_run(a, ct_dual_tree, 2, prm[0], prm[1]);
+    return ct_flow_run(a, ct_dual_tree, 2, prm[0], prm[1], prm[2]);
 }
 
 const ct_algorithm ct_bcast_tree_flow = {
     .id = 11, .name = "tree_flow", .coll = CT_BCAST,
     .description = "double binary tree through the nodes, each node's ranks a chain from its head; pieces alternate between the trees and are forwarded as they arrive, a window in flight (large messages, many nodes)",
-    .nparams = 2,
+    .nparams = 3,
     .params = {
         {.name = "ps", .unit = "bytes", .help = "piece size (at least one element)",
          .def = 8192, .min = 1, .max = 1 << 30, .nprobe = 1, .probe = {1000}},
         {.name = "w", .unit = "", .help = "receives posted, and sends in flight per child",
          .def = 4, .min = 1, .max = 64, .nprobe = 1, .probe = {1}},
+        {.name = "lag", .unit = "", .help = "pieces a tree may run ahead of the other; 0: any",
+         .def = 0, .min = 0, .max = 1 << 20, .nprobe = 1, .probe = {1}},
     },
     .tune = {"ps=16384"},
     .supports = supports, .run = run,
