@@ -178,6 +178,17 @@ def tune(session, plat: str, colls, train, sizes, retry_crashed: bool = False) -
     return DecisionTable("exhaustive", prov, tuple(entries))
 
 
+def with_others(table: DecisionTable, table_path: Path) -> DecisionTable:
+    """A run over some collectives (--collectives) keeps the platform table's entries of
+    the others, so its deployment still covers them with the same rules (and their
+    evaluated points, keyed by their rules' sha, stay its)."""
+    if not table_path.exists():
+        return table
+    tuned = set(table.collectives())
+    kept = tuple(e for e in DecisionTable.load(str(table_path)).entries if e.collective not in tuned)
+    return DecisionTable(table.tuner, table.provenance, kept + tuple(table.entries))
+
+
 def evaluate(session, plat, colls, lays, sizes, rules, dep_args, retry_deployed: bool = False) -> None:
     from colltune import native
     backend = session.backend()
@@ -289,7 +300,8 @@ def main() -> int:
         return 1 if recheck({**cli, "timeout": a.eval_timeout}, a.platform, colls, train + held,
                             parse_list(a.recheck), rules.resolve(), dep_args, store, a.reduction_op) else 0
     if not a.no_run:
-        table = tune(session, a.platform, colls, train, tsizes, a.retry_training_crashes)
+        table = with_others(tune(session, a.platform, colls, train, tsizes, a.retry_training_crashes),
+                            table_path)
         table.save(str(table_path))
         new, dep_args = deployment(table_path, session)
         # the deployment's store label is the rules file's sha: keep the file (and its
