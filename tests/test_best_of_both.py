@@ -17,9 +17,9 @@ from conftest import REPO
 from colltune import native
 
 
-def bob(tmp_path):
+def bob(tmp_path, collectives: str = "bcast"):
     cmd = [sys.executable, "benchmarks/best_of_both.py", "--platform", "small", "--collectives",
-           "bcast", "--train-sizes", "8,1000", "--heldout-sizes", "100", "--jobs", "1",
+           collectives, "--train-sizes", "8,1000", "--heldout-sizes", "100", "--jobs", "1",
            "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -48,3 +48,14 @@ def test_best_of_both_pipeline_on_small(tmp_path):
     db.commit()
     db.close()
     assert evaluation_launches(bob(tmp_path)) == 1    # that point, with this build
+    # a run over another collective keeps bcast's entries and rules (it had written a
+    # table and rules file of allreduce alone)
+    rules_before = (tmp_path / "small.colltune.rules").read_text()
+    out = bob(tmp_path, "allreduce")
+    assert evaluation_launches(out) == 6              # allreduce's only
+    table = json.loads((tmp_path / "small.table.json").read_text())
+    assert {e["collective"] for e in table["entries"]} == {"bcast", "allreduce"}
+    rules = (tmp_path / "small.colltune.rules").read_text()
+    bcast = lambda text: [ln for ln in text.splitlines() if ln.startswith("bcast ")]  # noqa: E731
+    assert bcast(rules) and bcast(rules) == bcast(rules_before)
+    assert any(ln.startswith("allreduce ") for ln in rules.splitlines())
