@@ -15,6 +15,11 @@
 #include <limits.h>
 #include "hier_internal.h"
 
+enum { CT_FLOW_MAX_KIDS = 3 };   /* two nodes below in a tree, the next rank of the node */
+/* A rank's parent (comm rank, -1: none) and children, in send order, in each of two
+ * trees; piece k of a message travels along tree k % 2. */
+typedef struct { int parent[2], kid[2][CT_FLOW_MAX_KIDS], nkid[2]; } ct_flow_place;
+
 /* comm rank at node-local rank lr of node n (-1: none) */
 static int rank_at(const ct_hier *h, int size, int n, int lr)
 {
@@ -34,7 +39,10 @@ static int head_of(const ct_hier *h, int size, int n, int j)
     return rank_at(h, size, n, ct_hier_leader(h, n, j));
 }
 
-ct_flow_place ct_flow_place_of(const ct_hier *h, int size, int rank, int root, ct_node_tree tree)
+/* The nodes' heads (the rank with the root's node-local rank, else local rank 0) form
+ * the node tree; each node's ranks a chain from its head, in local rank order. A head
+ * sends to the other nodes first: their subtrees are longer. */
+static ct_flow_place place_of(const ct_hier *h, int size, int rank, int root, ct_node_tree tree)
 {
     ct_flow_place p = {.parent = {-1, -1}, .nkid = {0, 0}};
     int rn = h->node_of[root], j = h->lrank_of[root], nn = h->nnodes;
@@ -99,17 +107,15 @@ static MPI_Request *advance(stream *s, const ct_args *a, int t, int nt, int pe, 
     return NULL;
 }
 
-int ct_flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piece_bytes, int w,
-                  int lag)
+/* The bcast of a->recvbuf along p's first ntrees (1, 2) trees (size > 1, count > 0). */
+static int flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piece_bytes, int w,
+                      int lag)
 {
-    int size, rank;
-    ct_size_rank(a, &size, &rank);
-    if (size == 1 || a->count == 0) return MPI_SUCCESS;
     MPI_Aint ext = ct_extent(a->dtype);
     int pe = ext > 0 && piece_bytes / ext > 0 ? (int)(piece_bytes / ext) : 1;  /* elements/piece */
     int n = (int)((a->count + (long long)pe - 1) / pe), rc = MPI_SUCCESS;
     stream st[2];
-    MPI_Request *req = malloc(sizeof(MPI_Request) * 2 * (size_t)w * (1 + CT_FLOW_MAX_KIDS));
+    MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)ntrees * w * (1 + CT_FLOW_MAX_KIDS));
     if (!req) return MPI_ERR_NO_MEM;
     for (int t = 0; t < ntrees; t++) {
         stream *s = &st[t];
@@ -155,6 +161,6 @@ int ct_flow_run(const ct_args *a, ct_node_tree tree, int ntrees, int piece_bytes
     if (size == 1 || a->count == 0) return MPI_SUCCESS;
     ct_hier *h = ct_hier_get(a->comm);
     if (!h) return MPI_ERR_NO_MEM;
-    ct_flow_place p = ct_flow_place_of(h, size, rank, a->root, tree);
-    return ct_flow_bcast(a, &p, ntrees, piece_bytes, w, lag);
+    ct_flow_place p = place_of(h, size, rank, a->root, tree);
+    return flow_bcast(a, &p, ntrees, piece_bytes, w, lag);
 }

@@ -84,23 +84,12 @@ static inline int ct_hier_leader(const ct_hier *h, int n, int j)
 char *ct_hier_shm(ct_hier *h, MPI_Aint bytes);
 
 /* ---- dataflow bcast (flow.c; bcast/chain_flow.c, bcast/tree_flow.c) ---- */
-enum { CT_FLOW_MAX_KIDS = 3 };   /* two nodes below in a tree, the next rank of the node */
-/* A rank's parent (comm rank, -1: none) and children, in send order, in each of two
- * trees; piece k of a message travels along tree k % 2. */
-typedef struct { int parent[2], kid[2][CT_FLOW_MAX_KIDS], nkid[2]; } ct_flow_place;
 /* Tree t (0, 1) across nodes: node v's parent and children (v: the node's place counted
  * from the root's node, which is 0); returns the parent, -1 for none. At most 2 children. */
 typedef int (*ct_node_tree)(int t, int v, int nnodes, int *child, int *nchild);
-/* The nodes' heads (the rank with the root's node-local rank, else local rank 0) form
- * the node tree; each node's ranks form a chain from its head, in local rank order. A
- * head sends to the other nodes first: their subtrees are longer. */
-ct_flow_place ct_flow_place_of(const ct_hier *h, int size, int rank, int root, ct_node_tree tree);
-/* The blocking dataflow bcast of a->recvbuf along p's first ntrees (1, 2) trees: pieces of
- * piece_bytes (at least one element), per tree w receives posted and w sends per child in
- * flight. */
-int ct_flow_bcast(const ct_args *a, const ct_flow_place *p, int ntrees, int piece_bytes, int w,
-                  int lag);
-/* An algorithm's run: the bcast on a->comm's hierarchy, nodes in `tree`'s shape. */
+/* An algorithm's run: the blocking dataflow bcast on a->comm's hierarchy, nodes in `tree`'s
+ * shape along its first ntrees (1, 2) trees: pieces of piece_bytes (at least one element), per
+ * tree w receives posted and w sends per child in flight; lag as in flow.c. */
 int ct_flow_run(const ct_args *a, ct_node_tree tree, int ntrees, int piece_bytes, int w, int lag);
 
 /* Tags of a call's ops stay below CT_HAN_TAG_ALT (step_tag in han.c: sub-op x
