@@ -397,6 +397,29 @@ def test_fattree_carries_shifts_at_link_rate(tmp_path):
         assert blocked <= 0.6 * bw, (name, blocked)
 
 
+def test_dragonfly_relay_with_unequal_routes_loses_to_crosstraffic(tmp_path):
+    """What limits every pipelined bcast's relays on the dragonfly (docs/deploy.md, "Why a
+    relay loses on the dragonfly"): with network/crosstraffic on, a relay fed over a 2-link
+    route that sends over a 3-link one runs the longer flow well below the link rate, while
+    equal routes lose only the reverse load's ~5 %, and with crosstraffic off nothing."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from relay_routes import VARIANTS, build, run
+    df, m = platforms.load("dragonfly"), 1 << 20
+    exe = build(tmp_path)
+    lbnet = m / 5.25e9 * 1e6
+
+    def times(hosts, variant):
+        return run(exe, df, hosts.split(","), VARIANTS[variant], m, 4096, 8, tmp_path)
+
+    equal_in, equal_out, _ = times("node-0,node-1,node-2", "on")
+    assert 1.02 * lbnet < equal_out < 1.08 * lbnet, equal_out
+    _, longer_out, chain = times("node-2,node-3,node-4", "on")
+    assert longer_out > 1.25 * lbnet and chain > 1.2 * lbnet, (longer_out, chain)
+    _, off_out, _ = times("node-2,node-3,node-4", "off")
+    assert off_out < 1.01 * lbnet, off_out
+
+
 @pytest.mark.parametrize("side, msg", [
     ({"smpi_confg": {"smpi/os": "0:1e-7:0"}}, r"unknown key\(s\) 'smpi_confg'; a platform sidecar has"),
     ({"charge_rate": {}}, r"unknown key\(s\) 'charge_rate'"),
