@@ -423,8 +423,9 @@ def test_dragonfly_relay_with_unequal_routes_loses_to_crosstraffic(tmp_path):
 @pytest.mark.parametrize("side, msg", [
     ({"smpi_confg": {"smpi/os": "0:1e-7:0"}}, r"unknown key\(s\) 'smpi_confg'; a platform sidecar has"),
     ({"charge_rate": {}}, r"unknown key\(s\) 'charge_rate'"),
-    ({"smpi_config": {"smpi/os": 0.3}}, r"smpi_config 'smpi/os': 0.3: expected an SMPI setting"),
+    ({"smpi_config": {"smpi/os": 0.3}}, r"smpi_config 'smpi/os': 0.3: expected a SimGrid setting"),
     ({"smpi_config": {"os": "0:1e-7:0"}}, r"smpi_config 'os'"),
+    ({"smpi_config": {"netwrok/crosstraffic": "0"}}, r"smpi_config 'netwrok/crosstraffic'.*network/"),
     ({"charge_rates": {"reduction_bytes_per_sec": 1e9}}, r"charge_rates: unknown key 'reduction_bytes_per_sec'"),
     ({"charge_rates": {"reduction_bytes_per_s": -1}}, r"'reduction_bytes_per_s': -1: expected a positive"),
 ])
@@ -436,6 +437,18 @@ def test_sidecar_typos_are_refused(tmp_path, side, msg):
     f.with_suffix(".json").write_text(json.dumps(side))
     with pytest.raises(PlatformError, match=msg):
         platforms.load(str(f))
+
+
+def test_sidecar_sets_a_network_model_setting(tmp_path):
+    """topology_twin.py's nocross twin turns network/crosstraffic off in its sidecar: a
+    SimGrid setting outside smpi/ that the sidecar check had refused (the twin's
+    documented command stopped with exit 2)."""
+    f = tmp_path / "mine.xml"
+    f.write_text(USER_XML)
+    f.with_suffix(".json").write_text(json.dumps(
+        {"smpi_config": {"smpi/os": "0:1e-7:0", "network/crosstraffic": "0"}}))
+    assert platforms.load(str(f)).smpirun_cfg_args() == ["--cfg=smpi/os:0:1e-7:0",
+                                                         "--cfg=network/crosstraffic:0"]
 
 
 def test_charge_env_is_the_sidecars_else_the_default_and_the_environment_wins(tmp_path, monkeypatch):

@@ -35,6 +35,10 @@ __all__ = ["Platform", "PlatformError", "available", "load", "DATA_DIR"]
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SIDECAR_KEYS = ("name", "description", "nodes", "cores_per_node", "topology", "smpi_config",
                 "smpi_config_notes", "charge_rates", "sources")
+# Sections of SimGrid's --cfg keys a sidecar may set (SimGrid 3.32, "Configuring SimGrid"):
+# SMPI's own and the network model's (benchmarks/topology_twin.py turns
+# network/crosstraffic off), the solver's precision.
+CFG_SECTIONS = ("smpi", "network", "surf", "maxmin")
 CHARGE_RATE_KEYS = ("host_speed_flops", "reduction_bytes_per_s", "memcpy_bytes_per_s",
                     "node_memcpy_bytes_per_s")
 # The rates (bytes/s) colltune's algorithms are charged at for their reductions and copies
@@ -259,9 +263,10 @@ def _check_sidecar(side: dict, path: Path) -> None:
     if not isinstance(cfg, dict):
         raise PlatformError(f"{path}: smpi_config must be an object of --cfg settings")
     for k, v in cfg.items():
-        if not isinstance(v, str) or not k.startswith("smpi/"):
-            raise PlatformError(f"{path}: smpi_config {k!r}: {v!r}: expected an SMPI setting "
-                                f"'smpi/...' with a string value, as smpirun's --cfg=smpi/NAME:VALUE takes it")
+        if not isinstance(v, str) or k.split("/", 1)[0] not in CFG_SECTIONS or "/" not in k:
+            raise PlatformError(f"{path}: smpi_config {k!r}: {v!r}: expected a SimGrid setting "
+                                f"SECTION/NAME ({', '.join(s + '/' for s in CFG_SECTIONS)}) with a "
+                                f"string value, as smpirun's --cfg=SECTION/NAME:VALUE takes it")
     rates = side.get("charge_rates") or {}
     if not isinstance(rates, dict):
         raise PlatformError(f"{path}: charge_rates must be an object")
