@@ -405,9 +405,10 @@ def test_dragonfly_relay_with_unequal_routes_loses_to_crosstraffic(tmp_path):
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from relay_routes import VARIANTS, build, run
+    from bounds import injection_bw
     df, m = platforms.load("dragonfly"), 1 << 20
     exe = build(tmp_path)
-    lbnet = m / 5.25e9 * 1e6
+    lbnet = m / injection_bw(df.xml_path)[0] * 1e6
 
     def times(hosts, variant):
         return run(exe, df, hosts.split(","), VARIANTS[variant], m, 4096, 8, tmp_path)

@@ -263,7 +263,8 @@ def _check_sidecar(side: dict, path: Path) -> None:
     if not isinstance(cfg, dict):
         raise PlatformError(f"{path}: smpi_config must be an object of --cfg settings")
     for k, v in cfg.items():
-        if not isinstance(v, str) or k.split("/", 1)[0] not in CFG_SECTIONS or "/" not in k:
+        section, _, name = k.partition("/")
+        if not isinstance(v, str) or section not in CFG_SECTIONS or not name:
             raise PlatformError(f"{path}: smpi_config {k!r}: {v!r}: expected a SimGrid setting "
                                 f"SECTION/NAME ({', '.join(s + '/' for s in CFG_SECTIONS)}) with a "
                                 f"string value, as smpirun's --cfg=SECTION/NAME:VALUE takes it")
