@@ -16,6 +16,7 @@ import bounds
 COLLECTIVES = ("bcast", "allreduce", "reduce", "allgather")   # the benchmark's, in report order
 SLOWER = 1.02          # "more than 2 % slower than the library default"
 LB_FROM = 8 << 20      # bcast/allreduce sizes compared with the network bound
+TARGETS = {"ompi": 2.0, "mpich": 1.5, "lbnet": 1.25}   # issue 18's: geomean speed-ups, T/LBnet
 
 
 def _gm(xs):
@@ -135,6 +136,7 @@ def print_report(plat_name, store, table, rules, label, colls, train, held, tsiz
         summary.sort(key=lambda x: ((train + held).index(x[0]),
                                     COLLECTIVES.index(x[1]) if x[1] in COLLECTIVES else len(COLLECTIVES)))
     print_summary(summary, held, default)
+    print_targets([r for _, _, g in summary for r in g], rs, default)
     print_checks(rs, skipped)
     with Store(store, readonly=True) as st:       # the launches of this operator's points (and the operator-free)
         runs = [r for r in st.query_runs() if r["collective"] not in REDUCING or _op_of(r) == op]
@@ -145,10 +147,17 @@ def print_report(plat_name, store, table, rules, label, colls, train, held, tsiz
               f"of simulation (one at a time), {sum(r['status'] == 'timeout' for r in mine)} timed out")
 
 
-def _line(name, g, default):
+def _speedups(g, default):
+    """T(ompi)/T(deployed) and T(mpich)/T(deployed) where both were measured, and the
+    points more than SLOWER slower than the default."""
     so = [r["ompi"] / r["dep"] for r in g if r["dep"] and r["ompi"]]
     sm = [r["mpich"] / r["dep"] for r in g if r["dep"] and r["mpich"]]
     slow = [r for r in g if r["dep"] and r[default] and r["dep"] > SLOWER * r[default]]
+    return so, sm, slow
+
+
+def _line(name, g, default):
+    so, sm, slow = _speedups(g, default)
     failed = sum(1 for r in g if not r["dep"])
     return (f"{name:<34} {len(g):>6} {len(so):>5} {_gm(so):>8.3f}x {min(so, default=float('nan')):>7.3f}x "
             f"{len(sm):>5} {_gm(sm):>8.3f}x {len(slow):>6} {failed:>6}"), slow
@@ -179,6 +188,24 @@ def print_summary(summary, held, default):
         for r in slow_all:
             print(f"  {r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} ({r['kind']}): "
                   f"{r['chosen']} ran {r['ran']}: {r['dep'] / r[default]:.3f}x {default}'s time")
+
+
+def print_targets(allr, rs, default):
+    """Issue 18's targets, met or not, from the rows the summary used (README quotes this)."""
+    so, sm, slow = _speedups(allr, default)
+    lb = [r for r in rs if r["lb"] and r["dep"]]
+    over = [r for r in lb if r["dep"] / r["lb"] > TARGETS["lbnet"]]
+    gm_o, gm_m = _gm(so), _gm(sm)
+    said = lambda ok: "met" if ok else "NOT met"  # noqa: E731
+    print(f"\ntargets (issue 18): all points vs ompi {gm_o:.3f}x (>= {TARGETS['ompi']}x: "
+          f"{said(gm_o >= TARGETS['ompi'])}); vs mpich {gm_m:.3f}x (>= {TARGETS['mpich']}x: "
+          f"{said(gm_m >= TARGETS['mpich'])}); more than {SLOWER - 1:.0%} slower than {default}: "
+          f"{len(slow)} ({said(not slow)}); bcast/allreduce >= {human_bytes(LB_FROM)} within "
+          f"{TARGETS['lbnet']}x LBnet: {len(lb) - len(over)} of {len(lb)} points "
+          f"({said(not over) if lb else 'none measured'})"
+          + ("; over it: " if over else "")
+          + ", ".join(f"{r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} {r['dep'] / r['lb']:.2f}x"
+                      for r in over))
 
 
 def print_checks(rs, skipped):

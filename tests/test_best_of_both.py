@@ -34,6 +34,11 @@ def test_best_of_both_pipeline_on_small(tmp_path):
     out = bob(tmp_path)
     assert re.search(r"^all points\s+6\s+6\s+\d+\.\d+x", out, re.M), out
     assert re.search(r"^\(c\) held-out layouts\s+3\s+3", out, re.M), out
+    # the targets line restates the summary's geomean and judges it (no point >= 8 MiB here)
+    gm = re.search(r"^all points\s+6\s+6\s+(\d+\.\d+)x", out, re.M)[1]
+    t = re.search(r"^targets \(issue 18\): all points vs ompi (\d+\.\d+)x \(>= 2\.0x: (met|NOT met)\)", out, re.M)
+    assert t and t[1] == gm and (t[2] == "met") == (float(gm) >= 2.0), out
+    assert "within 1.25x LBnet: 0 of 0 points (none measured)" in out, out
     assert evaluation_launches(out) == 6              # 2 layouts x (deployment + 2 selectors)
     assert (tmp_path / "small.colltune.rules").exists() and (tmp_path / "small.table.json").exists()
     db = sqlite3.connect(tmp_path / "s.sqlite")
