@@ -190,19 +190,22 @@ def print_summary(summary, held, default):
                   f"{r['chosen']} ran {r['ran']}: {r['dep'] / r[default]:.3f}x {default}'s time")
 
 
+def _said(ok) -> str:
+    return "met" if ok else "NOT met"
+
+
 def print_targets(allr, rs, default):
     """Issue 18's targets, met or not, from the rows the summary used (README quotes this)."""
     so, sm, slow = _speedups(allr, default)
     lb = [r for r in rs if r["lb"] and r["dep"]]
     over = [r for r in lb if r["dep"] / r["lb"] > TARGETS["lbnet"]]
     gm_o, gm_m = _gm(so), _gm(sm)
-    said = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     print(f"\ntargets (issue 18): all points vs ompi {gm_o:.3f}x (>= {TARGETS['ompi']}x: "
-          f"{said(gm_o >= TARGETS['ompi'])}); vs mpich {gm_m:.3f}x (>= {TARGETS['mpich']}x: "
-          f"{said(gm_m >= TARGETS['mpich'])}); more than {SLOWER - 1:.0%} slower than {default}: "
-          f"{len(slow)} ({said(not slow)}); bcast/allreduce >= {human_bytes(LB_FROM)} within "
+          f"{_said(gm_o >= TARGETS['ompi'])}); vs mpich {gm_m:.3f}x (>= {TARGETS['mpich']}x: "
+          f"{_said(gm_m >= TARGETS['mpich'])}); more than {SLOWER - 1:.0%} slower than {default}: "
+          f"{len(slow)} ({_said(not slow)}); bcast/allreduce >= {human_bytes(LB_FROM)} within "
           f"{TARGETS['lbnet']}x LBnet: {len(lb) - len(over)} of {len(lb)} points "
-          f"({said(not over) if lb else 'none measured'})"
+          f"({_said(not over) if lb else 'none measured'})"
           + ("; over it: " if over else "")
           + ", ".join(f"{r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} {r['dep'] / r['lb']:.2f}x"
                       for r in over))
