@@ -190,6 +190,11 @@ def print_summary(summary, held, default):
                   f"{r['chosen']} ran {r['ran']}: {r['dep'] / r[default]:.3f}x {default}'s time")
 
 
+def _against_lbnet(rs):
+    """The measured deployed points that have a network bound (bcast/allreduce >= LB_FROM)."""
+    return [r for r in rs if r["lb"] and r["dep"]]
+
+
 def _said(ok) -> str:
     return "met" if ok else "NOT met"
 
@@ -197,7 +202,7 @@ def _said(ok) -> str:
 def print_targets(allr, rs, default):
     """Issue 18's targets, met or not, from the rows the summary used (README quotes this)."""
     so, sm, slow = _speedups(allr, default)
-    lb = [r for r in rs if r["lb"] and r["dep"]]
+    lb = _against_lbnet(rs)
     over = [r for r in lb if r["dep"] / r["lb"] > TARGETS["lbnet"]]
     gm_o, gm_m = _gm(so), _gm(sm)
     print(f"\ntargets (issue 18): all points vs ompi {gm_o:.3f}x (>= {TARGETS['ompi']}x: "
@@ -212,7 +217,7 @@ def print_targets(allr, rs, default):
 
 
 def print_checks(rs, skipped):
-    lb = [r for r in rs if r["lb"] and r["dep"]]
+    lb = _against_lbnet(rs)
     if lb:
         print("\nnetwork bound (LBnet, benchmarks/han_vs_selectors.py): deployed/LBnet at >= 8 MiB: "
               + ", ".join(f"{r['coll']} {r['nodes']}x{r['ppn']} {human_bytes(r['size'])} "
