@@ -42,6 +42,12 @@ def mpi_libraries():
     return [pytest.param(n, marks=pytest.mark.skipif(n not in found, reason=f"{n} not installed"))
             for n in ("openmpi", "mpich")]
 NODES = ("n1", "n2")
+# What every job's ranks need here: MPICH's UCX, seeing both "nodes" on one host, puts a
+# shared-memory address in its PMI2 business card, which Slurm's pmi2 plugin then got
+# mangled at some environment sizes ("value not properly terminated in client request",
+# UCX "failed to unpack address"; with `env X=1` in front, or the repo at /tmp/cc: the
+# same binary failed at one path and ran at another). TCP, as the netns backend's MPICH.
+RANK_ENV = {"UCX_TLS": "tcp,self"}
 PARTITION = "debug"
 CLUSTER = "colltune-test"
 
@@ -111,7 +117,7 @@ class SlurmCluster:
         self.cpus = cpus or os.cpu_count() or 1
         self.conf = os.path.join(self.root, "slurm.conf")
         self.procs: dict[str, subprocess.Popen] = {}
-        self.env = {**os.environ, "SLURM_CONF": self.conf}
+        self.env = {**os.environ, "SLURM_CONF": self.conf, **RANK_ENV}
         for k in [k for k in self.env if k.startswith(("SLURM_JOB", "SLURM_STEP", "SBATCH_"))]:
             del self.env[k]     # never attach to an allocation of the outer world
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import CACHE
-from slurm_fixture import NODES, slurm_cluster, mpi_libraries  # noqa: F401  (fixture)
+from slurm_fixture import NODES, RANK_ENV, slurm_cluster, mpi_libraries  # noqa: F401  (fixture)
 
 from colltune import config
 
@@ -340,7 +340,8 @@ def test_a_batch_job_submitted_with_export_none_measures_and_runs(slurm_cluster,
     script.write_text("#!/bin/bash\nset -eu\n"
                       f"cd {tmp_path}\n"
                       f"export COLLTUNE_STORE={store} COLLTUNE_CACHE_DIR={CACHE} "
-                      f"COLLTUNE_OUTPUT_DIR={tmp_path / 'out'}\n"
+                      f"COLLTUNE_OUTPUT_DIR={tmp_path / 'out'} "
+                      + " ".join(f"{k}={v}" for k, v in RANK_ENV.items()) + "\n"
                       'echo "export=$SLURM_EXPORT_ENV"\n'
                       f"{sys.executable} -m colltune.cli bench --backend slurm --mpi {lib} "
                       "--coll bcast --algorithms default --layouts 2x1 --sizes 8 "
