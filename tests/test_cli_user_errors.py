@@ -154,7 +154,10 @@ def test_ctrl_c_stops_a_campaign_at_once(tmp_path):
     cmd = [sys.executable, "-m", "colltune.cli", "tune", "--platform", "small", "--collectives",
            "bcast,allreduce,allgather,reduce", "--layouts", "2x4,4x4,8x4", "--sizes", "8,1000,64K",
            "--store", str(store), "--output-dir", str(tmp_path / "out"), "--campaign", "c", "-q"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default in the child, as at a terminal: a shell script's background
+    # command (`make test &`) inherits it ignored, and Python then keeps ignoring it
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:        # until some launches are stored
         time.sleep(1)
