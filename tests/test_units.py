@@ -215,3 +215,25 @@ def test_the_classic_table_marks_a_declined_point():
                ttc_max_s=1e-5, ttc_stddev_s=0.0, ttc_median_s=1e-5, reps=5,
                labels_json=_json.dumps({"ran": "library", "switched_from": "neighbor_exchange"}))
     assert "ok (declined: the library ran it)" in classic(pd.DataFrame([row]))
+
+
+def test_commands_ask_traits_not_backend_or_simulator_names():
+    """A command asks what a backend or library is (Backend.simulated / real_library /
+    emulated_hosts, Library.simulated / rank_env / pml_monitoring, the Runner hooks), never
+    compares its name: a new backend is a new plugin, no code path to edit. The discovery
+    layer (colltune.mpi) is where each library is probed by its name."""
+    import re
+    import colltune
+    from colltune.backends import BACKENDS, trait
+    from colltune.mpi.impl import LIBRARIES, simulated
+    names = "|".join(sorted(set(BACKENDS.names()) | {n for n, lib in LIBRARIES.items() if lib.simulated}))
+    pattern = re.compile(rf'(==|!=)\s*"({names})"|\bin \(\s*"({names})"')
+    root = Path(colltune.__file__).parent
+    found = [f"{p.relative_to(root)}:{k}: {line.strip()}"
+             for p in sorted(root.rglob("*.py")) if p.parent.name != "mpi"
+             for k, line in enumerate(p.read_text().splitlines(), 1)
+             if pattern.search(line) and "kind ==" not in line]     # kind: a file format sniffed
+    assert found == []
+    assert trait("sim", "simulated") and not trait("local", "simulated") and not trait("nope", "simulated")
+    assert trait("netns", "emulated_hosts") and trait("netns", "real_library")
+    assert simulated("smpi") and not simulated("openmpi") and not simulated(None)

@@ -106,7 +106,8 @@ def cmd_info(args, cli) -> int:
         info["providers"].setdefault(provider.name, _listing(provider))
     if errors:
         info["local_providers_unavailable"] = errors
-    if session.settings.backend == "sim":           # the machine a campaign would simulate
+    from .backends import trait
+    if trait(session.settings.backend, "simulated"):    # the machine a campaign would simulate
         from . import platforms
         try:
             info["platform"] = platforms.load(session.settings.platform).summary()
@@ -238,9 +239,10 @@ def _check_overlap(collective: str, algs: list) -> None:
             f"MPI_I{collective} would time the library's own non-blocking algorithm under each "
             f"name. Time them with --scenario plain or delayed")
     if len({a.name for a in algs}) > 1:
+        from .mpi.impl import simulated
         lib = algs[0].provider
         how = ("SMPI's non-blocking collectives are its own flat implementations whatever "
-               "algorithm is configured" if lib == "smpi" else
+               "algorithm is configured" if simulated(lib) else
                f"{lib}'s forcing selects its blocking algorithms only")
         print(f"colltune: warning: {how} (docs/bench.md): the overlap scenario times the same "
               f"MPI_I{collective} under every algorithm name", file=sys.stderr)

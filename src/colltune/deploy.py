@@ -116,9 +116,8 @@ def _launcher_args(impl, lib: Path, env: dict[str, str]) -> list[str]:
     to every host."""
     from .providers.colltune import preload_args
     args = preload_args(impl, lib)
-    flag = args[0]                 # -x VAR=VALUE (Open MPI) or -genv VAR VALUE (MPICH)
-    for k, v in env.items():
-        args += ["-x", f"{k}={v}"] if flag == "-x" else ["-genv", k, v]
+    for k, v in env.items():        # -x VAR=VALUE (Open MPI), -genv VAR VALUE (MPICH)
+        args += [a.format(name=k, value=v) for a in impl.library.rank_env]
     return args
 
 
@@ -146,7 +145,8 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     without the margin over the default (docs/rules.md)."""
     from . import mpi
     from .errors import BackendError
-    from .providers.colltune import is_smpi, libcolltune, link_args
+    from .mpi.impl import simulated
+    from .providers.colltune import libcolltune, link_args
     if not 0 <= guard <= GUARD_MAX:
         raise InputError(f"--guard {guard}: timed calls per arm must be in [0, {GUARD_MAX}]")
     table = DecisionTable.load(table_path)
@@ -156,7 +156,7 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         raise BackendError(str(exc)) from None
     except ValueError as exc:
         raise InputError(f"--library: {exc}") from None
-    if target is not None and not is_smpi(impl):
+    if target is not None and not impl.library.simulated:
         from .exporters.openmpi_tuned import parse_version
         if parse_version(target)[:2] != parse_version(impl.version)[:2]:
             # the interposer is built against the installed library, and the library's
@@ -177,9 +177,9 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
     arms = (table.provenance or {}).get("arms") or {}
     if arms.get("note"):
         notes.append(f"table: {arms['note']}")
-    if arms.get("library") and arms["library"] not in (library, "smpi"):
+    if arms.get("library") and arms["library"] != library and not simulated(arms["library"]):
         notes.append(f"the table was tuned on {arms['library']}, deployed on {library}")
-    if arms.get("library_default") and arms.get("library") == "smpi" and not is_smpi(impl):
+    if arms.get("library_default") and simulated(arms.get("library")) and not impl.library.simulated:
         notes.append(f"where the table says SMPI's selector {arms['library_default']!r}, "
                      f"{library}'s own default decision runs (SMPI's {arms['library_default']!r} "
                      f"imitates that library's decision logic; verify measures the real one)")
@@ -202,7 +202,7 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         env.update(exported.env_for(str(out / name)))
         files.update(library_rules=name, library_format=exporter.name)
         notes += list(exported.notes)
-    if is_smpi(impl) and arms.get("library_default"):
+    if impl.library.simulated and arms.get("library_default"):
         notes.append(f"run smpirun with --cfg=smpi/coll-selector:{arms['library_default']} "
                      f"($COLLTUNE_SMPIRUN_ARGS): the table's library arm")
     # 2. colltune's part, checked against the interposer's catalogue for this library
@@ -221,7 +221,7 @@ def deploy(table_path: str, library: str, out_dir: str, cache_dir: str, target: 
         path.write_text(text)
     lib = out / "lib" / built.name
     shutil.copyfile(built, lib)
-    if is_smpi(impl):
+    if impl.library.simulated:
         smpirun, rates = smpi_settings(table)
         launch = {"COLLTUNE_LDFLAGS": shlex.join(link_args(lib)), **rates}
         if arms.get("library_default"):
@@ -295,8 +295,9 @@ def smpi_settings(table: DecisionTable) -> tuple[list[str], dict[str, str]]:
     its name. A table from before the provenance held the charge rates gets the rates
     libcolltune defaults to; one of another backend gets nothing."""
     from . import platforms
+    from .backends import trait
     prov = table.provenance or {}
-    if prov.get("backend") != "sim":
+    if not trait(prov.get("backend"), "simulated"):
         return [], {}
     rates = {var: str(v) for var, v in (prov.get("charge_rates") or {}).items()
              if var in platforms.CHARGE_ENV.values()}

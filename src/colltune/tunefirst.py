@@ -23,6 +23,7 @@ def tune_rules(cli: dict, config_file: str | None, collectives: list[str],
                layout: tuple[int, int], sizes: list[int], budget_s: float,
                campaign: str, show_progress: bool) -> tuple[str, object]:
     """Tune and export; returns (rules path, decision table)."""
+    from .backends import trait
     from .exporters import EXPORTERS
     from .session import Session
     from .tuners.active import tune_active
@@ -32,7 +33,7 @@ def tune_rules(cli: dict, config_file: str | None, collectives: list[str],
     # algorithms none, which a colltune rules file cannot name
     given = {**cli, "provider": cli.get("provider") or "both"}
     session = Session(given, config_file)
-    if session.settings.backend == "sim" and session.settings.source_of("default_selector") == "default":
+    if trait(session.settings.backend, "simulated") and session.settings.source_of("default_selector") == "default":
         # the default arm is the selector the job runs with: SMPI's own unless
         # --default-selector names one (runners/sim.py passes it to smpirun)
         session = Session({**given, "default_selector": "default"}, config_file)

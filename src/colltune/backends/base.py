@@ -183,6 +183,11 @@ class Backend:
     # measured (its run's settings record them): a stored point measured with other
     # values is measured again (e.g. a platform sidecar's SMPI settings, edited since)
     run_settings: tuple[str, ...] = ()
+    # What commands ask of a backend, instead of comparing its name:
+    simulated = False           # SimGrid SMPI: simulated timings, the platform setting names the machine
+    real_library = False        # the real MPI library (--mpi) runs on this machine (local, netns)
+    emulated_hosts = False      # ... across emulated hosts; the platform setting names the cluster
+    shares_host_cores = False   # every rank runs on this machine's cores (commands.oversubscribed_note)
 
     def prepare(self) -> None:
         """Check/install what this backend needs; raise BackendError naming what is missing."""

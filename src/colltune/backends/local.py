@@ -46,11 +46,10 @@ def oversubscribed_runs(runs):
     """The stored launches (a Results' runs) of a backend that runs every rank on this
     machine (``shares_host_cores``: local, netns) with more ranks than its cores: their
     timings are noise."""
-    from . import BACKENDS
+    from . import trait
     if runs.empty or "backend" not in runs or "nprocs" not in runs:
         return runs.iloc[0:0]
-    here = runs["backend"].map(lambda b: b in BACKENDS.names()
-                               and bool(getattr(BACKENDS.get(b), "shares_host_cores", False)))
+    here = runs["backend"].map(lambda b: trait(b, "shares_host_cores"))
     return runs[here.astype(bool) & (runs["nprocs"].fillna(0) > host_cores())]
 
 
@@ -76,14 +75,10 @@ def max_ranks() -> int:
 
 def make_provider(impl, settings):
     """The library's provider; settings: tune_presets, cache_dir."""
-    cache_dir = settings.cache_dir
-    if impl.name == "openmpi":
-        from ..providers.openmpi import OpenMPIProvider
-        return OpenMPIProvider(impl, cache_dir, settings.values.get("tune_presets", True))
-    if impl.name == "mpich":
-        from ..providers.mpich import MPICHProvider
-        return MPICHProvider(impl, cache_dir, settings.values.get("tune_presets", True))
-    raise BackendError(f"the local backend runs Open MPI or MPICH, not {impl.name}")
+    from ..providers import PROVIDERS
+    if impl.library.simulated:
+        raise BackendError(f"the local backend runs Open MPI or MPICH, not {impl.library.title}")
+    return PROVIDERS.get(impl.name)(impl, settings.cache_dir, settings.values.get("tune_presets", True))
 
 
 def local_providers(settings) -> tuple[dict[str, Any], dict[str, str]]:
@@ -142,6 +137,7 @@ class LocalBackend(Backend):
     # every rank runs on this machine's cores (netns too): more ranks than cores make
     # timings noise (commands.oversubscribed_note)
     shares_host_cores = True
+    real_library = True
     description = "real Open MPI or MPICH on this machine (--mpi openmpi|mpich; one host)"
 
     def __init__(self, settings, platform: str | None = None):

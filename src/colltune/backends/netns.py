@@ -96,6 +96,7 @@ def cluster_setting(settings) -> str | None:
 @BACKENDS.register("netns")
 class NetnsBackend(LocalBackend):
     name = "netns"
+    emulated_hosts = True
     description = ("real Open MPI or MPICH across emulated hosts (network namespaces; "
                    "`colltune cluster up`, --platform names the cluster)")
 

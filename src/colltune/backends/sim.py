@@ -34,6 +34,7 @@ class SimBackend(Backend):
     name = "sim"
     description = "simulated cluster on SimGrid SMPI (deterministic timings)"
     run_settings = ("smpi_config", "charge_rates")
+    simulated = True
 
     def __init__(self, settings, platform: str | None = None):
         self.settings = settings

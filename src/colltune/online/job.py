@@ -6,9 +6,9 @@ import os
 import sys
 
 
-def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
-    """COLLTUNE_ONLINE (+ COLLTUNE_PLATFORM on sim); predicted priors for the layout
-    when earlier runs left samples."""
+def prepare(args, settings, runner) -> dict[str, str]:
+    """COLLTUNE_ONLINE and the backend's own variables (Runner.online_env: COLLTUNE_PLATFORM
+    on sim); predicted priors for the job's layout when earlier runs left samples."""
     from ..errors import ConfigError
     from ..online.statedir import update_dir
     if args.rules or args.force or args.tune_first:
@@ -19,14 +19,11 @@ def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
         os.makedirs(os.path.join(state_dir, "samples"), exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--online {args.online}: cannot create it: {exc.strerror}") from None
-    env = {"COLLTUNE_ONLINE": state_dir}
-    if settings.backend == "sim":
-        env["COLLTUNE_PLATFORM"] = platform_id(settings.platform)
-        _same_selector(state_dir, args, settings)
+    env = {"COLLTUNE_ONLINE": state_dir, **runner.online_env(state_dir)}
     if os.listdir(os.path.join(state_dir, "samples")):
-        presets, fingerprint = _presets(settings, env.get("COLLTUNE_PLATFORM", ""))
+        presets, fingerprint = _presets(settings, runner.library(), env.get("COLLTUNE_PLATFORM", ""))
         try:
-            update_dir(state_dir, [layout], fingerprint or None, presets)
+            update_dir(state_dir, [runner.world_layout()], fingerprint or None, presets)
         except OSError as exc:        # a read-only state dir: the job runs on what is there
             where = f": {exc.filename}" if exc.filename else ""
             print(f"colltune run: warning: --online {args.online}: state not updated before "
@@ -38,7 +35,7 @@ def prepare(args, settings, layout: tuple[int, int]) -> dict[str, str]:
 SELECTOR_FILE = "smpi-selector"
 
 
-def _same_selector(state_dir: str, args, settings) -> None:
+def same_selector(state_dir: str, args, settings) -> None:
     """On SMPI the library arm is the run's selector (--default-selector, the deployment's,
     or SMPI's built-in default), which the state's fingerprint does not cover: runs under
     two selectors would mix two libraries' timings in one state. The first run writes its
@@ -79,14 +76,14 @@ def platform_id(platform: str) -> str:
     return f"{os.path.splitext(os.path.basename(xml))[0]}@{sha}"
 
 
-def _presets(settings, platform: str) -> tuple[dict, str]:
+def _presets(settings, library: str, platform: str) -> tuple[dict, str]:
     """The compiled preset arms and this job's fingerprint ({}, "" when the tool fails:
     the newest run's fingerprint and the state's arms then serve)."""
     from .. import mpi
     from ..errors import ColltuneError
     from .arms import preset_arms
     try:
-        impl = mpi.find("smpi" if settings.backend == "sim" else settings.mpi)
+        impl = mpi.find(library)
         return preset_arms(impl, settings.cache_dir, platform)
     except (ColltuneError, mpi.MPINotFound, OSError) as exc:
         print(f"colltune run: warning: online preset arms unknown ({exc})", file=sys.stderr)

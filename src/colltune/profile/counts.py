@@ -581,8 +581,10 @@ def _library_coverage(files, job, backend, has_trace, acc, notes, model, by_comm
     """(region, kind) -> {'calls', 'label'} for the collectives the library ran itself; adds
     modelled counts (MPICH with a known algorithm) to ``acc``; by_comm (filled): (region,
     kind, communicator size) -> rank-calls."""
+    from ..mpi.impl import library
     out: dict[tuple[str, str], dict] = {}
     monitoring = str(job.get("monitoring", "")).startswith("on")
+    counters = bool(library(backend) and library(backend).pml_monitoring)  # the library counts its sends
     unmodelled: dict[str, int] = {}
     by_comm = by_comm if by_comm is not None else {}
     for rf in files.values():
@@ -596,7 +598,7 @@ def _library_coverage(files, job, backend, has_trace, acc, notes, model, by_comm
                 raise ProfileError(f"{where}: expected region, kind, comm (index of 'comms'), root, bytes, calls") from None
             if has_trace:
                 label = "simulator"
-            elif backend == "openmpi":
+            elif counters:
                 label = "monitoring" if monitoring else "not visible"
             else:
                 sends = model.model_sends(kind, members, int(call.get("root", -1)),
@@ -621,7 +623,7 @@ def _library_coverage(files, job, backend, has_trace, acc, notes, model, by_comm
         notes.append("not visible (no per-peer counters in this MPI and no model of the algorithm"
                      f"{': ' + why if why else ''}): " +
                      ", ".join(f"{k} x{v}" for k, v in sorted(unmodelled.items())) + " rank-calls")
-    if not has_trace and backend == "openmpi" and not monitoring and out:
+    if not has_trace and counters and not monitoring and out:
         notes.append(f"Open MPI monitoring was {job.get('monitoring', 'off')}: the library's own "
                      "collectives are not visible")
     return {k: {"calls": v["calls"], "label": v["label"]} for k, v in out.items()}

@@ -37,15 +37,11 @@ _TINY_PLATFORM = """<?xml version='1.0'?>
 """
 
 
-def is_smpi(impl) -> bool:
-    return impl.name == "smpi"
-
-
 def libcolltune(impl, cache_dir: str) -> Path:
     """libcolltune built against impl: the archive for SMPI (linked into the
     program), the shared object for a real MPI (LD_PRELOAD)."""
     return native.build(impl, "intercept", cache_dir,
-                        product="libcolltune.a" if is_smpi(impl) else "libcolltune.so")
+                        product="libcolltune.a" if impl.library.simulated else "libcolltune.so")
 
 
 def link_args(lib: Path) -> list[str]:
@@ -55,17 +51,15 @@ def link_args(lib: Path) -> list[str]:
 
 def preload_args(impl, lib: Path) -> list[str]:
     """mpiexec arguments that preload lib into the ranks only (not into mpiexec)."""
-    if impl.name == "openmpi":
-        return ["-x", f"LD_PRELOAD={lib}"]
-    if impl.name == "mpich":
-        return ["-genv", "LD_PRELOAD", str(lib)]
-    raise BackendError(f"no LD_PRELOAD recipe for {impl.name}")
+    if not impl.library.rank_env:
+        raise BackendError(f"no LD_PRELOAD recipe for {impl.name}")
+    return [a.format(name="LD_PRELOAD", value=lib) for a in impl.library.rank_env]
 
 
 def rules_tool_command(impl, cache_dir: str, workdir: str) -> list[str]:
     """How to run `colltune-rules` built against impl (smpirun -np 1 on SMPI)."""
     tool = native.build(impl, "rules-tool", cache_dir, product="colltune-rules")
-    if not is_smpi(impl):
+    if not impl.library.simulated:
         return [str(tool)]
     plat, hosts = os.path.join(workdir, "p.xml"), os.path.join(workdir, "h")
     Path(plat).write_text(_TINY_PLATFORM)
@@ -165,7 +159,7 @@ class ColltuneProvider(Provider):
         # the build the launches run, which each point records (reuse_labels): hashed once
         # here, not again for every spec and launch
         self._build = native.sources_hash()
-        if is_smpi(impl):
+        if impl.library.simulated:
             self._inject = LaunchMods(program=str(native.build(impl, "bench-interposed", cache)))
         else:
             self._inject = LaunchMods(launcher_args=preload_args(impl, libcolltune(impl, cache)))

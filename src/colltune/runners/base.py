@@ -42,6 +42,20 @@ class Runner:
         """After the job; clean is False after a timeout, a signal or a failed launcher
         (leftovers of the job to remove)."""
 
+    def default_label(self) -> str:
+        """What --compare's first run ran as the library default."""
+        return "the library untouched"
+
+    def machine(self) -> dict | None:
+        """What `profile report` draws this run's traffic on ({"backend", "platform", ...},
+        kept with the profile), None where the backend knows no machine."""
+        return None
+
+    def online_env(self, state_dir: str) -> dict[str, str]:
+        """Online mode's variables for this backend beyond COLLTUNE_ONLINE (checks that the
+        state dir suits the run)."""
+        return {}
+
     def exit_status(self, rc: int) -> int:
         """The job's exit status from the launcher's (a launcher that hides an
         MPI_Abort overrides it)."""

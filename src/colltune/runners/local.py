@@ -39,6 +39,6 @@ class LocalRunner(Runner):
             check_linked_mpi(impl, app)
         cmd = [impl.launcher, *preload_args(impl, lib), "-n", str(ranks),
                *oversubscribe_args(impl, ranks)]
-        if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:
+        if "COLLTUNE_PROFILE" in env and impl.library.pml_monitoring and not args.no_monitoring:
             cmd += OMPI_MONITORING
         return cmd + [app, *program[1:]], {**impl.run_env(library_choices=False), **env}, ranks

@@ -18,6 +18,21 @@ class NetnsRunner(LocalRunner):
     def world_layout(self) -> tuple[int, int]:   # its --layout is required, hosts checked there
         return layout(self.args, 10**6, 10**6)[:2]
 
+    def machine(self) -> dict | None:
+        """The emulated cluster the run used (the only one up if unnamed), as it is now: the
+        profile is drawn on it after `colltune cluster down` too (an analyst's review)."""
+        from ..backends.netns import cluster_setting, find_cluster
+        from ..cluster import state as cstate
+        name = find_cluster(cluster_setting(self.settings)).name
+        doc = {"backend": self.name, "platform": name}
+        try:
+            cluster = cstate.load(name)
+        except cstate.ClusterError:
+            cluster = None
+        if cluster is not None:
+            doc["cluster"] = cluster.to_json()
+        return doc
+
     def command(self, env, program, scratch):
         from .. import cluster as emu
         from ..backends.netns import PLACEMENT, cluster_setting, find_cluster

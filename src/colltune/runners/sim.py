@@ -18,6 +18,24 @@ class SimRunner(Runner):
     def library(self) -> str:
         return "smpi"
 
+    def default_label(self) -> str:
+        # a speed-up over SMPI's naive `default` selector says little about a real library
+        sel = run_selector(self.args, self.settings)
+        if sel:
+            return f"SMPI's {sel} selector"
+        return ("SMPI's built-in default selector, naive: --default-selector ompi or mpich "
+                "compares with Open MPI's or MPICH's decisions")
+
+    def machine(self) -> dict | None:
+        """The platform: a bundled name, or the XML's absolute path."""
+        plat = self.settings.platform
+        return {"backend": self.name, "platform": os.path.abspath(plat) if plat.endswith(".xml") else plat}
+
+    def online_env(self, state_dir: str) -> dict[str, str]:
+        from ..online.job import platform_id, same_selector
+        same_selector(state_dir, self.args, self.settings)
+        return {"COLLTUNE_PLATFORM": platform_id(self.settings.platform)}
+
     def _platform(self):
         from .. import platforms
         from ..errors import BackendError

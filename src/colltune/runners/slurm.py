@@ -110,7 +110,7 @@ class SlurmRunner(Runner):
         # the interposer aborts if MPI_COMM_WORLD is not this size (a plugin that starts
         # singletons: the job ran N times over and exited 0)
         ranks_env = {**preload, **env, "COLLTUNE_WORLD": str(ranks)}
-        if "COLLTUNE_PROFILE" in env and impl.name == "openmpi" and not args.no_monitoring:
+        if "COLLTUNE_PROFILE" in env and impl.library.pml_monitoring and not args.no_monitoring:
             ranks_env["OMPI_MCA_pml_monitoring_enable"] = "1"      # = mpiexec's OMPI_MONITORING
         cmd = srun_command(self.step_name, nodes, ppn, plugin, ranks_env,
                            [app, *program[1:]], extra=srun_extra(settings),

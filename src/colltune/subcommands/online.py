@@ -90,6 +90,7 @@ def run(args, cli) -> int:
 
 def export(args) -> int:
     from ..errors import ConfigError
+    from ..mpi.impl import simulated
     from ..online.export import check_format, decision_table, library_of
     from ..online.state import load
     from ..online.statedir import STATE, job_provenance
@@ -97,7 +98,7 @@ def export(args) -> int:
     st = load(os.path.join(args.state_dir, STATE))
     provenance = job_provenance(args.state_dir, st.fingerprint)
     library = args.library or library_of(provenance, st)
-    if args.library_default and library != "smpi" and args.library_default != "default":
+    if args.library_default and not simulated(library) and args.library_default != "default":
         raise ConfigError(f"--library-default {args.library_default}: {library or 'this library'}'s "
                           f"default decision is 'default' (the option names SMPI's selector)")
     table = decision_table(st, provenance, library, args.library_default)

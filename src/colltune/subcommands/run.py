@@ -185,7 +185,7 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
     --profile, profiled into `profile` (DIR-default)."""
     if not args.quiet:
         print("colltune run --compare: [1/2] the library default", file=sys.stderr, flush=True)
-    env = {"COLLTUNE_TIMES": times, **(_profile_env(profile, profile, settings) if profile else {})}
+    env = {"COLLTUNE_TIMES": times, **(_profile_env(profile, profile, runner) if profile else {})}
     cmd, full_env, ranks = runner.command(env, program, scratch)
     if not args.quiet:                     # as the second run's is
         _print_command(env, cmd)
@@ -202,32 +202,19 @@ def _run_default(runner, program, scratch, times, args, settings, profile: str |
     return rc
 
 
-def _profile_env(given: str, path: str, settings) -> dict[str, str]:
+def _profile_env(given: str, path: str, runner) -> dict[str, str]:
     """A profiled launch: its folder made ready (_profile_dir), the machine recorded, and
     the variables of its ranks; COLLTUNE_PROFILE_JOB, what every rank file of this run
     names (the reader refuses a folder holding files of two runs)."""
     import uuid
     _profile_dir(given, path)
-    _profile_machine(path, settings)
+    _profile_machine(path, runner)
     return {"COLLTUNE_PROFILE": path, "COLLTUNE_PROFILE_JOB": f"colltune-run:{uuid.uuid4().hex[:16]}"}
 
 
 def _print_command(env: dict, cmd: list[str]) -> None:
     print("colltune run: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
           + " " + shlex.join(cmd), file=sys.stderr, flush=True)
-
-
-def default_label(args, settings) -> str:
-    """What --compare's first run ran as the library default: on SMPI its selector (a
-    speed-up over SMPI's naive `default` selector says little about a real library)."""
-    if settings.backend != "sim":
-        return "the library untouched"
-    from ..runners.sim import run_selector
-    sel = run_selector(args, settings)
-    if sel:
-        return f"SMPI's {sel} selector"
-    return ("SMPI's built-in default selector, naive: --default-selector ompi or mpich compares "
-            "with Open MPI's or MPICH's decisions")
 
 
 def compare_times(default_path: str, run_path: str, env: dict, label: str = "") -> str:
@@ -271,29 +258,12 @@ def compare_times(default_path: str, run_path: str, env: dict, label: str = "") 
 PROFILE_MACHINE = "colltune-run.json"
 
 
-def _profile_machine(path: str, settings) -> None:
-    """On the sim backend the platform (a bundled name, or the XML's absolute path), on
-    netns the emulated cluster's name: what `profile report` draws on by default."""
+def _profile_machine(path: str, runner) -> None:
+    """What `profile report` draws on by default (Runner.machine), kept with the profile."""
     import json
-    if settings.backend not in ("sim", "netns"):
+    doc = runner.machine()
+    if doc is None:
         return
-    plat = settings.platform
-    if settings.backend == "netns":          # the cluster the run used (the only one up if unnamed)
-        from ..backends.netns import cluster_setting, find_cluster
-        plat = find_cluster(cluster_setting(settings)).name
-    elif plat.endswith(".xml"):
-        plat = os.path.abspath(plat)
-    doc = {"backend": settings.backend, "platform": plat}
-    if settings.backend == "netns":
-        # the emulated cluster as it is now: the profile is drawn on it after
-        # `colltune cluster down` too (its state file goes; an analyst's review)
-        from ..cluster import state as cstate
-        try:
-            cluster = cstate.load(plat)
-        except cstate.ClusterError:
-            cluster = None
-        if cluster is not None:
-            doc["cluster"] = cluster.to_json()
     with open(os.path.join(path, PROFILE_MACHINE), "w") as fh:
         json.dump(doc, fh)
         fh.write("\n")
@@ -389,10 +359,10 @@ def run(args, cli) -> int:
         if value:
             env[var] = value
     if args.profile and not args.link_flags:
-        env.update(_profile_env(args.profile, env["COLLTUNE_PROFILE"], settings))
+        env.update(_profile_env(args.profile, env["COLLTUNE_PROFILE"], runner))
     if args.online and not args.link_flags:
         from ..online.job import prepare
-        env.update(prepare(args, settings, runner.world_layout()))
+        env.update(prepare(args, settings, runner))
     if args.tune_first:
         if args.rules or args.force:
             raise ConfigError("--tune-first writes the rules itself: drop --rules / --force")
@@ -435,7 +405,7 @@ def run(args, cli) -> int:
                       file=sys.stderr)
         if ended and args.compare and rc == 0:
             print(compare_times(default_times, env["COLLTUNE_TIMES"], env,
-                                default_label(args, settings)), flush=True)
+                                runner.default_label()), flush=True)
             if default_profile:
                 print(f"profiles: {default_profile} (the library default) and "
                       f"{env['COLLTUNE_PROFILE']} (as asked); both drawn on one colour scale:\n"

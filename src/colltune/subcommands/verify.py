@@ -31,6 +31,7 @@ def add_parser(sub) -> None:
 
 def run(args, cli) -> int:
     from .. import mpi
+    from ..backends import trait
     from ..decision import DecisionTable
     from ..errors import BackendError, ConfigError
     from ..session import Session
@@ -39,7 +40,7 @@ def run(args, cli) -> int:
     backend, platform = _where(session.settings)
     if args.deployment:
         return _deployment(args, session, backend, platform)
-    if backend != "local" or args.hosts is not None:
+    if not trait(backend, "real_library") or trait(backend, "emulated_hosts") or args.hosts is not None:
         raise ConfigError(f"verify --rules runs the library on this host: "
                           f"{'--hosts' if args.hosts is not None else f'backend {backend!r}'} is for "
                           f"verify --deployment --backend netns (docs/deploy.md)")
@@ -112,23 +113,25 @@ def _where(settings) -> tuple[str, str | None]:
     """(backend, netns cluster) of a verify run: the backend setting (CLI > environment >
     config file) where one was given, else this host (local); the platform setting names
     the cluster of netns."""
+    from ..backends import trait
     from ..backends.netns import cluster_setting
     backend = settings.values["backend"] if settings.source_of("backend") != "default" else "local"
-    return backend, cluster_setting(settings) if backend == "netns" else None
+    return backend, cluster_setting(settings) if trait(backend, "emulated_hosts") else None
 
 
 def _deployment(args, session, backend: str, platform: str | None) -> int:
+    from ..backends import trait
     from ..errors import ConfigError
     from ..verify.deployment import verify_deployment
     if args.fmt or args.table or args.library:
         raise ConfigError("--deployment takes its library, rules files and table from the "
                           "deployment's manifest: drop --library / --format / --table")
-    if backend not in ("local", "netns"):
+    if not trait(backend, "real_library"):
         raise ConfigError(f"backend {backend!r} ({session.settings.source_of('backend')}): verify "
                           f"--deployment runs the real library on "
                           f"this host (local) or across emulated hosts (netns)")
-    hosts = (args.hosts or 2) if backend == "netns" else 1
-    if args.hosts is not None and backend != "netns":
+    hosts = (args.hosts or 2) if trait(backend, "emulated_hosts") else 1
+    if args.hosts is not None and not trait(backend, "emulated_hosts"):
         raise ConfigError("--hosts needs --backend netns (emulated hosts, docs/cluster.md)")
     ranks = args.ranks or _tuned_ranks(args.deployment, hosts)
     if not 2 <= ranks <= 8 or hosts < 1:

@@ -27,7 +27,7 @@ class TaskRunner:
     """Launches taskbench; ``backend`` is a prepared SimBackend."""
 
     def __init__(self, backend, settings, workdir: str | None = None):
-        if getattr(backend, "name", None) != "sim":
+        if not getattr(backend, "simulated", False):
             raise BackendError(f"the taskmodel tuner measures tasks on the sim backend, "
                                f"not {getattr(backend, 'name', backend)!r}")
         self.backend, self.settings = backend, settings
