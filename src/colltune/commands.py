@@ -491,7 +491,7 @@ def _keep_default_hint(table, backend_name: str) -> str:
     campaign was one, or none can be)."""
     from .providers.both import BothProvider
     arms = ((table.provenance if table is not None else None) or {}).get("arms") or {}
-    if arms.get("provider") == "both":
+    if arms.get("provider") == BothProvider.name:
         return ""
     if backend_name not in BothProvider.backends:
         return (f"; a table can keep the default only from `tune --provider both`, which backend "

@@ -40,7 +40,7 @@ def tune_rules(cli: dict, config_file: str | None, collectives: list[str],
     backend = session.backend()
     provider = backend.provider()
     algorithms = None
-    if provider.name == "both":
+    if provider.colltune_part is not None:      # both: colltune's arms beside the library default
         algorithms = sorted({provider.arm_label(a) for c in collectives
                              for a in provider.colltune_part.algorithms(c)})
     with session.store as store:
