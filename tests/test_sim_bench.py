@@ -149,3 +149,20 @@ def test_charged_sum_charges_library_and_colltune_reductions_alike(sim_backend, 
     assert lib.key_of(point, ctx) != lib.key_of(point, ctx_charged)
     bc = BenchSpec("bcast", _alg(sim_backend, "bcast", "binomial_tree"), 2, 4, (size,))
     assert bc.key_of(point, ctx) == bc.key_of(point, ctx_charged)
+
+
+@pytest.mark.parametrize("coll", ["allreduce", "reduce"])
+def test_multileader_one_rank_per_node_under_the_ompi_selector(settings, tmp_path, coll):
+    """SMPI 3.32's `ompi` selector aborts on one-rank communicators ("Actor pid=-1 is
+    gone??": MPI_Allgatherv of 32-255 bytes, MPI_Reduce of 8-31 bytes and from 256 KiB).
+    colltune's algorithms run under the selector a deployment runs with (--provider both):
+    with one rank per node multileader calls no library step on its one-rank nodes (the
+    dragonfly's 96x1 evaluation had crashed at allreduce 128 B). Results checked."""
+    from colltune import config
+    from colltune.backends.sim import SimBackend
+    backend = SimBackend(config.load({"cache_dir": settings.cache_dir, "platform": "small",
+                                      "provider": "both", "default_selector": "ompi"}, environ={}), "small")
+    backend.prepare()
+    alg = backend.provider().lookup(coll, "colltune:multileader")
+    res = _run(backend, settings, tmp_path, BenchSpec(coll, alg, 3, 1, (8, 128, 280000)))
+    assert [(r["bytes"], r["valid"]) for r in res.records] == [(8, True), (128, True), (280000, True)]

@@ -23,6 +23,11 @@ static int run(const ct_args *a, const int *p)
     MPI_Comm lane = ct_hier_lane(h, a->comm);
     int nseg = ct_multileader_segments(h, a->count, ct_extent(a->dtype), p[1]);
     if (nseg > 0 && lane_alg->schedule) return ct_multileader_pipeline(a, h, lane, lane_alg, nseg);
+    if (h->nlocal == 1) {       /* one rank per node: the lane is the whole allreduce, and the */
+        ct_args whole = *a;     /* node steps on a one-rank communicator made SMPI's `ompi` abort */
+        whole.comm = lane;      /* (MPI_Allgatherv of 32-255 bytes; docs/hier.md) */
+        return ct_call(CT_ALLREDUCE, lane_alg->name, NULL, &whole, NULL);
+    }
     ct_lane_split s;
     if (ct_lane_split_init(h, a->count, ct_extent(a->dtype), &s) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
     /* a step that fails locally (a reduction) does not stop the others: the peers

@@ -17,6 +17,11 @@ static int run(const ct_args *a, const int *p)
     const ct_algorithm *lane_alg = ct_find_id(CT_REDUCE, p[0]);
     if (!lane_alg) return MPI_ERR_ARG;
     MPI_Comm lane = ct_hier_lane(h, a->comm);   /* lane ranks = node indices */
+    if (h->nlocal == 1) {   /* one rank per node: the lane's reduce to the root's node is the */
+        ct_args whole = *a; /* whole reduce; no node steps (SMPI's `ompi` selector aborts on */
+        whole.root = h->node_of[a->root], whole.comm = lane;  /* one-rank communicators: hier.md) */
+        return ct_call(CT_REDUCE, lane_alg->name, NULL, &whole, NULL);
+    }
     ct_lane_split s;
     if (ct_lane_split_init(h, a->count, ct_extent(a->dtype), &s) != MPI_SUCCESS) return MPI_ERR_NO_MEM;
     int root_node = h->node_of[a->root], mine = h->node_idx == root_node;
