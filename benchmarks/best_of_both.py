@@ -4,6 +4,7 @@ colltune's tuner and evaluated also where it did not train (issue 18).
 
     .venv/bin/python benchmarks/best_of_both.py --platform dragonfly            # resumable
     .venv/bin/python benchmarks/best_of_both.py --platform dragonfly --no-run   # reprint, seconds
+    .venv/bin/python benchmarks/best_of_both.py --platform dragonfly --evaluate 96x1  # a joined layout
     .venv/bin/python benchmarks/best_of_both.py --platform fattree64x12 --train 64x12 \
         --heldout '' --collectives bcast,allreduce --train-sizes 8,512,32K,2M --heldout-sizes 3000,700000
 
@@ -61,6 +62,11 @@ PLANS = {   # training layouts, held-out layout
     "fattree64x12": ("64x12", "32x12"),
     "small": ("2x2", "3x1"),         # the whole pipeline in a minute (tests/test_best_of_both.py)
 }
+# held-out layouts joined after the deployment was tuned (--evaluate measured it there; the
+# report's held-out set includes them), of a kind no trained layout is: on the dragonfly
+# 96x1 (one rank per node, a number of nodes not a power of two), on the fat-tree, trained
+# on 12 ranks per node only, 48x2
+JOINED = {"dragonfly": "96x1", "fattree64x12": "48x2"}
 TRAIN_SIZES = "8,32,128,512,2K,8K,32K,128K,512K,2M,8M,64M"
 HELDOUT_SIZES = "100,3000,50000,700000,3000000,24000000"
 SELECTORS = ("ompi", "mpich")
@@ -253,7 +259,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--platform", default="dragonfly", choices=sorted(PLANS))
     ap.add_argument("--train", help="training layouts (default: the platform's plan)")
-    ap.add_argument("--heldout", help="held-out layouts, never tuned on ('' for none)")
+    ap.add_argument("--heldout", help="held-out layouts, never tuned on ('' for none; default: the "
+                                      "platform's plan and the layouts joined since, JOINED)")
     ap.add_argument("--collectives", default=",".join(COLLECTIVES))
     ap.add_argument("--train-sizes", default=TRAIN_SIZES)
     ap.add_argument("--heldout-sizes", default=HELDOUT_SIZES)
@@ -275,6 +282,10 @@ def main() -> int:
                     help="measure the training points recorded as crashed again (e.g. killed for "
                          "memory while another launch ran beside them: rerun with --jobs 1)")
     ap.add_argument("--no-run", action="store_true", help="reprint from the store and table")
+    ap.add_argument("--evaluate", metavar="LAYOUTS",
+                    help="measure the committed deployment (table and rules file as they are, not "
+                         "tuned again) and the selectors at these layouts of the plan, e.g. a layout "
+                         "joined to the held-out ones since the tuning; then reprint")
     ap.add_argument("--recheck", metavar="SIZES",
                     help="measure the committed deployment again at these sizes (all layouts of the "
                          "plan) in a scratch store and compare with the committed store; exit 1 if a "
@@ -282,7 +293,7 @@ def main() -> int:
     a = ap.parse_args()
     plan = PLANS[a.platform]
     train = layouts(a.train if a.train is not None else plan[0])
-    held = layouts(a.heldout if a.heldout is not None else plan[1])
+    held = layouts(a.heldout if a.heldout is not None else ",".join(filter(None, (plan[1], JOINED.get(a.platform)))))
     colls = a.collectives.split(",")
     tsizes, hsizes = parse_list(a.train_sizes), parse_list(a.heldout_sizes)
     out = Path(a.out)
@@ -299,7 +310,15 @@ def main() -> int:
         _, dep_args = deployment(table_path, session)
         return 1 if recheck({**cli, "timeout": a.eval_timeout}, a.platform, colls, train + held,
                             parse_list(a.recheck), rules.resolve(), dep_args, store, a.reduction_op) else 0
-    if not a.no_run:
+    if a.evaluate:
+        extra = layouts(a.evaluate)
+        if not set(extra) <= set(train + held) or not table_path.exists():
+            ap.error(f"--evaluate {a.evaluate}: layouts of the plan ({', '.join(f'{n}x{p}' for n, p in train + held)}) "
+                     f"with a committed deployment ({table_path}) only: the report shows the plan's")
+        _, dep_args = deployment(table_path, session)
+        evaluate(Session({**cli, "timeout": a.eval_timeout}), a.platform, colls, extra,
+                 sorted(set(tsizes + hsizes)), rules.resolve(), dep_args, a.retry_deployed_failures)
+    elif not a.no_run:
         table = with_others(tune(session, a.platform, colls, train, tsizes, a.retry_training_crashes),
                             table_path)
         table.save(str(table_path))
