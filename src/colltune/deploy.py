@@ -117,7 +117,7 @@ def _launcher_args(impl, lib: Path, env: dict[str, str]) -> list[str]:
     from .providers.colltune import preload_args
     args = preload_args(impl, lib)
     for k, v in env.items():        # -x VAR=VALUE (Open MPI), -genv VAR VALUE (MPICH)
-        args += [a.format(name=k, value=v) for a in impl.library.rank_env]
+        args += impl.library.to_ranks(k, v)
     return args
 
 

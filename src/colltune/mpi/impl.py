@@ -22,6 +22,10 @@ class Library:
     rank_env: tuple[str, ...] = ()  # launcher option passing NAME=VALUE to the ranks only
     pml_monitoring: bool = False    # per-peer counters of its own sends (Open MPI's pml/monitoring)
 
+    def to_ranks(self, name: str, value) -> list[str]:
+        """Launcher arguments that pass NAME=VALUE to the ranks only (rank_env)."""
+        return [a.format(name=name, value=value) for a in self.rank_env]
+
 
 LIBRARIES = {lib.name: lib for lib in (
     Library("smpi", "SimGrid SMPI", "-show", simulated=True),

@@ -584,7 +584,7 @@ def _library_coverage(files, job, backend, has_trace, acc, notes, model, by_comm
     from ..mpi.impl import library
     out: dict[tuple[str, str], dict] = {}
     monitoring = str(job.get("monitoring", "")).startswith("on")
-    counters = bool(library(backend) and library(backend).pml_monitoring)  # the library counts its sends
+    counters = getattr(library(backend), "pml_monitoring", False)   # the library counts its sends
     unmodelled: dict[str, int] = {}
     by_comm = by_comm if by_comm is not None else {}
     for rf in files.values():

@@ -53,7 +53,7 @@ def preload_args(impl, lib: Path) -> list[str]:
     """mpiexec arguments that preload lib into the ranks only (not into mpiexec)."""
     if not impl.library.rank_env:
         raise BackendError(f"no LD_PRELOAD recipe for {impl.name}")
-    return [a.format(name="LD_PRELOAD", value=lib) for a in impl.library.rank_env]
+    return impl.library.to_ranks("LD_PRELOAD", lib)
 
 
 def rules_tool_command(impl, cache_dir: str, workdir: str) -> list[str]:
